@@ -1,0 +1,13 @@
+"""Long-term memory for a LiveKit voice agent, on Mem0 and Postgres.
+
+Mem0 reads its telemetry switch when it is first imported, and with telemetry on
+it opens a second store and calls the network: switch it off before anything in
+this package imports mem0.
+"""
+
+import logging
+import os
+
+os.environ["MEM0_TELEMETRY"] = "False"
+# Mem0 logs a warning per call when spaCy is absent; we do not use its NLP path.
+logging.getLogger("mem0.utils.spacy_models").setLevel(logging.ERROR)

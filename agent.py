@@ -1,0 +1,102 @@
+"""A LiveKit voice agent that remembers its users.
+
+VAD -> STT -> LLM -> TTS in a LiveKit room, with long-term memory on Mem0
+(`memory/`). Run `python agent.py dev` against LiveKit, `console` to try it in
+a terminal, `start` in production, `download-files` at image build time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from dotenv import load_dotenv
+from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, cli, room_io
+from livekit.plugins import openai, silero
+
+from memory.embedder import local_model
+from memory.gatekeeper import Gatekeeper
+from memory.livekit_glue import MemoryAgent, MemorySession
+from memory.service import MemoryService
+from memory.settings import EmbedderKind, MemoryMode, load_settings, startup_problems
+from memory.store import MemoryStore
+
+logger = logging.getLogger("agent")
+load_dotenv()
+
+
+def _openai_kwargs() -> dict[str, str]:
+    base_url = os.environ.get("OPENAI_BASE_URL", "").strip()
+    return {"base_url": base_url} if base_url else {}
+
+
+def prewarm(proc: JobProcess) -> None:
+    """Once per worker process: the VAD, the local embedder and the memory store."""
+    settings = load_settings()
+    proc.userdata["vad"] = silero.VAD.load()
+    if settings.embedder is EmbedderKind.LOCAL:
+        local_model()
+    proc.userdata["settings"] = settings
+    proc.userdata["store"] = MemoryStore.open(settings)
+
+
+server = AgentServer(setup_fnc=prewarm)
+
+
+@server.rtc_session()
+async def entrypoint(ctx: JobContext) -> None:
+    settings = ctx.proc.userdata["settings"]
+    store: MemoryStore = ctx.proc.userdata["store"]
+    ctx.log_context_fields = {"room": ctx.room.name}
+
+    await ctx.connect()
+    participant = await ctx.wait_for_participant()
+    # The participant identity is the user id: stable per user, unlike the room name.
+    user_id = participant.identity
+    ctx.log_context_fields = {"room": ctx.room.name, "user_id": user_id}
+
+    chat_model = os.environ.get("OPENAI_LLM_MODEL", "gpt-4.1-mini")
+    gatekeeper = None
+    if settings.mode is MemoryMode.GATED:
+        gatekeeper = Gatekeeper(
+            openai.LLM(model=os.environ.get("MEMORY_LLM_MODEL") or chat_model, **_openai_kwargs())
+        )
+    service = MemoryService(store, settings, gatekeeper=gatekeeper)
+    memory = MemorySession(service, user_id=user_id, session_id=ctx.job.id)
+
+    session = AgentSession(
+        vad=ctx.proc.userdata["vad"],
+        stt=openai.STT(
+            model=os.environ.get("OPENAI_STT_MODEL", "gpt-4o-mini-transcribe"),
+            language=os.environ.get("OPENAI_STT_LANGUAGE", "en"),
+            **_openai_kwargs(),
+        ),
+        llm=openai.LLM(model=chat_model, **_openai_kwargs()),
+        tts=openai.TTS(
+            model=os.environ.get("OPENAI_TTS_MODEL", "gpt-4o-mini-tts"),
+            voice=os.environ.get("OPENAI_TTS_VOICE", "ash"),
+            **_openai_kwargs(),
+        ),
+    )
+    memory.attach(session)
+    ctx.add_shutdown_callback(memory.aclose)
+
+    await session.start(
+        agent=MemoryAgent(memory),
+        room=ctx.room,
+        room_options=room_io.RoomOptions(participant_identity=user_id),
+    )
+    session.generate_reply(instructions="Greet the user briefly.")
+
+
+def main() -> None:
+    command = sys.argv[1] if len(sys.argv) > 1 else None
+    problems = startup_problems(command, os.environ)
+    if problems:
+        sys.exit("agent.py: cannot start:\n  " + "\n  ".join(problems))
+    cli.run_app(server)
+
+
+if __name__ == "__main__":
+    main()

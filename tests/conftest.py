@@ -1,0 +1,50 @@
+"""Shared fixtures: one real embedded Postgres + Mem0 store for the whole run.
+
+Each test gets its own user id, so tests share the server (it starts once, in
+about a second) without seeing each other's memories.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+
+import memory  # noqa: F401  (switches Mem0 telemetry off before mem0 is imported)
+from memory.settings import MemoryMode, MemorySettings, load_settings
+from memory.store import MemoryStore
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("memory-data")
+
+
+@pytest.fixture(scope="session")
+def base_settings(data_dir: Path) -> MemorySettings:
+    return load_settings({"MEMORY_DATA_DIR": str(data_dir)}, dotenv=False)
+
+
+@pytest.fixture(scope="session")
+def store(base_settings: MemorySettings) -> Iterator[MemoryStore]:
+    st = MemoryStore.open(base_settings)
+    yield st
+    st.close()
+
+
+@pytest.fixture
+def user_id() -> str:
+    return f"user-{uuid.uuid4().hex[:10]}"
+
+
+def make_service(store: MemoryStore, mode: MemoryMode, **kwargs: object) -> "MemoryService":
+    """A service over the shared store in the given mode (settings are per service)."""
+    from memory.service import MemoryService
+
+    settings = dataclasses.replace(store.settings, mode=mode)
+    return MemoryService(store, settings, **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,76 @@
+"""The store on the real embedded Postgres, Mem0 and local embedder."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory.store import InvalidMemoryText, MemoryStore
+
+
+def test_raw_write_is_found_again_only_by_its_user(store: MemoryStore, user_id: str) -> None:
+    store.add_raw(user_id, "My sister's name is Anna", metadata={"session_id": "s1"})
+    hits = store.search(user_id, "what is my sister called?")
+    assert [h.text for h in hits] == ["My sister's name is Anna"]
+    assert hits[0].metadata["session_id"] == "s1"
+    assert store.search(user_id + "-other", "what is my sister called?") == []
+
+
+def test_replayed_write_id_is_not_stored_twice(store: MemoryStore, user_id: str) -> None:
+    first = store.add_raw(user_id, "I like green tea", write_id="turn-1")
+    again = store.add_raw(user_id, "I like green tea", write_id="turn-1")
+    assert (first.event, again.event) == ("ADD", "NOOP")
+    assert again.id == first.id
+    assert len(store.list_user(user_id)) == 1
+
+
+def test_fact_for_same_slot_supersedes_and_keeps_history(store: MemoryStore, user_id: str) -> None:
+    paris = store.upsert_fact(user_id, "User lives in Paris", category="personal_facts", slot="home_city")
+    berlin = store.upsert_fact(user_id, "User lives in Berlin", category="personal_facts", slot="home_city")
+    assert berlin.event == "UPDATE" and berlin.id == paris.id
+    texts = [r.text for r in store.list_user(user_id)]
+    assert texts == ["User lives in Berlin"]
+    history = [(h["old_memory"], h["new_memory"], h["event"]) for h in store.history(paris.id)]
+    assert history == [(None, "User lives in Paris", "ADD"), ("User lives in Paris", "User lives in Berlin", "UPDATE")]
+
+
+def test_restated_fact_is_a_noop(store: MemoryStore, user_id: str) -> None:
+    store.upsert_fact(user_id, "User's sister is Anna", category="relationships", slot="sister_name")
+    again = store.upsert_fact(user_id, "user's sister is anna.", category="relationships", slot=None)
+    assert again.event == "NOOP"
+    assert len(store.list_user(user_id)) == 1
+
+
+def test_category_filter_limits_search(store: MemoryStore, user_id: str) -> None:
+    store.add_raw(user_id, "My favourite colour is blue")
+    store.upsert_fact(user_id, "User likes blue", category="preferences", slot="favorite_color")
+    hits = store.search(user_id, "favourite colour", categories=["preferences"])
+    assert [h.text for h in hits] == ["User likes blue"]
+    assert hits[0].category == "preferences"
+
+
+def test_chinese_memory_is_found_by_chinese_question(store: MemoryStore, user_id: str) -> None:
+    store.upsert_fact(user_id, "用户的妹妹叫小雪", category="relationships", slot="sister_name")
+    store.upsert_fact(user_id, "用户喜欢蓝色", category="preferences", slot="favorite_color")
+    hits = store.search(user_id, "我妹妹叫什么名字？", top_k=1)
+    assert hits[0].text == "用户的妹妹叫小雪"
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "x" * 5000])
+def test_bad_text_is_refused_with_a_reason_and_nothing_is_lost(store: MemoryStore, user_id: str, bad: str) -> None:
+    store.add_raw(user_id, "I have a cat called Miso")
+    with pytest.raises(InvalidMemoryText, match="empty|limit"):
+        store.add_raw(user_id, bad)
+    assert [r.text for r in store.list_user(user_id)] == ["I have a cat called Miso"]
+
+
+def test_unknown_category_is_refused_by_name(store: MemoryStore, user_id: str) -> None:
+    with pytest.raises(InvalidMemoryText, match="'gossip'"):
+        store.upsert_fact(user_id, "User heard a rumour", category="gossip")
+
+
+def test_forget_user_removes_everything_searchable(store: MemoryStore, user_id: str) -> None:
+    store.add_raw(user_id, "My PIN hint is my dog's birthday")
+    store.upsert_fact(user_id, "User's dog is Rex", category="relationships", slot="dog_name")
+    assert store.delete_user(user_id) == 2
+    assert store.list_user(user_id) == []
+    assert store.search(user_id, "dog") == []
