@@ -13,7 +13,7 @@ import logging
 import os
 from pathlib import Path
 
-from psycopg import sql
+from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
 logger = logging.getLogger("memory.postgres")
@@ -32,6 +32,18 @@ def embedded_url(pgdata: Path) -> str:
     return server.get_uri()
 
 
+def _configure(conn: Connection) -> None:
+    """Per-connection settings for filtered vector search.
+
+    An HNSW scan returns at most `ef_search` rows before the user filter is
+    applied, so a user with 1% of the rows would get almost nothing back.
+    pgvector 0.8's iterative scan keeps walking the graph until enough rows pass.
+    """
+    conn.execute("SET hnsw.iterative_scan = relaxed_order")
+    conn.execute("SET hnsw.ef_search = 100")
+    conn.commit()
+
+
 def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
     """A connection pool with bounded waits, shared by Mem0 and our own queries."""
     pool = ConnectionPool(
@@ -40,6 +52,7 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
         max_size=max_size,
         timeout=CONNECT_TIMEOUT_S,
         kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "autocommit": False},
+        configure=_configure,
         open=False,
     )
     pool.open(wait=True, timeout=CONNECT_TIMEOUT_S * 3)
