@@ -83,6 +83,8 @@ class Recaller:
         lookup = self._lookups.get(key) if self._fresh(key) else None
         prefetched = lookup is not None
         if lookup is None:
+            if self._pending_interim is not None and transcript_key(self._pending_interim) == key:
+                self._pending_interim = None  # about to run anyway
             lookup = self._start(key, text)
         t0 = time.perf_counter()
         done, _ = await asyncio.wait({lookup.task}, timeout=self.budget_s)
