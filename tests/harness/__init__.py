@@ -1,0 +1,25 @@
+"""Offline test harness: a real LiveKit ``AgentSession`` driven by scripted fakes."""
+
+from .fakes import (
+    FakeTTS,
+    InstantAudioOutput,
+    LLMRequest,
+    RecordingLLM,
+    RecordingTextOutput,
+    ScriptedSTT,
+    SilentAudioInput,
+)
+from .session import HarnessEvent, TurnResult, VoiceHarness
+
+__all__ = [
+    "FakeTTS",
+    "HarnessEvent",
+    "InstantAudioOutput",
+    "LLMRequest",
+    "RecordingLLM",
+    "RecordingTextOutput",
+    "ScriptedSTT",
+    "SilentAudioInput",
+    "TurnResult",
+    "VoiceHarness",
+]
