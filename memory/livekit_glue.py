@@ -99,6 +99,12 @@ class MemorySession:
         if self._profile_task is None:
             self._profile_task = asyncio.ensure_future(self._load_profile())
 
+    async def wait_profile(self, timeout_s: float = 10.0) -> None:
+        """For tests and tools: wait until the profile fetch has finished (bounded)."""
+        self.start_profile()
+        assert self._profile_task is not None
+        await asyncio.wait({self._profile_task}, timeout=timeout_s)
+
     async def _load_profile(self) -> None:
         try:
             self.profile = await self.service.profile(self.user_id)

@@ -6,7 +6,10 @@ about a second) without seeing each other's memories.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +24,13 @@ from memory.store import MemoryStore
 
 
 @pytest.fixture(scope="session")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("memory-data")
+def data_dir() -> Path:
+    """Outside pytest's tmp tree: pytest re-locks that to 0700 on every run, and the
+    embedded server runs as its own system user that must reach the directory."""
+    path = Path(tempfile.mkdtemp(prefix="memory-tests-"))
+    # Registered before the server starts, so it runs after the server has stopped.
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 @pytest.fixture(scope="session")

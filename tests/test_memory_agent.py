@@ -1,0 +1,257 @@
+"""End to end: a real AgentSession with MemoryAgent, the real store and embedder.
+
+Only the cloud STT/LLM/TTS are scripted fakes (tests/harness). Spoken turns use
+preflight transcripts, so every turn goes through LiveKit's preemptive
+generation, as in production with VAD turn detection.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from memory.gatekeeper import Gatekeeper
+from memory.livekit_glue import PROFILE_MESSAGE_ID, MemoryAgent, MemorySession
+from memory.service import MemoryService
+from memory.settings import MemoryMode
+from memory.store import MemoryStore
+from tests.conftest import make_service
+from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
+
+# Long budget in these tests: they check what is injected, not how fast
+# (tests/test_prefetch.py and bench/latency.py cover the budget).
+BUDGET_S = 10.0
+
+
+def memory_blocks(request: LLMRequest, tag: str) -> list[int]:
+    """Indexes of messages in a request that hold a memory block with this tag."""
+    return [i for i, (role, text) in enumerate(request.messages) if role == "system" and text.startswith(f"<{tag}>")]
+
+
+def recalled_text(request: LLMRequest) -> str:
+    """The recalled-memories block of a request ("" if none), checked to sit right before the user message."""
+    idx = memory_blocks(request, "recalled_memories")
+    if not idx:
+        return ""
+    assert idx == [len(request.messages) - 2], request.messages
+    assert request.messages[-1][0] == "user"
+    return request.messages[idx[0]][1]
+
+
+def scripted_extraction(facts_by_text: dict[str, list[dict[str, str]]]) -> RecordingLLM:
+    """An extraction LLM that answers with the given facts for each user message."""
+
+    def respond(request: LLMRequest) -> str:
+        payload = json.loads(request.messages[-1][1])
+        return json.dumps({"facts": facts_by_text.get(payload["latest_user_message"], [])})
+
+    return RecordingLLM(respond)
+
+
+@dataclass
+class Run:
+    harness: VoiceHarness
+    memory: MemorySession
+    service: MemoryService
+
+    @property
+    def requests(self) -> list[LLMRequest]:
+        return self.harness.llm.requests
+
+
+class CountingService(MemoryService):
+    """The real service, counting look-ups so tests can see when retrieval ran."""
+
+    recalls: int = 0
+    profiles: int = 0
+
+    async def recall(self, user_id: str, text: str):  # type: ignore[no-untyped-def]
+        self.recalls += 1
+        return await super().recall(user_id, text)
+
+    async def profile(self, user_id: str):  # type: ignore[no-untyped-def]
+        self.profiles += 1
+        return await super().profile(user_id)
+
+
+@asynccontextmanager
+async def voice_session(
+    store: MemoryStore,
+    mode: MemoryMode,
+    user_id: str,
+    *,
+    extraction: RecordingLLM | None = None,
+    wait_for_profile: bool = True,
+) -> AsyncIterator[Run]:
+    base = make_service(store, mode)
+    service = CountingService(store, base.settings, gatekeeper=Gatekeeper(extraction))
+    memory = MemorySession(service, user_id=user_id, budget_s=BUDGET_S)
+    harness = VoiceHarness(MemoryAgent(memory), preflight=True)
+    memory.attach(harness.session)
+    if wait_for_profile:
+        await memory.wait_profile()
+    async with harness:
+        yield Run(harness, memory, service)
+        assert await memory.drain(10.0), "background writes did not finish"
+    await memory.aclose()
+
+
+def one_request_per_turn(run: Run, turns: int) -> None:
+    assert run.harness.llm.count == turns, [r.messages[-1] for r in run.requests]
+
+
+# ------------------------------------------------------------------- NORMAL
+async def test_normal_stores_spoken_turn_and_recalls_it_next_session_for_that_user_only(
+    store: MemoryStore, user_id: str
+) -> None:
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        await run.harness.user_says("My sister's name is Anna", interims=["My sister's", "My sister's name"])
+    stored = store.list_user(user_id)
+    assert [m.text for m in stored] == ["My sister's name is Anna"]
+    assert stored[0].metadata["session_id"] == run.memory.session_id
+
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        await run.harness.user_says("What's my sister's name?")
+        one_request_per_turn(run, 1)
+        assert "My sister's name is Anna" in recalled_text(run.requests[-1])
+
+    async with voice_session(store, MemoryMode.NORMAL, user_id + "-stranger") as run:
+        await run.harness.user_says("What's my sister's name?")
+        assert "Anna" not in json.dumps(run.requests[-1].messages)
+
+
+async def test_injected_memory_is_not_kept_in_the_conversation_history(store: MemoryStore, user_id: str) -> None:
+    store.add_raw(user_id, "My dog is called Rex")
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        await run.harness.user_says("What is my dog called?")
+        await run.harness.user_says("And how old is he?")
+        one_request_per_turn(run, 2)
+        assert "Rex" in recalled_text(run.requests[0])
+        history = json.dumps(run.harness.session.history.to_dict(), ensure_ascii=False)
+        assert "My dog is called Rex" not in history
+        # the second request carries only its own turn's block, never the first one's
+        assert all(len(memory_blocks(r, "recalled_memories")) <= 1 for r in run.requests)
+
+
+async def test_typed_input_is_stored_and_gets_memory(store: MemoryStore, user_id: str) -> None:
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        await run.harness.user_types("My favourite food is ramen")
+    assert [m.text for m in store.list_user(user_id)] == ["My favourite food is ramen"]
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        await run.harness.user_types("What's my favourite food?")
+        one_request_per_turn(run, 1)
+        assert "ramen" in recalled_text(run.requests[-1])
+
+
+# -------------------------------------------------------------------- GATED
+SISTER = {"text": "User's sister is Anna", "category": "relationships", "slot": "sister_name"}
+
+
+async def test_gated_stores_one_canonical_fact_and_skips_chit_chat(store: MemoryStore, user_id: str) -> None:
+    extraction = scripted_extraction({"My sister's name is Anna": [SISTER]})
+    async with voice_session(store, MemoryMode.GATED, user_id, extraction=extraction) as run:
+        await run.harness.user_says("My sister's name is Anna")
+        assert await run.memory.drain(10.0)
+        assert extraction.count == 1
+        await run.harness.user_says("ok thanks")
+        one_request_per_turn(run, 2)
+    assert extraction.count == 1, "a skipped turn must not reach the extraction LLM"
+    stored = store.list_user(user_id)
+    assert [(m.text, m.category) for m in stored] == [("User's sister is Anna", "relationships")]
+
+
+async def test_gated_recalls_only_when_the_message_needs_memory(store: MemoryStore, user_id: str) -> None:
+    store.upsert_fact(user_id, "User's sister is Anna", category="relationships", slot="sister_name")
+    store.add_raw(user_id, "raw chit-chat that GATED must never inject: Anna says hi")
+    async with voice_session(store, MemoryMode.GATED, user_id) as run:
+        await run.harness.user_says("What's the weather like?")
+        assert run.service.recalls == 0
+        await run.harness.user_says("What's my sister's name?")
+        assert run.service.recalls >= 1
+        one_request_per_turn(run, 2)
+        block = recalled_text(run.requests[-1]) or "\n".join(
+            t for _, t in run.requests[-1].messages if t.startswith("<user_profile>")
+        )
+        assert "User's sister is Anna" in block
+        assert "chit-chat" not in json.dumps(run.requests[-1].messages)
+
+
+async def test_gated_profile_is_fetched_once_and_injected_once_per_request(store: MemoryStore, user_id: str) -> None:
+    store.upsert_fact(user_id, "User's sister is Anna", category="relationships", slot="sister_name")
+    store.upsert_fact(user_id, "User likes blue", category="preferences", slot="favorite_color")
+    async with voice_session(store, MemoryMode.GATED, user_id) as run:
+        await run.harness.user_says("Hello there")
+        await run.harness.user_says("Any ideas for the weekend?")
+        await run.harness.user_types("Tell me something nice")
+        one_request_per_turn(run, 3)
+        assert run.service.profiles == 1
+        for request in run.requests:
+            profile = memory_blocks(request, "user_profile")
+            assert len(profile) == 1
+            assert request.messages[profile[0] - 1][0] == "system"  # right after the instructions
+            text = request.messages[profile[0]][1]
+            assert "User's sister is Anna" in text and "User likes blue" in text
+        assert PROFILE_MESSAGE_ID not in {m.id for m in run.harness.session.history.messages()}
+
+
+async def test_gated_profile_is_bounded(store: MemoryStore, user_id: str) -> None:
+    for i in range(40):
+        store.upsert_fact(user_id, f"User likes hobby number {i} very much indeed", category="preferences", slot=f"hobby_{i}")
+    async with voice_session(store, MemoryMode.GATED, user_id) as run:
+        await run.harness.user_says("Hello")
+        (idx,) = memory_blocks(run.requests[0], "user_profile")
+        lines = [ln for ln in run.requests[0].messages[idx][1].splitlines() if ln.startswith("- ")]
+        assert 0 < len(lines) <= run.service.settings.profile_max_items
+        assert sum(len(ln) for ln in lines) <= run.service.settings.profile_max_chars
+
+
+async def test_gated_moving_supersedes_the_old_city(store: MemoryStore, user_id: str) -> None:
+    extraction = scripted_extraction(
+        {
+            "I live in Paris": [{"text": "User lives in Paris", "category": "personal_facts", "slot": "home_city"}],
+            "I moved to Berlin": [{"text": "User lives in Berlin", "category": "personal_facts", "slot": "home_city"}],
+        }
+    )
+    async with voice_session(store, MemoryMode.GATED, user_id, extraction=extraction) as run:
+        await run.harness.user_says("I live in Paris")
+        assert await run.memory.drain(10.0)
+        await run.harness.user_says("I moved to Berlin")
+    assert [m.text for m in store.list_user(user_id)] == ["User lives in Berlin"]
+
+
+async def test_gated_chinese_fact_is_stored_and_recalled(store: MemoryStore, user_id: str) -> None:
+    extraction = scripted_extraction(
+        {"我妹妹叫小雪": [{"text": "用户的妹妹叫小雪", "category": "relationships", "slot": "sister_name"}]}
+    )
+    async with voice_session(store, MemoryMode.GATED, user_id, extraction=extraction) as run:
+        await run.harness.user_says("我妹妹叫小雪", interims=["我妹妹"])
+    assert [(m.text, m.category) for m in store.list_user(user_id)] == [("用户的妹妹叫小雪", "relationships")]
+
+    async with voice_session(store, MemoryMode.GATED, user_id) as run:
+        assert run.memory.profile and "小雪" in run.memory.profile[0].text
+        run.memory.profile = []  # leave the profile out: this checks per-turn recall
+        await run.harness.user_says("我妹妹叫什么名字？")
+        one_request_per_turn(run, 1)
+        assert "用户的妹妹叫小雪" in recalled_text(run.requests[-1])
+
+
+async def test_explicit_remember_request_is_stored_even_if_extraction_finds_nothing(
+    store: MemoryStore, user_id: str
+) -> None:
+    extraction = scripted_extraction({})
+    async with voice_session(store, MemoryMode.GATED, user_id, extraction=extraction) as run:
+        await run.harness.user_says("请记住我的车位是B12")
+    assert [m.text for m in store.list_user(user_id)] == ["请记住我的车位是B12"]
+
+
+async def test_broken_extraction_output_stores_nothing_and_session_goes_on(store: MemoryStore, user_id: str) -> None:
+    extraction = RecordingLLM(lambda _req: "this is not json")
+    async with voice_session(store, MemoryMode.GATED, user_id, extraction=extraction) as run:
+        await run.harness.user_says("My brother is called Tom")
+        await run.harness.user_says("Hello again")
+        one_request_per_turn(run, 2)
+    assert store.list_user(user_id) == []
+
+
