@@ -1,0 +1,241 @@
+"""Benchmark the gatekeeper pre-filter on gatekeeper-format eval files.
+
+    uv run python -m bench.gate [--data FILE ...] [--by-reason]
+
+Runs ``memory.prefilter.prefilter`` over every item (text + context) and, in the
+same run, the first-person keyword baseline from ../shared/eval/README.md, and
+reports for both: precision, recall and F1 of "passes" (action != SKIP) against
+``durable``, skip rate (share of non-durable turns skipped), counts, FORCE count and
+p50/p95 time per call in microseconds. ``--by-reason`` adds a breakdown by decision
+reason, which is where to look before changing a rule. The readable table goes
+first; the LAST line is one JSON object with all figures per file, for scripts/CI.
+
+Default data: the three gate files in ``$EVAL_DIR`` or ``<repo>/../shared/eval``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.evaldata import EvalDataError, GateFile, default_eval_dir, load_gate
+from memory.prefilter import GateAction, GateDecision, prefilter
+
+DEFAULT_FILES = ("msc_gate.balanced.dev.json", "msc_gate.realistic.dev.json", "zh_gate.smoke.dev.json")
+
+Decide = Callable[[str, Sequence[str]], GateDecision]
+
+# ---------------------------------------------------------------------- baseline
+
+# The README's first-person keyword rule. Lower case, straight apostrophes, whole-word
+# match for English and substring for Chinese: this reproduces the README figures.
+_BASELINE_EN = re.compile(r"\b(?:my|i am|i'm|i have|i like|i love|i work|i live|remember)\b")
+_BASELINE_ZH = ("我叫", "我是", "我的", "我喜欢", "我住", "记住", "生日", "约好")
+
+
+def baseline(text: str, context: Sequence[str] = ()) -> GateDecision:
+    """First-person keyword rule: pass (EXTRACT) when any keyword occurs, else SKIP."""
+    t = text.lower().replace("\u2019", "'")
+    if _BASELINE_EN.search(t) or any(k in t for k in _BASELINE_ZH):
+        return GateDecision(GateAction.EXTRACT, "keyword")
+    return GateDecision(GateAction.SKIP, "no_keyword")
+
+
+# ----------------------------------------------------------------------- metrics
+
+
+@dataclass(frozen=True)
+class GateMetrics:
+    """Confusion counts and rates for "passes" (positive) against "durable" (truth)."""
+
+    items: int
+    durable: int
+    not_durable: int
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+    forced: int
+    precision: float | None  # None when nothing passed
+    recall: float | None  # None when there is no durable item
+    f1: float | None
+    skip_rate: float | None  # share of non-durable items skipped; None when there are none
+    pass_rate: float | None  # share of all items passed (what the LLM step will see)
+
+
+def gate_metrics(durable: Sequence[bool], passed: Sequence[bool], forced: Sequence[bool] = ()) -> GateMetrics:
+    """Precision/recall/F1 of ``passed`` against ``durable``, plus the skip rate."""
+    if len(durable) != len(passed):
+        raise ValueError(f"durable and passed differ in length ({len(durable)} vs {len(passed)})")
+    tp = sum(d and p for d, p in zip(durable, passed))
+    fp = sum(p and not d for d, p in zip(durable, passed))
+    fn = sum(d and not p for d, p in zip(durable, passed))
+    tn = len(durable) - tp - fp - fn
+    precision = tp / (tp + fp) if tp + fp else None
+    recall = tp / (tp + fn) if tp + fn else None
+    if precision is None or recall is None:
+        f1 = None
+    else:
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return GateMetrics(
+        items=len(durable),
+        durable=tp + fn,
+        not_durable=fp + tn,
+        tp=tp,
+        fp=fp,
+        fn=fn,
+        tn=tn,
+        forced=sum(bool(f) for f in forced),
+        precision=precision,
+        recall=recall,
+        f1=f1,
+        skip_rate=tn / (fp + tn) if fp + tn else None,
+        pass_rate=(tp + fp) / len(durable) if durable else None,
+    )
+
+
+def _percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of an already sorted list (0 when empty)."""
+    if not sorted_values:
+        return 0.0
+    k = max(0, min(len(sorted_values) - 1, math.ceil(q * len(sorted_values)) - 1))
+    return sorted_values[k]
+
+
+@dataclass(frozen=True)
+class MethodReport:
+    metrics: GateMetrics
+    p50_us: float
+    p95_us: float
+    by_reason: dict[str, dict[str, Any]]  # reason -> {"action", "n", "durable", "not_durable"}
+
+
+def run_method(gate: GateFile, decide: Decide) -> MethodReport:
+    """Run ``decide`` over every item of ``gate`` (timing each call) and score it."""
+    if gate.items:  # warm-up, so that one-off costs do not land in the first timing
+        decide(gate.items[0].text, gate.items[0].context)
+    durable: list[bool] = []
+    passed: list[bool] = []
+    forced: list[bool] = []
+    times: list[float] = []
+    reasons: Counter[tuple[str, str, bool]] = Counter()
+    clock = time.perf_counter_ns
+    for item in gate.items:
+        t0 = clock()
+        decision = decide(item.text, item.context)
+        times.append((clock() - t0) / 1000.0)
+        durable.append(item.durable)
+        passed.append(decision.action is not GateAction.SKIP)
+        forced.append(decision.action is GateAction.FORCE)
+        reasons[(decision.reason, decision.action.value, item.durable)] += 1
+    times.sort()
+    by_reason: dict[str, dict[str, Any]] = {}
+    for (reason, action, is_durable), n in sorted(reasons.items()):
+        row = by_reason.setdefault(reason, {"action": action, "n": 0, "durable": 0, "not_durable": 0})
+        row["n"] += n
+        row["durable" if is_durable else "not_durable"] += n
+    return MethodReport(
+        metrics=gate_metrics(durable, passed, forced),
+        p50_us=_percentile(times, 0.50),
+        p95_us=_percentile(times, 0.95),
+        by_reason=by_reason,
+    )
+
+
+METHODS: dict[str, Decide] = {"prefilter": prefilter, "baseline": baseline}
+
+
+def evaluate(gate: GateFile, methods: dict[str, Decide] | None = None) -> dict[str, MethodReport]:
+    """Score every method on one loaded gate file."""
+    return {name: run_method(gate, fn) for name, fn in (methods or METHODS).items()}
+
+
+# ------------------------------------------------------------------------ output
+
+
+def _fmt(x: float | None) -> str:
+    return "  -  " if x is None else f"{x:.3f}"
+
+
+def format_table(gate: GateFile, reports: dict[str, MethodReport], by_reason: bool) -> str:
+    m0 = next(iter(reports.values())).metrics
+    lines = [
+        f"{gate.name}  ({gate.language}, {m0.items} items: {m0.durable} durable, {m0.not_durable} not)  {gate.path}",
+        f"  {'method':<10} {'prec':>6} {'recall':>6} {'F1':>6} {'skip':>6} {'pass%':>6} "
+        f"{'TP':>5} {'FP':>5} {'FN':>5} {'TN':>5} {'FORCE':>5} {'p50us':>7} {'p95us':>7}",
+    ]
+    for name, r in reports.items():
+        m = r.metrics
+        lines.append(
+            f"  {name:<10} {_fmt(m.precision):>6} {_fmt(m.recall):>6} {_fmt(m.f1):>6} {_fmt(m.skip_rate):>6} "
+            f"{_fmt(m.pass_rate):>6} {m.tp:>5} {m.fp:>5} {m.fn:>5} {m.tn:>5} {m.forced:>5} "
+            f"{r.p50_us:>7.1f} {r.p95_us:>7.1f}"
+        )
+    if by_reason:
+        for name, r in reports.items():
+            lines.append(f"  by reason ({name}):  {'action':<8} {'n':>5} {'durable':>7} {'not':>5}")
+            for reason, row in sorted(r.by_reason.items(), key=lambda kv: (kv[1]["action"], -kv[1]["n"])):
+                lines.append(
+                    f"    {reason:<24} {row['action']:<8} {row['n']:>5} {row['durable']:>7} {row['not_durable']:>5}"
+                )
+    return "\n".join(lines)
+
+
+def report_json(gate: GateFile, reports: dict[str, MethodReport], by_reason: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": str(gate.path), "language": gate.language, "items": len(gate.items)}
+    for name, r in reports.items():
+        entry: dict[str, Any] = asdict(r.metrics)
+        entry.update(p50_us=round(r.p50_us, 1), p95_us=round(r.p95_us, 1))
+        for k in ("precision", "recall", "f1", "skip_rate", "pass_rate"):
+            entry[k] = None if entry[k] is None else round(entry[k], 4)
+        if by_reason:
+            entry["by_reason"] = r.by_reason
+        out[name] = entry
+    return out
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _default_paths() -> list[Path]:
+    return [default_eval_dir() / name for name in DEFAULT_FILES]
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.gate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", action="append", type=Path, metavar="FILE",
+                    help="gatekeeper-format JSON file (repeatable; default: the three gate files in the eval dir)")
+    ap.add_argument("--by-reason", action="store_true", help="also break results down by decision reason")
+    args = ap.parse_args(list(argv) if argv is not None else None)
+
+    paths = args.data or _default_paths()
+    results: dict[str, Any] = {}
+    for path in paths:
+        try:
+            gate = load_gate(path)
+        except EvalDataError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if not gate.items:
+            print(f"error: {path}: no items", file=sys.stderr)
+            return 2
+        reports = evaluate(gate)
+        print(format_table(gate, reports, args.by_reason))
+        print()
+        key = gate.name if gate.name not in results else str(path)
+        results[key] = report_json(gate, reports, args.by_reason)
+    print(json.dumps({"bench": "gate", "files": results}, ensure_ascii=False, sort_keys=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

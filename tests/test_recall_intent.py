@@ -1,0 +1,80 @@
+"""GATED retrieval trigger: which user messages need long-term memory."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from memory.recall_intent import RECALL_REASONS, needs_memory, recall_reason
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("What's my sister's name?", "personal_question"),
+        ("Do you remember what I told you?", "recall_request"),
+        ("what do you know about me", "about_me"),
+        ("who am I", "about_me"),
+        ("what's my favourite colour", "personal_question"),
+        ("remember when we went hiking?", "recall_request"),
+        ("Remind me what my wife's birthday is", "recall_request"),
+        ("Did I tell you about my new job?", "recall_request"),
+        ("where do i live", "personal_question"),
+        ("How old am I?", "personal_question"),
+        ("WHAT IS MY NAME", "about_me"),
+        ("我妹妹叫什么名字？", "personal_question"),
+        ("你还记得我吗", "recall_request"),
+        ("你知道我喜欢什么吗", "about_me"),
+        ("我叫什么", "about_me"),
+        ("我喜欢的颜色是什么", "personal_question"),
+        ("我上次跟你说的那家餐厅叫什么？", "recall_request"),
+        ("你了解我吗？", "about_me"),
+    ],
+)
+def test_identity_relationship_preference_and_recall_questions(text: str, reason: str) -> None:
+    assert needs_memory(text)
+    assert recall_reason(text) == reason
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What's the weather like?", "ok thanks", "Tell me a joke", "Tell me about the Eiffel Tower",
+        "Can I ask you something?", "How are you?", "I'm tired", "Hi there", "remind me to buy milk",
+        "你好", "今天天气怎么样", "今天天气怎么样？", "谢谢", "帮我查一下天气", "你能帮我查一下天气吗？", "", "   ",
+    ],
+)
+def test_messages_that_do_not_need_memory(text: str) -> None:
+    assert not needs_memory(text)
+    assert recall_reason(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["my sister is visiting next week", "Our dog is sick again", "我妹妹下周来", "我的车坏了", "我们家的猫又跑了"],
+)
+def test_statements_about_the_users_own_people_and_things(text: str) -> None:
+    # Documented choice: the reply and the write path both benefit from what is known.
+    assert recall_reason(text) == "own_reference"
+
+
+@pytest.mark.parametrize("text", ["I like sushi", "I'm going for a run", "我今天很累"])
+def test_plain_first_person_statements_do_not(text: str) -> None:
+    assert not needs_memory(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Um, what's MY SISTER'S name", "what’s my favourite colour", "我妹妹叫什么名字?", "ｗｈｏ ａｍ ｉ？"],
+)
+def test_robust_to_case_quotes_and_full_width(text: str) -> None:
+    assert needs_memory(text)
+
+
+def test_reasons_are_declared_and_fast() -> None:
+    texts = ["What's my sister's name?", "ok thanks", "你还记得我吗", "my sister is visiting next week"] * 50
+    t0 = time.perf_counter()
+    reasons = {recall_reason(t) for t in texts}
+    assert (time.perf_counter() - t0) / len(texts) < 1e-3
+    assert reasons - {None} <= set(RECALL_REASONS)
