@@ -1,0 +1,584 @@
+"""Durable background writes: completed turns reach the store even through outages and kills.
+
+The reply path never waits for the memory store. A completed turn is put in a
+journal on local disk (`enqueue`: one INSERT and commit, well under a
+millisecond) and a background task writes it to the store, retrying with
+capped exponential backoff for as long as the process lives. The row leaves the
+journal only when the store has acknowledged the write, so
+
+- a store outage during a session (30 s or 30 min) loses nothing: turns queue
+  up on disk and are written, oldest first, when the store is back;
+- a worker process killed with writes pending loses nothing: the next queue
+  that opens the journal (in a new process, or another live worker on the same
+  machine) takes the rows over and writes them;
+- replays do not duplicate: the store makes a replayed turn a NOOP (NORMAL:
+  `add_raw(write_id=turn_id)`; GATED: a restated fact is a NOOP), and the queue
+  never hands one row to two consumers at once (see "Leases").
+
+Persistence is the standard library's `sqlite3`, not a hand-written file
+format: one small table in a WAL-mode database gives atomic commits, crash
+recovery and locking between processes for free.
+
+Durability level: `journal_mode=WAL` with `synchronous=NORMAL`. A commit is
+complete when its WAL frame has been written to the OS, so a row survives the
+process being killed (SIGKILL, OOM killer, a crash) the moment `enqueue`
+returns. It is not fsynced on every commit, so an OS crash or power cut may
+lose the last commits (the database itself stays consistent). That is the
+right trade for a voice agent: `synchronous=FULL` would put an fsync (up to
+tens of milliseconds on slow disks) on the event loop for every user turn.
+
+Leases. Several worker processes on one machine share the data directory and
+so the journal. Each row carries an owner (host, pid and a per-queue token)
+and a lease end time. A queue processes only rows it owns. It owns what it
+enqueues, renews the lease of its rows every `lease_s / 3`, and takes over
+("replays") a row only when the owner is gone: lease expired, or the owner's
+pid no longer exists on this host. The take-over is a single UPDATE, so two
+live processes cannot both claim a row. On `aclose` a queue releases its rows
+at once, except the one whose attempt was interrupted (its handler might
+still be running in a thread); that one keeps its lease until it expires.
+
+Ordering and outages. Rows are written one at a time, oldest first. When a
+write fails, the same row is retried after the backoff and later turns wait
+behind it (order matters: a later "my sister is Maria" must supersede an
+earlier "my sister is Anna", never the reverse), so a dead store costs one
+attempt per backoff period, not one per queued turn. The backoff is
+exponential with jitter and capped at `max_backoff_s`, so recovery after a
+long outage takes at most about that long.
+
+Errors. `InvalidMemoryText` (bad input: it will never succeed) moves the row to
+a dead-letter state with the reason; it is logged and kept for inspection
+(`dead_letters()`), never retried, never silently dropped. A row that cannot
+be decoded is dead-lettered the same way. Every other exception, and an
+attempt that exceeds `attempt_timeout_s`, is retried forever. Nothing here
+raises into the session: `drain` and `aclose` are bounded and never raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import random
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .service import Turn
+from .store import InvalidMemoryText
+
+logger = logging.getLogger("memory.write_queue")
+
+Handler = Callable[[Turn], Awaitable[object]]
+
+PENDING = "pending"
+DEAD = "dead"
+
+# A lock wait on the journal blocks the event loop, so keep it short. Every
+# transaction here is one small statement, so real waits are sub-millisecond.
+BUSY_TIMEOUT_S = 2.0
+_SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pending_writes (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,  -- enqueue order
+    turn_id      TEXT NOT NULL UNIQUE,               -- idempotency key
+    payload      TEXT NOT NULL,                      -- the Turn as JSON
+    state        TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'dead')),
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    last_error   TEXT,
+    owner        TEXT,                               -- host:pid:token of the queue holding it
+    owner_host   TEXT,
+    owner_pid    INTEGER,
+    lease_until  REAL NOT NULL DEFAULT 0,            -- unix time; after it anyone may take it
+    enqueued_at  REAL NOT NULL,
+    updated_at   REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS pending_writes_by_owner ON pending_writes (state, owner, seq);
+"""
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A turn that will never be written (bad input), with the reason."""
+
+    turn_id: str
+    error: str
+    attempts: int
+    failed_at: float
+    turn: Turn | None
+    payload: str
+
+
+def encode_turn(turn: Turn) -> str:
+    """The turn as JSON of its dataclass fields (`context` becomes a list)."""
+    return json.dumps(dataclasses.asdict(turn), ensure_ascii=False)
+
+
+def decode_turn(payload: str) -> Turn:
+    """The inverse of `encode_turn`; unknown keys (a newer writer) are ignored."""
+    data = json.loads(payload)
+    if not isinstance(data, dict):
+        raise ValueError(f"journal payload is {type(data).__name__}, not an object")
+    names = {f.name for f in dataclasses.fields(Turn)}
+    kwargs = {k: v for k, v in data.items() if k in names}
+    kwargs["context"] = tuple(kwargs.get("context") or ())
+    return Turn(**kwargs)
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists but belongs to someone else
+        return True
+    return True
+
+
+class DurableWriteQueue:
+    """Background writer of turns with a crash-safe journal on local disk.
+
+    `handler` does the store write (normally `MemoryService.remember`); it must
+    be idempotent per `turn.turn_id`, because a write that reached the store
+    just before a kill is replayed. Use from one event loop; `enqueue` is
+    synchronous and safe to call from event callbacks.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        handler: Handler,
+        *,
+        base_backoff_s: float = 0.2,
+        max_backoff_s: float = 5.0,
+        attempt_timeout_s: float = 10.0,
+        lease_s: float = 30.0,
+    ) -> None:
+        if base_backoff_s <= 0 or max_backoff_s <= 0 or attempt_timeout_s <= 0 or lease_s <= 0:
+            raise ValueError("backoffs, attempt timeout and lease must be positive")
+        self.path = Path(path)
+        self.handler = handler
+        self.base_backoff_s = base_backoff_s
+        self.max_backoff_s = max(max_backoff_s, base_backoff_s)
+        self.attempt_timeout_s = attempt_timeout_s
+        self.lease_s = lease_s
+
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.owner = f"{self.host}:{self.pid}:{uuid.uuid4().hex[:12]}"
+
+        # Counters (observability): writes acknowledged by the store, failed
+        # attempts that will be retried, rows dead-lettered, rows taken over
+        # from a dead or expired owner.
+        self.written = 0
+        self.retried = 0
+        self.dead_lettered = 0
+        self.replayed = 0
+
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._open_journal()
+
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None  # new rows to look at
+        self._progress: asyncio.Event | None = None  # a row left the pending state
+        self._consumer: asyncio.Task[None] | None = None
+        self._keeper: asyncio.Task[None] | None = None
+        # The row whose last attempt was cut short (timeout, stop): its handler
+        # may still be running in a thread, so its lease is not released early.
+        self._unsettled_seq: int | None = None
+        self._failures = 0  # consecutive failed attempts (drives the backoff)
+        self._closed = False
+        # Turns whose journal insert failed (disk full, lock timeout): kept in
+        # memory and flushed to the journal by the consumer, never dropped.
+        self._unsaved: OrderedDict[str, Turn] = OrderedDict()
+        # Recently written turn ids: a late duplicate enqueue is ignored.
+        self._done: OrderedDict[str, None] = OrderedDict()
+        self._done_max = 4096
+
+    # ------------------------------------------------------------- journal
+    def _open_journal(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.create_function("pid_alive", 1, lambda pid: int(_pid_alive(pid)))
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version < _SCHEMA_VERSION:
+                conn.executescript(_SCHEMA)
+                conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+        except Exception:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            conn = self._open_journal()
+            return conn.execute(sql, params).fetchall()
+
+    def _insert(self, turn: Turn) -> bool:
+        now = time.time()
+        rows = self._execute(
+            "INSERT INTO pending_writes (turn_id, payload, owner, owner_host, owner_pid,"
+            " lease_until, enqueued_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (turn_id) DO NOTHING RETURNING seq",
+            (turn.turn_id, encode_turn(turn), self.owner, self.host, self.pid, now + self.lease_s, now, now),
+        )
+        return bool(rows)
+
+    # ---------------------------------------------------------------- API
+    def enqueue(self, turn: Turn) -> None:
+        """Persist a turn for writing (one insert + commit); a known turn_id is ignored."""
+        if turn.turn_id in self._done or turn.turn_id in self._unsaved:
+            return
+        if self._closed:
+            logger.warning("enqueue after aclose: turn %s kept in the journal for the next start", turn.turn_id)
+        try:
+            inserted = self._insert(turn)
+        except Exception as exc:  # the journal must never break the session
+            logger.error("journal insert failed for turn %s (kept in memory, retried): %r", turn.turn_id, exc)
+            self._unsaved[turn.turn_id] = turn
+            inserted = True
+        if inserted:
+            self._notify(self._wake)
+
+    def start(self) -> None:
+        """Start the consumer on the running loop, first taking over rows left by dead owners."""
+        if self._closed:
+            raise RuntimeError("DurableWriteQueue was closed; open a new one")
+        if self._consumer is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._progress = asyncio.Event()
+        try:
+            self.adopt_orphans()
+        except Exception as exc:  # retried by the lease keeper
+            logger.warning("journal take-over scan failed: %r", exc)
+        self._wake.set()
+        self._consumer = asyncio.create_task(self._consume(), name="memory-write-queue")
+        self._keeper = asyncio.create_task(self._keep_leases(), name="memory-write-queue-leases")
+
+    def pending_count(self) -> int:
+        """Rows waiting to be written, in the whole journal (all processes), plus unsaved ones."""
+        try:
+            (count,) = self._execute("SELECT COUNT(*) FROM pending_writes WHERE state = ?", (PENDING,))[0]
+        except Exception as exc:
+            logger.warning("journal count failed: %r", exc)
+            count = 0
+        return int(count) + len(self._unsaved)
+
+    def owned_pending_count(self) -> int:
+        """Rows this queue is responsible for (its own and those it took over)."""
+        (count,) = self._execute(
+            "SELECT COUNT(*) FROM pending_writes WHERE state = ? AND owner = ?", (PENDING, self.owner)
+        )[0]
+        return int(count) + len(self._unsaved)
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """Turns that will never be written, oldest first, with the reason (all processes)."""
+        rows = self._execute(
+            "SELECT turn_id, last_error, attempts, updated_at, payload FROM pending_writes"
+            " WHERE state = ? ORDER BY seq",
+            (DEAD,),
+        )
+        out = []
+        for turn_id, error, attempts, failed_at, payload in rows:
+            try:
+                turn: Turn | None = decode_turn(payload)
+            except Exception:
+                turn = None
+            out.append(DeadLetter(turn_id, error or "", int(attempts), float(failed_at), turn, payload))
+        return out
+
+    def backoff_delay(self, failures: int) -> float:
+        """Seconds to wait after `failures` consecutive failures: exponential, capped, jittered.
+
+        "Equal jitter": half the capped exponential plus a random part of the
+        other half, so retries from many workers spread out but never collapse
+        to a busy loop.
+        """
+        exp = self.base_backoff_s * (2 ** min(max(failures, 1) - 1, 32))
+        cap = min(self.max_backoff_s, exp)
+        return cap / 2 + random.uniform(0, cap / 2)
+
+    async def drain(self, timeout_s: float = 5.0) -> bool:
+        """Wait until this queue's rows are written, at most `timeout_s`; True if none is left.
+
+        Never raises. Returns at once (False) when the consumer is not running,
+        since nothing would make progress.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + max(timeout_s, 0.0)
+            while True:
+                if self.owned_pending_count() == 0:
+                    return True
+                if self._consumer is None or self._consumer.done():
+                    return False
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return False
+                assert self._progress is not None
+                self._progress.clear()
+                try:
+                    await asyncio.wait_for(self._progress.wait(), min(remaining, 0.25))
+                except asyncio.TimeoutError:
+                    pass
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.warning("write queue drain failed: %r", exc)
+            return False
+
+    async def aclose(self, drain_timeout_s: float = 5.0) -> bool:
+        """Drain (bounded), stop the consumer, release leases; unwritten rows stay on disk.
+
+        Rows not written are released for the next queue at once, except one
+        whose attempt was cut short (it may still be running in a thread): it
+        keeps its lease until `lease_s` runs out. A new process replays all of
+        them at once, since this pid is then gone. Returns whether everything
+        was written. Never raises.
+        """
+        drained = False
+        try:
+            drained = await self.drain(drain_timeout_s)
+            self._closed = True
+            tasks = [t for t in (self._consumer, self._keeper) if t is not None and not t.done()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                # A handler that swallows cancellation must not hold up the session.
+                _, stuck = await asyncio.wait(tasks, timeout=1.0)
+                if stuck:
+                    logger.warning("write queue consumer did not stop in 1 s; leaving it")
+            self._flush_unsaved()
+            self._release_leases()
+            left = self.owned_pending_count()
+            logger.info(
+                "write queue closed",
+                extra={
+                    "written": self.written,
+                    "retried": self.retried,
+                    "dead_lettered": self.dead_lettered,
+                    "replayed": self.replayed,
+                    "left_pending": left,
+                },
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.warning("write queue close failed: %r", exc)
+        finally:
+            self._closed = True
+            with self._lock:
+                if self._conn is not None and not self._unsaved:
+                    self._conn.close()
+                    self._conn = None
+        return drained
+
+    # ------------------------------------------------------------ internals
+    def _notify(self, event: asyncio.Event | None) -> None:
+        if event is None or self._loop is None or self._loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            event.set()
+        else:
+            self._loop.call_soon_threadsafe(event.set)
+
+    def adopt_orphans(self) -> int:
+        """Take over rows whose owner is gone (lease expired, or its pid is dead on this host).
+
+        Called by `start()` and then every `lease_s / 3`; one UPDATE, so two
+        queues can never both claim a row. Returns how many rows were taken.
+        """
+        now = time.time()
+        rows = self._execute(
+            "UPDATE pending_writes SET owner = ?, owner_host = ?, owner_pid = ?, lease_until = ?,"
+            " updated_at = ?"
+            " WHERE state = ? AND (owner IS NULL OR (owner <> ? AND (lease_until < ?"
+            "   OR (owner_host = ? AND NOT pid_alive(owner_pid)))))"
+            " RETURNING seq",
+            (self.owner, self.host, self.pid, now + self.lease_s, now, PENDING, self.owner, now, self.host),
+        )
+        if rows:
+            self.replayed += len(rows)
+            logger.info("taking over %d pending memory write(s) left by a stopped worker", len(rows))
+            self._notify(self._wake)
+        return len(rows)
+
+    def _renew_leases(self) -> None:
+        now = time.time()
+        self._execute(
+            "UPDATE pending_writes SET lease_until = ? WHERE state = ? AND owner = ?",
+            (now + self.lease_s, PENDING, self.owner),
+        )
+
+    def _release_leases(self) -> None:
+        """Let other queues take our rows now; the interrupted one waits out its lease."""
+        self._execute(
+            "UPDATE pending_writes SET owner = NULL, lease_until = 0"
+            " WHERE state = ? AND owner = ? AND seq IS NOT ?",
+            (PENDING, self.owner, self._unsettled_seq),
+        )
+
+    def _flush_unsaved(self) -> None:
+        while self._unsaved:
+            turn_id, turn = next(iter(self._unsaved.items()))
+            try:
+                self._insert(turn)
+            except Exception as exc:
+                logger.warning("journal still refuses turn %s: %r", turn_id, exc)
+                return
+            del self._unsaved[turn_id]
+
+    def _next_row(self) -> tuple[int, str, str, int] | None:
+        rows = self._execute(
+            "SELECT seq, turn_id, payload, attempts FROM pending_writes"
+            " WHERE state = ? AND owner = ? ORDER BY seq LIMIT 1",
+            (PENDING, self.owner),
+        )
+        return rows[0] if rows else None
+
+    async def _keep_leases(self) -> None:
+        interval = self.lease_s / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self._renew_leases()
+                self.adopt_orphans()
+            except Exception as exc:
+                logger.warning("journal lease renewal failed: %r", exc)
+
+    async def _consume(self) -> None:
+        assert self._wake is not None
+        while True:
+            try:
+                self._wake.clear()
+                self._flush_unsaved()
+                row = self._next_row()
+                if row is None:
+                    if self._unsaved:  # the journal refused them: try again later
+                        await asyncio.sleep(self.backoff_delay(1))
+                    else:
+                        await self._wake.wait()
+                    continue
+                await self._process(*row)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # journal trouble: never let the consumer die
+                logger.warning("write queue consumer error: %r", exc)
+                await asyncio.sleep(self.backoff_delay(1))
+
+    async def _process(self, seq: int, turn_id: str, payload: str, attempts: int) -> None:
+        try:
+            turn = decode_turn(payload)
+        except Exception as exc:
+            self._dead_letter(seq, turn_id, attempts, f"undecodable journal row: {exc!r}")
+            return
+        attempt = attempts + 1
+        self._unsettled_seq = seq
+        try:
+            await asyncio.wait_for(self.handler(turn), self.attempt_timeout_s)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # we are being stopped; the row stays on disk
+            await self._retry(seq, turn_id, attempt, "handler was cancelled")
+            return
+        except InvalidMemoryText as exc:
+            self._unsettled_seq = None
+            self._dead_letter(seq, turn_id, attempt, str(exc))
+            return
+        except asyncio.TimeoutError:
+            # Left unsettled: a thread behind the handler may still be writing.
+            await self._retry(seq, turn_id, attempt, f"timed out after {self.attempt_timeout_s:g} s")
+            return
+        except Exception as exc:
+            self._unsettled_seq = None
+            await self._retry(seq, turn_id, attempt, repr(exc))
+            return
+        self._unsettled_seq = None
+        await self._delete(seq)
+        self.written += 1
+        if self._failures:
+            logger.info("memory store is back after %d failed attempt(s)", self._failures)
+        self._failures = 0
+        self._done[turn_id] = None
+        while len(self._done) > self._done_max:
+            self._done.popitem(last=False)
+        self._notify(self._progress)
+
+    async def _delete(self, seq: int) -> None:
+        """The store has the write: the row goes, whoever holds its lease now."""
+        failures = 0
+        while True:
+            try:
+                self._execute("DELETE FROM pending_writes WHERE seq = ?", (seq,))
+                return
+            except Exception as exc:  # if we stopped here, a replay would be a NOOP
+                failures += 1
+                logger.warning("journal delete failed (the store write is done): %r", exc)
+                await asyncio.sleep(self.backoff_delay(failures))
+
+    async def _retry(self, seq: int, turn_id: str, attempt: int, error: str) -> None:
+        self.retried += 1
+        self._failures += 1
+        delay = self.backoff_delay(self._failures)
+        logger.warning(
+            "memory write failed for turn %s (attempt %d): %s; retrying in %.2f s",
+            turn_id,
+            attempt,
+            error,
+            delay,
+            extra={"turn_id": turn_id, "attempt": attempt, "error": error, "retry_in_s": round(delay, 3)},
+        )
+        try:
+            self._execute(
+                "UPDATE pending_writes SET attempts = ?, last_error = ?, updated_at = ? WHERE seq = ?",
+                (attempt, error[:2000], time.time(), seq),
+            )
+        except Exception as exc:
+            logger.warning("journal update failed: %r", exc)
+        await asyncio.sleep(delay)
+
+    def _dead_letter(self, seq: int, turn_id: str, attempts: int, error: str) -> None:
+        self.dead_lettered += 1
+        logger.error(
+            "memory write for turn %s dead-lettered (never retried): %s",
+            turn_id,
+            error,
+            extra={"turn_id": turn_id, "attempt": attempts, "error": error},
+        )
+        try:
+            self._execute(
+                "UPDATE pending_writes SET state = ?, attempts = ?, last_error = ?, owner = NULL,"
+                " lease_until = 0, updated_at = ? WHERE seq = ?",
+                (DEAD, attempts, error[:2000], time.time(), seq),
+            )
+        except Exception as exc:
+            logger.warning("journal update failed: %r", exc)
+        self._notify(self._progress)

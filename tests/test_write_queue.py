@@ -1,0 +1,377 @@
+"""The durable write queue against the real store: outages, kills, hangs, bad input, duplicates.
+
+Every test writes through the real Mem0 store on the embedded Postgres and
+checks what is in it afterwards. Outages and hangs are simulated in the
+handler (a flag, an await that never ends), not waited out; the tests wait on
+conditions with generous timeouts and assert on time only with wide bounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+import sqlite3
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+
+import psycopg
+
+from memory.service import Turn
+from memory.settings import MemoryMode
+from memory.store import MemoryStore, now_iso
+from memory.write_queue import DurableWriteQueue, decode_turn, encode_turn
+from tests.conftest import make_service
+
+ROOT = Path(__file__).resolve().parent.parent
+CHILD = Path(__file__).resolve().parent / "write_queue_child.py"
+
+
+def make_turn(user_id: str, text: str) -> Turn:
+    return Turn(
+        user_id=user_id,
+        text=text,
+        session_id="session-1",
+        turn_id=f"turn-{uuid.uuid4().hex[:12]}",
+        created_at=now_iso(),
+        context=("assistant: how can I help?",),
+    )
+
+
+async def wait_until(predicate: Callable[[], bool], *, timeout: float = 15.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+        await asyncio.sleep(0.01)
+
+
+def journal_rows(path: Path) -> list[tuple]:
+    """The journal as another process sees it: (turn_id, state, attempts, owner_pid, lease_until)."""
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute(
+            "SELECT turn_id, state, attempts, owner_pid, lease_until FROM pending_writes ORDER BY seq"
+        ).fetchall()
+
+
+def stored_write_ids(store: MemoryStore, user_id: str) -> Counter[str]:
+    """How many rows the real store holds per write id (turn id) for the user."""
+    return Counter(r.metadata.get("write_id") for r in store.list_user(user_id))
+
+
+def counting(handler: Callable, calls: Counter[str]) -> Callable:
+    async def wrapped(turn: Turn) -> object:
+        calls[turn.turn_id] += 1
+        return await handler(turn)
+
+    return wrapped
+
+
+# --------------------------------------------------------------------------- 1
+async def test_store_outage_mid_session_loses_no_write(
+    tmp_path: Path, store: MemoryStore, user_id: str, caplog
+) -> None:
+    caplog.set_level(logging.INFO, logger="memory.write_queue")
+    service = make_service(store, MemoryMode.NORMAL)
+    outage = True
+    calls: Counter[str] = Counter()
+    failures = [
+        ConnectionError("connection refused"),
+        psycopg.OperationalError("server closed the connection unexpectedly"),
+    ]
+
+    async def handler(turn: Turn) -> object:
+        calls[turn.turn_id] += 1
+        if outage:
+            raise failures[sum(calls.values()) % 2]
+        return await service.remember(turn)
+
+    journal = tmp_path / "journal.sqlite3"
+    # A small cap stands in for the default 5 s: after 30 failures an uncapped
+    # backoff would be 0.002 * 2**29 s (about 12 days) and recovery would never come.
+    queue = DurableWriteQueue(journal, handler, base_backoff_s=0.002, max_backoff_s=0.02)
+    queue.start()
+    turns = [make_turn(user_id, f"Outage note {i}: my desk is number {40 + i}") for i in range(5)]
+    try:
+        for turn in turns[:2]:
+            queue.enqueue(turn)
+        await wait_until(lambda: queue.retried >= 3, what="first retries")
+        for turn in turns[2:]:  # the session goes on during the outage
+            queue.enqueue(turn)
+        await wait_until(lambda: queue.retried >= 30, what="a long outage's retries")
+
+        rows = journal_rows(journal)
+        assert [r[0] for r in rows] == [t.turn_id for t in turns]  # on disk, in order
+        assert {r[1] for r in rows} == {"pending"}
+        assert rows[0][2] >= 29  # attempts recorded on the head row
+        assert queue.pending_count() == len(turns)
+        # Later turns wait behind the head: one attempt per backoff, not one per queued turn.
+        assert set(calls) == {turns[0].turn_id}
+        assert store.list_user(user_id) == []
+        # Ending a session during the outage is bounded and does not raise.
+        assert await queue.drain(0.1) is False
+
+        outage = False
+        started = time.monotonic()
+        assert await queue.drain(10.0) is True
+        assert time.monotonic() - started < 5.0  # prompt: the backoff is capped
+    finally:
+        await queue.aclose(1.0)
+
+    assert stored_write_ids(store, user_id) == Counter({t.turn_id: 1 for t in turns})
+    assert sorted(r.text for r in store.list_user(user_id)) == sorted(t.text for t in turns)
+    assert (queue.written, queue.dead_lettered) == (len(turns), 0)
+    assert queue.retried >= 30
+    assert journal_rows(journal) == [] and queue.pending_count() == 0
+    retry_logs = [r.getMessage() for r in caplog.records if r.name == "memory.write_queue"]
+    assert any("(attempt 30)" in m for m in retry_logs)
+    assert any("ConnectionError" in m for m in retry_logs) and any("OperationalError" in m for m in retry_logs)
+    assert any("store is back" in m for m in retry_logs)
+
+
+def test_backoff_is_exponential_jittered_and_capped(tmp_path: Path) -> None:
+    async def never(turn: Turn) -> None:  # pragma: no cover - not called
+        raise AssertionError
+
+    queue = DurableWriteQueue(tmp_path / "j.sqlite3", never, base_backoff_s=0.2, max_backoff_s=5.0)
+    for failures, (lo, hi) in {1: (0.1, 0.2), 2: (0.2, 0.4), 4: (0.8, 1.6), 6: (2.5, 5.0), 500: (2.5, 5.0)}.items():
+        delays = [queue.backoff_delay(failures) for _ in range(50)]
+        assert all(lo <= d <= hi for d in delays), (failures, min(delays), max(delays))
+        assert len(set(delays)) > 1  # jittered
+
+
+# --------------------------------------------------------------------------- 2
+async def test_killed_worker_pending_writes_are_replayed_once(
+    tmp_path: Path, store: MemoryStore, user_id: str
+) -> None:
+    n = 5
+    ids = [f"{user_id}-t{i}" for i in range(n)]
+    journal = tmp_path / "journal.sqlite3"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    err_path = tmp_path / "child.stderr"
+    with open(err_path, "wb") as err:
+        # The child writes turn 0 to the real store, never acknowledges it, and
+        # leaves turns 1..n-1 pending behind it; then it is SIGKILLed.
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(CHILD), str(journal), user_id, str(n), store.url, str(tmp_path / "child-data"),
+            stdout=asyncio.subprocess.PIPE, stderr=err, env=env, cwd=str(ROOT),
+        )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
+        assert line.strip() == b"ready", err_path.read_text()[-3000:]
+        proc.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(proc.wait(), timeout=30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+    rows = journal_rows(journal)
+    assert [r[0] for r in rows] == ids
+    assert {(r[1], r[3]) for r in rows} == {("pending", proc.pid)}
+    assert stored_write_ids(store, user_id) == Counter({ids[0]: 1})  # reached the store before the kill
+
+    calls: Counter[str] = Counter()
+    queue = DurableWriteQueue(journal, counting(make_service(store, MemoryMode.NORMAL).remember, calls))
+    queue.start()
+    try:
+        assert queue.replayed == n  # the owner is dead: taken over at start, no lease wait
+        assert await queue.drain(30.0) is True
+    finally:
+        await queue.aclose(1.0)
+
+    assert stored_write_ids(store, user_id) == Counter({i: 1 for i in ids})  # turn 0 not duplicated
+    assert calls == Counter({i: 1 for i in ids})
+    assert queue.written == n
+    assert journal_rows(journal) == []
+
+
+# --------------------------------------------------------------------------- 3
+async def test_hanging_store_never_blocks_session_end(tmp_path: Path, store: MemoryStore, user_id: str) -> None:
+    hanging = asyncio.Event()
+
+    async def hang(turn: Turn) -> None:
+        hanging.set()
+        await asyncio.Event().wait()
+
+    journal = tmp_path / "journal.sqlite3"
+    queue = DurableWriteQueue(journal, hang, lease_s=1.0)
+    queue.start()
+    stuck, behind = make_turn(user_id, "I park on level three"), make_turn(user_id, "My dog is called Biscuit")
+    queue.enqueue(stuck)
+    await asyncio.wait_for(hanging.wait(), timeout=10)
+    started = time.monotonic()
+    queue.enqueue(behind)  # enqueue stays instant while the store hangs
+    assert time.monotonic() - started < 1.0
+
+    started = time.monotonic()
+    drained = await queue.aclose(drain_timeout_s=0.5)
+    assert time.monotonic() - started < 3.0
+    assert drained is False
+    assert [r[0] for r in journal_rows(journal)] == [stuck.turn_id, behind.turn_id]  # kept on disk
+
+    # A later queue (the next session or worker start) replays both; the
+    # interrupted row only once its lease has run out.
+    later = DurableWriteQueue(journal, make_service(store, MemoryMode.NORMAL).remember, lease_s=1.0)
+    later.start()
+    try:
+        await wait_until(lambda: later.replayed == 2, what="take-over of the hung row")
+        assert await later.drain(15.0) is True
+    finally:
+        await later.aclose(1.0)
+    assert stored_write_ids(store, user_id) == Counter({stuck.turn_id: 1, behind.turn_id: 1})
+    assert journal_rows(journal) == []
+
+
+async def test_attempt_that_hangs_times_out_and_is_retried(
+    tmp_path: Path, store: MemoryStore, user_id: str, caplog
+) -> None:
+    caplog.set_level(logging.WARNING, logger="memory.write_queue")
+    service = make_service(store, MemoryMode.NORMAL)
+    calls: Counter[str] = Counter()
+
+    async def first_hangs(turn: Turn) -> object:
+        calls[turn.turn_id] += 1
+        if calls[turn.turn_id] == 1:
+            await asyncio.Event().wait()
+        return await service.remember(turn)
+
+    queue = DurableWriteQueue(tmp_path / "j.sqlite3", first_hangs, attempt_timeout_s=0.2, base_backoff_s=0.01)
+    queue.start()
+    turn = make_turn(user_id, "My train leaves at seven")
+    queue.enqueue(turn)
+    try:
+        assert await queue.drain(10.0) is True
+    finally:
+        await queue.aclose(1.0)
+    assert calls[turn.turn_id] == 2 and queue.retried == 1 and queue.written == 1
+    assert stored_write_ids(store, user_id) == Counter({turn.turn_id: 1})
+    assert any("timed out" in r.getMessage() and "(attempt 1)" in r.getMessage() for r in caplog.records)
+
+
+async def test_two_live_queues_never_take_each_others_rows(
+    tmp_path: Path, store: MemoryStore, user_id: str
+) -> None:
+    journal = tmp_path / "journal.sqlite3"
+    a_calls: Counter[str] = Counter()
+    b_calls: Counter[str] = Counter()
+
+    async def hang(turn: Turn) -> None:
+        await asyncio.Event().wait()
+
+    a = DurableWriteQueue(journal, counting(hang, a_calls), lease_s=1.0)
+    b = DurableWriteQueue(journal, counting(make_service(store, MemoryMode.NORMAL).remember, b_calls), lease_s=1.0)
+    first, second = make_turn(user_id, "I play the cello"), make_turn(user_id, "I live near the harbour")
+    a.enqueue(first)
+    a.enqueue(second)
+    a.start()
+    b.start()
+    try:
+        await wait_until(lambda: a_calls[first.turn_id] == 1, what="A's attempt")
+        initial_lease = max(r[4] for r in journal_rows(journal))
+        # Past the original lease: only A's renewals keep B away, and B's scan finds nothing.
+        await wait_until(lambda: time.time() > initial_lease + 0.2, what="the first lease to run out")
+        await wait_until(lambda: min(r[4] for r in journal_rows(journal)) > initial_lease, what="lease renewal")
+        assert b.adopt_orphans() == 0
+        assert b.replayed == 0 and not b_calls
+
+        await a.aclose(drain_timeout_s=0.1)  # A stops: B takes over both rows
+        await wait_until(lambda: b.replayed == 2, what="take-over after A stopped")
+        assert await b.drain(15.0) is True
+    finally:
+        await a.aclose(0.1)
+        await b.aclose(1.0)
+    assert a_calls == Counter({first.turn_id: 1})
+    assert b_calls == Counter({first.turn_id: 1, second.turn_id: 1})
+    assert stored_write_ids(store, user_id) == Counter({first.turn_id: 1, second.turn_id: 1})
+
+
+# --------------------------------------------------------------------------- 4
+async def test_bad_input_is_dead_lettered_and_later_turns_still_written(
+    tmp_path: Path, store: MemoryStore, user_id: str, caplog
+) -> None:
+    caplog.set_level(logging.ERROR, logger="memory.write_queue")
+    calls: Counter[str] = Counter()
+
+    # MemoryService.remember drops bad input itself; a handler that writes to
+    # the store directly gets the store's InvalidMemoryText.
+    async def write_raw(turn: Turn) -> object:
+        calls[turn.turn_id] += 1
+        return await asyncio.to_thread(store.add_raw, turn.user_id, turn.text, write_id=turn.turn_id)
+
+    journal = tmp_path / "journal.sqlite3"
+    queue = DurableWriteQueue(journal, write_raw)
+    empty = make_turn(user_id, "   ")
+    good1 = make_turn(user_id, "My favourite tea is genmaicha")
+    huge = make_turn(user_id, "blah " * 1000)
+    good2 = make_turn(user_id, "我妹妹叫安娜")
+    for turn in (empty, good1, huge, good2):
+        queue.enqueue(turn)
+    with closing(sqlite3.connect(journal)) as conn:  # a row that no longer decodes
+        conn.execute(
+            "INSERT INTO pending_writes (turn_id, payload, enqueued_at, updated_at) VALUES (?, ?, 0, 0)",
+            ("corrupt-1", '{"text": 1}'),
+        )
+        conn.commit()
+    queue.start()
+    try:
+        assert await queue.drain(15.0) is True
+    finally:
+        await queue.aclose(1.0)
+
+    dead = {d.turn_id: d for d in queue.dead_letters()}
+    assert list(dead) == [empty.turn_id, huge.turn_id, "corrupt-1"]
+    assert "empty" in dead[empty.turn_id].error
+    assert "limit is 4000" in dead[huge.turn_id].error
+    assert "undecodable" in dead["corrupt-1"].error and dead["corrupt-1"].turn is None
+    assert dead[empty.turn_id].turn == empty and dead[empty.turn_id].attempts == 1
+    assert calls == Counter({t.turn_id: 1 for t in (empty, good1, huge, good2)})  # never retried
+    assert (queue.written, queue.retried, queue.dead_lettered) == (2, 0, 3)
+    assert stored_write_ids(store, user_id) == Counter({good1.turn_id: 1, good2.turn_id: 1})
+    assert queue.pending_count() == 0
+    assert sum("dead-lettered" in r.getMessage() for r in caplog.records) == 3
+
+    # Dead letters stay on disk for inspection; a new queue does not retry them.
+    again = DurableWriteQueue(journal, write_raw)
+    again.start()
+    assert await again.drain(1.0) is True
+    await again.aclose(1.0)
+    assert len(again.dead_letters()) == 3 and sum(calls.values()) == 4
+
+
+# --------------------------------------------------------------------------- 5
+async def test_enqueue_is_idempotent_on_turn_id(tmp_path: Path, store: MemoryStore, user_id: str) -> None:
+    calls: Counter[str] = Counter()
+    journal = tmp_path / "journal.sqlite3"
+    queue = DurableWriteQueue(journal, counting(make_service(store, MemoryMode.NORMAL).remember, calls))
+    turn = make_turn(user_id, "I am training for the Berlin marathon")
+    queue.enqueue(turn)
+    queue.enqueue(turn)
+    queue.enqueue(dataclasses.replace(turn, text="another text under the same turn id"))
+    assert queue.pending_count() == 1
+    queue.start()
+    try:
+        assert await queue.drain(10.0) is True
+        queue.enqueue(turn)  # a late duplicate after the write
+        assert queue.pending_count() == 0
+        assert await queue.drain(1.0) is True
+    finally:
+        await queue.aclose(1.0)
+    assert calls == Counter({turn.turn_id: 1})
+    assert stored_write_ids(store, user_id) == Counter({turn.turn_id: 1})
+    assert [r.text for r in store.list_user(user_id)] == [turn.text]
+
+
+def test_turn_round_trips_through_the_journal_format() -> None:
+    turn = Turn("u-1", "我喜欢蓝色 \"quoted\"", "s", "t-1", now_iso(), ("user: 你好", "assistant: hi"))
+    assert decode_turn(encode_turn(turn)) == turn
+    assert decode_turn(encode_turn(dataclasses.replace(turn, context=()))).context == ()

@@ -1,0 +1,73 @@
+"""A worker process that is killed with memory writes pending (for tests/test_write_queue.py).
+
+    python tests/write_queue_child.py JOURNAL USER_ID N [DATABASE_URL DATA_DIR]
+
+Enqueues N turns (turn ids `<USER_ID>-t<i>`) into a DurableWriteQueue on
+JOURNAL and starts it with a handler that never completes. Given a database
+URL, the handler first really writes turn 0 to the store, so that write has
+reached the store but its journal row is never deleted. Prints "ready" when
+all rows are on disk (and turn 0 is in the store), then waits to be killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import memory  # noqa: E402,F401  (telemetry off before mem0 is imported)
+from memory.service import Turn  # noqa: E402
+from memory.write_queue import DurableWriteQueue  # noqa: E402
+
+
+def child_turns(user_id: str, n: int) -> list[Turn]:
+    return [
+        Turn(
+            user_id=user_id,
+            text=f"Note {i} before the crash: my locker number is {100 + i}",
+            session_id="killed-session",
+            turn_id=f"{user_id}-t{i}",
+            created_at=f"2026-01-01T00:00:{i:02d}+00:00",
+            context=(f"assistant: question {i}",),
+        )
+        for i in range(n)
+    ]
+
+
+async def main(argv: list[str]) -> None:
+    journal, user_id, n = Path(argv[0]), argv[1], int(argv[2])
+    service = None
+    if len(argv) >= 4:
+        from memory.service import MemoryService
+        from memory.settings import load_settings
+        from memory.store import MemoryStore
+
+        settings = load_settings(
+            {"MEMORY_DATA_DIR": argv[4], "MEMORY_DATABASE_URL": argv[3]}, dotenv=False
+        )
+        service = MemoryService(MemoryStore.open(settings), settings)
+
+    turns = child_turns(user_id, n)
+    wrote_first = asyncio.Event()
+
+    async def handler(turn: Turn) -> None:
+        if service is not None and turn.turn_id == turns[0].turn_id:
+            await service.remember(turn)  # reaches the store...
+            wrote_first.set()
+        await asyncio.Event().wait()  # ...but the acknowledgement never comes back
+
+    queue = DurableWriteQueue(journal, handler, attempt_timeout_s=3600)
+    for turn in turns:
+        queue.enqueue(turn)
+    queue.start()
+    if service is not None:
+        await wrote_first.wait()
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1:]))
