@@ -29,6 +29,10 @@ MAX_FACT_CHARS = 300
 MAX_FACTS_PER_TURN = 8
 
 
+class ExtractionUnavailable(RuntimeError):
+    """The extraction LLM could not be reached: the write queue retries the turn later."""
+
+
 class Fact(BaseModel):
     """One canonical durable fact, as the extraction LLM must return it."""
 
@@ -99,9 +103,12 @@ class Gatekeeper:
             return GateOutcome(decision, _forced_fallback(text, decision), error="no extraction LLM")
         try:
             raw = await asyncio.wait_for(self._extract(text, context), self._timeout_s)
+        except Exception as exc:  # transient: the durable queue retries this turn
+            raise ExtractionUnavailable(f"fact extraction call failed: {exc!r}") from exc
+        try:
             facts = parse_extraction(raw)
-        except Exception as exc:  # a bad or dead LLM costs this turn's facts, nothing else
-            logger.warning("fact extraction failed: %s", exc)
+        except ValueError as exc:  # junk output is permanent: keep only a forced write
+            logger.warning("fact extraction output rejected: %s", exc)
             return GateOutcome(decision, _forced_fallback(text, decision), True, error=str(exc))
         if not facts:
             facts = _forced_fallback(text, decision)

@@ -29,6 +29,7 @@ from .prefetch import RecallResult, Recaller
 from .prompts import load_prompt
 from .service import MemoryService, RememberReport, Turn
 from .store import MemoryRecord, now_iso
+from .write_queue import DurableWriteQueue
 
 logger = logging.getLogger("memory.livekit")
 
@@ -73,6 +74,7 @@ class MemorySession:
         user_id: str,
         session_id: str | None = None,
         budget_s: float | None = None,
+        queue: DurableWriteQueue | None = None,
     ) -> None:
         if not user_id or not user_id.strip():
             raise ValueError("user_id is empty: use the participant identity")
@@ -83,7 +85,10 @@ class MemorySession:
         self.recaller = Recaller(self._fetch, budget_s=budget)
         self.profile: list[MemoryRecord] | None = None
         self._profile_task: asyncio.Task[None] | None = None
-        self._writes: set[asyncio.Task[RememberReport]] = set()
+        # Completed turns go through a journal on disk, so an outage or a crash loses nothing.
+        self.queue = queue or DurableWriteQueue(
+            service.settings.data_dir / "write_queue.sqlite3", self._remember
+        )
         self._recent: deque[str] = deque(maxlen=2)
         self.turns: list[TurnLog] = []
         self.write_reports: list[RememberReport] = []
@@ -93,6 +98,7 @@ class MemorySession:
         """Subscribe to the session's events and start the profile fetch (not awaited)."""
         session.on("user_input_transcribed", self._on_transcribed)
         session.on("conversation_item_added", self._on_item_added)
+        self.queue.start()
         self.start_profile()
 
     def start_profile(self) -> None:
@@ -130,18 +136,13 @@ class MemorySession:
                 created_at=now_iso(),
                 context=tuple(self._recent),
             )
-            task = asyncio.ensure_future(self._remember(turn))
-            self._writes.add(task)
-            task.add_done_callback(self._writes.discard)
+            self.queue.enqueue(turn)
         if item.role in ("user", "assistant") and text:
             self._recent.append(f"{item.role}: {text}")
 
     async def _remember(self, turn: Turn) -> RememberReport:
-        try:
-            report = await self.service.remember(turn)
-        except Exception as exc:
-            logger.warning("memory write failed: %r", exc)
-            report = RememberReport(dropped=f"error: {exc!r}")
+        """The queue's handler: raises on a transient failure so the turn is retried."""
+        report = await self.service.remember(turn)
         self.write_reports.append(report)
         gate = report.gate
         logger.info(
@@ -215,15 +216,12 @@ class MemorySession:
 
     # -------------------------------------------------------------- shutdown
     async def drain(self, timeout_s: float = 5.0) -> bool:
-        """Wait (bounded) for background writes; True if all finished."""
-        pending = [t for t in self._writes if not t.done()]
-        if not pending:
-            return True
-        done, not_done = await asyncio.wait(pending, timeout=timeout_s)
-        return not not_done
+        """Wait (bounded) for pending writes; True if all were written."""
+        return await self.queue.drain(timeout_s)
 
     async def aclose(self, drain_timeout_s: float = 5.0) -> None:
-        drained = await self.drain(drain_timeout_s)
+        """Bounded drain; what is not written stays on disk for the next start."""
+        drained = await self.queue.aclose(drain_timeout_s)
         await self.recaller.aclose()
         if self._profile_task is not None and not self._profile_task.done():
             self._profile_task.cancel()

@@ -8,9 +8,12 @@ the LiveKit glue asks it "recall for this text", "remember this turn" and
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from .gatekeeper import Gatekeeper, GateOutcome
 from .recall_intent import needs_memory
@@ -19,6 +22,19 @@ from .settings import MemoryMode, MemorySettings
 from .store import InvalidMemoryText, MemoryRecord, MemoryStore, WriteResult
 
 logger = logging.getLogger("memory.service")
+
+T = TypeVar("T")
+
+# Store calls block a thread (psycopg, the embedder). They get their own small
+# pool: a stalled database then ties up these threads only, never the event
+# loop's default executor that LiveKit and its plugins also use.
+_IO_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memory-io")
+
+
+async def run_io(fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
+    """Run a blocking store call on the memory I/O pool."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_IO_POOL, functools.partial(fn, *args, **kwargs))
 
 
 @dataclass(frozen=True)
@@ -74,13 +90,13 @@ class MemoryService:
         return self.retriever.retrieve(user_id, text, categories=self.recall_categories)
 
     async def recall(self, user_id: str, text: str) -> list[MemoryRecord]:
-        return await asyncio.to_thread(self.recall_sync, user_id, text)
+        return await run_io(self.recall_sync, user_id, text)
 
     async def profile(self, user_id: str) -> list[MemoryRecord]:
         """GATED: the user's durable facts for the session-start profile; NORMAL: none."""
         if self.mode is not MemoryMode.GATED:
             return []
-        return await asyncio.to_thread(
+        return await run_io(
             self.store.list_user,
             user_id,
             categories=self.settings.durable_categories,
@@ -98,7 +114,7 @@ class MemoryService:
         meta = {"session_id": turn.session_id, "turn_id": turn.turn_id, "timestamp": turn.created_at}
         if self.mode is MemoryMode.NORMAL:
             try:
-                result = await asyncio.to_thread(
+                result = await run_io(
                     self.store.add_raw, turn.user_id, text, metadata=meta, write_id=turn.turn_id
                 )
             except InvalidMemoryText as exc:
@@ -109,7 +125,7 @@ class MemoryService:
         report = RememberReport(gate=outcome)
         for index, fact in enumerate(outcome.facts):
             try:
-                result = await asyncio.to_thread(
+                result = await run_io(
                     self.store.upsert_fact,
                     turn.user_id,
                     fact.text,
