@@ -60,6 +60,7 @@ class TurnLog:
     text: str
     recall: RecallResult | None = None
     injected: int = 0
+    injected_ids: list[str] = field(default_factory=list)
     profile_injected: bool = False
     started_at: float = field(default_factory=time.perf_counter)
 
@@ -194,6 +195,7 @@ class MemorySession:
                 assert last_user is not None
                 items.insert(last_user, llm.ChatMessage(role="system", content=[block], id=RECALL_MESSAGE_ID))
                 log.injected = len(fresh)
+                log.injected_ids = [r.id for r in fresh]
         if is_new_turn:
             self.turns.append(log)
             self._log_turn(log)

@@ -53,27 +53,44 @@ class _Lookup:
 class Recaller:
     """Per-session look-ups keyed by transcript, bounded in number and in wait."""
 
-    def __init__(self, fetch: Fetch, *, budget_s: float, keep: int = 16, ttl_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        fetch: Fetch,
+        *,
+        budget_s: float,
+        keep: int = 16,
+        ttl_s: float = 30.0,
+        max_interim_lookups: int = 2,
+    ) -> None:
         self._fetch = fetch
         self.budget_s = budget_s
         self._keep = keep
         self._ttl_s = ttl_s
+        self._max_interim = max_interim_lookups
         self._lookups: OrderedDict[str, _Lookup] = OrderedDict()
         self._pending_interim: str | None = None
-        self._interim_running: asyncio.Task[list[MemoryRecord]] | None = None
+        self._interim_running: set[asyncio.Task[list[MemoryRecord]]] = set()
 
     def prefetch(self, text: str, *, final: bool) -> None:
-        """Start a look-up for a transcript. Interims coalesce: only the newest waits."""
+        """Start a look-up for a transcript.
+
+        A final transcript starts at once. Interims start at once too while fewer
+        than `max_interim_lookups` are in flight; past that only the newest waits
+        for a free slot. With a slow embedder (a remote API) a single slot would
+        queue the newest words behind stale ones; unbounded slots would spend a
+        look-up on every partial word.
+        """
         key = transcript_key(text)
         if not key or self._fresh(key):
             return
         if final:
             self._start(key, text)
             return
-        if self._interim_running is not None and not self._interim_running.done():
+        if len(self._interim_running) >= self._max_interim:
             self._pending_interim = text
             return
-        self._interim_running = self._start(key, text).task
+        task = self._start(key, text).task
+        self._interim_running.add(task)
 
     async def get(self, text: str) -> RecallResult:
         """The memories for this text, waiting at most the budget; never raises."""
@@ -81,6 +98,8 @@ class Recaller:
         if not key:
             return RecallResult()
         lookup = self._lookups.get(key) if self._fresh(key) else None
+        if lookup is not None and lookup.task.done() and (lookup.task.cancelled() or lookup.task.exception()):
+            lookup = None  # a failed prefetch gets one fresh try at reply time
         prefetched = lookup is not None
         if lookup is None:
             if self._pending_interim is not None and transcript_key(self._pending_interim) == key:
@@ -127,8 +146,11 @@ class Recaller:
     def _on_done(self, lookup: _Lookup) -> None:
         lookup.finished = time.perf_counter()
         if not lookup.task.cancelled() and lookup.task.exception() is not None:
-            logger.warning("memory look-up failed: %r", lookup.task.exception())
-        if lookup.task is self._interim_running and self._pending_interim is not None:
+            exc = lookup.task.exception()
+            # A busy store is expected under load and already bounded: keep it quiet.
+            level = logging.DEBUG if type(exc).__name__ == "StoreBusy" else logging.WARNING
+            logger.log(level, "memory look-up failed: %r", exc)
+        self._interim_running.discard(lookup.task)
+        if self._pending_interim is not None and len(self._interim_running) < self._max_interim:
             text, self._pending_interim = self._pending_interim, None
-            self._interim_running = None
             self.prefetch(text, final=False)

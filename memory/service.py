@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,10 +32,44 @@ T = TypeVar("T")
 _IO_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memory-io")
 
 
+# Reads beyond this many in flight fail at once instead of queueing: behind a
+# hung store, a queued look-up could only ever answer long after its turn.
+# One thread stays free for the write queue.
+MAX_READS_IN_FLIGHT = 3
+_reads_lock = threading.Lock()
+_reads_in_flight = 0
+
+
+class StoreBusy(RuntimeError):
+    """Every read slot is taken (the store is slow or hung): no memory this turn."""
+
+
 async def run_io(fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
     """Run a blocking store call on the memory I/O pool."""
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_IO_POOL, functools.partial(fn, *args, **kwargs))
+
+
+async def run_read(fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
+    """A store read, refused at once when the read slots are all taken.
+
+    A slot is freed when the thread finishes, not when the caller stops waiting:
+    a hung call keeps holding its slot, which is the point.
+    """
+    global _reads_in_flight
+    with _reads_lock:
+        if _reads_in_flight >= MAX_READS_IN_FLIGHT:
+            raise StoreBusy(f"{_reads_in_flight} memory reads already in flight")
+        _reads_in_flight += 1
+
+    def release(_: object) -> None:
+        global _reads_in_flight
+        with _reads_lock:
+            _reads_in_flight -= 1
+
+    future = _IO_POOL.submit(functools.partial(fn, *args, **kwargs))
+    future.add_done_callback(release)
+    return await asyncio.wrap_future(future)
 
 
 @dataclass(frozen=True)
@@ -90,13 +125,13 @@ class MemoryService:
         return self.retriever.retrieve(user_id, text, categories=self.recall_categories)
 
     async def recall(self, user_id: str, text: str) -> list[MemoryRecord]:
-        return await run_io(self.recall_sync, user_id, text)
+        return await run_read(self.recall_sync, user_id, text)
 
     async def profile(self, user_id: str) -> list[MemoryRecord]:
         """GATED: the user's durable facts for the session-start profile; NORMAL: none."""
         if self.mode is not MemoryMode.GATED:
             return []
-        return await run_io(
+        return await run_read(
             self.store.list_user,
             user_id,
             categories=self.settings.durable_categories,
