@@ -41,7 +41,13 @@ def prewarm(proc: JobProcess) -> None:
     proc.userdata["store"] = MemoryStore.open(settings)
 
 
-server = AgentServer(setup_fnc=prewarm)
+def _prometheus_port() -> int | None:
+    raw = os.environ.get("PROMETHEUS_PORT", "").strip()
+    return int(raw) if raw.isdigit() else None
+
+
+# With PROMETHEUS_PORT set, LiveKit serves its metrics and ours (memory/metrics.py) there.
+server = AgentServer(setup_fnc=prewarm, prometheus_port=_prometheus_port())
 
 
 @server.rtc_session()

@@ -25,6 +25,7 @@ from typing import Any
 from livekit.agents import Agent, AgentSession, ModelSettings, llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, UserInputTranscribedEvent
 
+from . import metrics
 from .prefetch import RecallResult, Recaller
 from .prompts import load_prompt
 from .service import MemoryService, RememberReport, Turn
@@ -146,6 +147,11 @@ class MemorySession:
         report = await self.service.remember(turn)
         self.write_reports.append(report)
         gate = report.gate
+        if gate is not None:
+            metrics.GATE.labels(gate.decision.action.value, gate.decision.reason).inc()
+        for write in report.writes:
+            metrics.WRITES.labels(write.event).inc()
+        metrics.QUEUE_PENDING.set(self.queue.pending_count())
         logger.info(
             "memory write",
             extra={
@@ -203,6 +209,20 @@ class MemorySession:
 
     def _log_turn(self, log: TurnLog) -> None:
         recall = log.recall
+        if recall is not None:
+            metrics.REPLY_WAIT_SECONDS.observe(recall.waited_s)
+            if recall.took_s is not None:
+                metrics.RECALL_SECONDS.observe(recall.took_s)
+            outcome = (
+                "budget_missed" if recall.missed_budget
+                else "error" if recall.error
+                else "prefetched" if recall.prefetched
+                else "fetched"
+            )  # fmt: skip
+            metrics.RECALLS.labels(outcome).inc()
+        metrics.INJECTED.inc(log.injected)
+        if log.profile_injected:
+            metrics.PROFILES.inc()
         logger.info(
             "memory turn",
             extra={

@@ -255,3 +255,30 @@ async def test_broken_extraction_output_stores_nothing_and_session_goes_on(store
     assert store.list_user(user_id) == []
 
 
+
+
+def _total(name: str) -> float:
+    from prometheus_client import REGISTRY
+
+    return sum(
+        s.value for m in REGISTRY.collect() for s in m.samples if s.name == name
+    )
+
+
+async def test_each_turn_is_logged_and_counted(store: MemoryStore, user_id: str, caplog) -> None:  # type: ignore[no-untyped-def]
+    import logging
+
+    store.add_raw(user_id, "My cat is called Miso")
+    recalls, injected = _total("memory_recalls_total"), _total("memory_injected_total")
+    caplog.set_level(logging.INFO, logger="memory")
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        await run.harness.user_says("What is my cat called?")
+    turn_logs = [r for r in caplog.records if r.getMessage() == "memory turn"]
+    assert len(turn_logs) == 1
+    rec = turn_logs[0]
+    assert rec.recall_ran is True and rec.budget_missed is False and rec.injected >= 1  # type: ignore[attr-defined]
+    assert rec.waited_ms is not None and rec.recall_ms is not None  # type: ignore[attr-defined]
+    summary = [r for r in caplog.records if r.getMessage() == "memory session summary"]
+    assert len(summary) == 1 and summary[0].user_turns == 1 and summary[0].writes == 1  # type: ignore[attr-defined]
+    assert _total("memory_recalls_total") == recalls + 1
+    assert _total("memory_injected_total") >= injected + 1

@@ -1,0 +1,30 @@
+"""Prometheus metrics for memory, served on LiveKit's Prometheus port.
+
+LiveKit's worker exposes prometheus_client's registry (or, with
+PROMETHEUS_MULTIPROC_DIR, every job process's metrics) on `:PORT/metrics` when
+its Prometheus port is enabled; metrics defined here ride along. With the port
+off they cost a few counter increments per turn.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+_MS_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0)
+
+RECALL_SECONDS = Histogram(
+    "memory_recall_seconds", "Time a memory look-up took (store + embedding).", buckets=_MS_BUCKETS
+)
+REPLY_WAIT_SECONDS = Histogram(
+    "memory_reply_wait_seconds", "Time a reply waited for memory at generation time.", buckets=_MS_BUCKETS
+)
+RECALLS = Counter(
+    "memory_recalls_total", "Replies that asked for memory, by outcome.", ["outcome"]
+)  # outcome: prefetched | fetched | budget_missed | error
+INJECTED = Counter("memory_injected_total", "Memories injected into LLM requests.")
+PROFILES = Counter("memory_profiles_injected_total", "LLM requests that carried the session profile.")
+GATE = Counter("memory_gate_decisions_total", "Gatekeeper pre-filter decisions.", ["action", "reason"])
+WRITES = Counter("memory_writes_total", "Store writes by event (ADD, UPDATE, NOOP).", ["event"])
+QUEUE_PENDING = Gauge(
+    "memory_write_queue_pending", "Turns in the on-disk write journal.", multiprocess_mode="livesum"
+)
