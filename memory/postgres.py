@@ -63,8 +63,10 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
     """Create the Mem0 table and the indexes Mem0 does not make.
 
     Mem0's pgvector store indexes only the vector; every per-user query would
-    then scan the whole table. We add a user index and a trigram index on the
-    memory text (for substring recall of short and Chinese queries).
+    then scan the whole table. We add a user index, a trigram index on the
+    memory text (for substring recall of short and Chinese queries) and a
+    full-text index on the lexical form `lex` that the store writes with each
+    memory (Postgres cannot segment Chinese by itself).
     """
     t = sql.Identifier(table)
     with pool.connection() as conn:
@@ -78,12 +80,18 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
         for name, using in (
             ("hnsw", sql.SQL("USING hnsw (vector vector_cosine_ops)")),
             ("user", sql.SQL("((payload->>'user_id'), (payload->>'category'))")),
-            ("write", sql.SQL("((payload->>'write_id'))")),
+            # A turn replayed after a crash must not be stored twice, even when two
+            # attempts race: the second insert fails and its retry finds the first.
+            ("write_uidx", sql.SQL("((payload->>'user_id'), (payload->>'write_id')) WHERE payload ? 'write_id'")),
             ("trgm", sql.SQL("USING gin ((payload->>'data') gin_trgm_ops)")),
+            # Full-text recall over the normalised, segmented form (memory/lexical.py).
+            ("lex", sql.SQL("USING gin (to_tsvector('simple', payload->>'lex'))")),
         ):
+            unique = sql.SQL("UNIQUE ") if name.endswith("uidx") else sql.SQL("")
+            suffix = name if name.endswith("uidx") else f"{name}_idx"
             conn.execute(
-                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} {}").format(
-                    sql.Identifier(f"{table}_{name}_idx"), t, using
+                sql.SQL("CREATE {}INDEX IF NOT EXISTS {} ON {} {}").format(
+                    unique, sql.Identifier(f"{table}_{suffix}"), t, using
                 )
             )
         conn.commit()

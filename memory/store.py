@@ -4,7 +4,7 @@ Writes go through Mem0 (`infer=False`: one embedding, no LLM call) so its
 history table keeps every ADD/UPDATE/DELETE. Look-ups by user, slot, category
 or write id are plain SQL on the same table: Mem0 has no indexed way to ask
 "the current fact for this slot", and we need it for supersede-not-duplicate.
-All methods are synchronous and thread-safe; async callers use `asyncio.to_thread`.
+All methods are synchronous and thread-safe; async callers use `service.run_io`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from . import embedder as embedder_mod
+from .lexical import lex_fields
 from .postgres import embedded_url, ensure_schema, open_pool
 from .settings import ConfigError, EmbedderKind, MemorySettings
 
@@ -139,6 +140,7 @@ class MemoryStore:
         if write_id and (existing := self._find_by_write_id(user_id, write_id)):
             return WriteResult("NOOP", existing, text)
         meta = dict(metadata or {})
+        meta.update(lex_fields(text))  # normalised, segmented form for full-text recall
         if write_id:
             meta["write_id"] = write_id
         out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
@@ -172,6 +174,7 @@ class MemoryStore:
                 return WriteResult("NOOP", rec.id, text)
         meta = dict(metadata or {})
         meta.update(category=category)
+        meta.update(lex_fields(text))  # both the ADD and the UPDATE path below
         if slot:
             meta["slot"] = slot
         if write_id:

@@ -1,0 +1,321 @@
+"""Retrieval benchmark: the product's own write path and `Retriever`, on public data.
+
+    uv run python -m bench.retrieval --data ../shared/eval/locomo.dev.json [--k 10]
+        [--method dense full no-fulltext ...] [--limit-queries N] [--calibrate]
+
+Each store of the file becomes one user whose memories are written with
+`MemoryStore.add_raw` (NORMAL raw memories: one embedding each, the `lex` field
+included), in a dedicated data directory and collection (`bench_<file>`), so bench
+data never mixes with a user's. A rerun reuses the loaded rows when their count
+matches. Every query then goes through the same `Retriever` the agent uses, with
+the embedder's query cache cleared first, so the time includes the embedding.
+
+Methods are named settings (see METHODS); extra overrides can follow a comma,
+e.g. `full,retrieval_lexical_weight=0.4`. Reported per method: hit@1/5/10,
+frac@5/10, MRR@10 overall and per category, p50/p95 query time; with
+--calibrate, the score quantiles used to set MEMORY_RETRIEVAL_THRESHOLD. The
+last line of the output is one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
+from bench.evaldata import Query, RetrievalFile, load_retrieval
+from memory import lexical
+from memory.retrieval import Retriever
+from memory.settings import MemorySettings, load_settings
+from memory.store import MemoryStore
+
+# Named configurations: "dense" is retrieval before this work, "full" the defaults,
+# the others switch one stage or choice off (the ablation).
+METHODS: dict[str, dict[str, Any]] = {
+    "dense": {"retrieval_lexical": False},
+    "full": {},
+    "rrf": {"retrieval_fusion": "rrf"},
+    "no-vector": {"retrieval_vector": False},
+    "no-fulltext": {"retrieval_fulltext": False},
+    "no-substring": {"retrieval_substring": False},
+    "no-lexical-recall": {"retrieval_fulltext": False, "retrieval_substring": False},
+    "no-pronouns": {"retrieval_pronouns": False},
+    "no-partial": {"retrieval_partial": False},
+    "no-idf": {"retrieval_idf": False},
+    "no-threshold": {"retrieval_threshold": 0.0},
+    "no-embed-cap": {"retrieval_embed_tokens": 0},
+}
+DEFAULT_DATA_DIR = Path("/tmp/bench-memory")
+KS = (1, 5, 10)
+
+
+def parse_method(spec: str) -> tuple[str, dict[str, Any]]:
+    """'full,retrieval_pool=50' -> ('full,retrieval_pool=50', {...overrides})."""
+    name, *extra = spec.split(",")
+    if name not in METHODS:
+        raise SystemExit(f"unknown method {name!r}; known: {', '.join(METHODS)}")
+    overrides = dict(METHODS[name])
+    fields = {f.name: f for f in dataclasses.fields(MemorySettings)}
+    for item in extra:
+        key, _, raw = item.partition("=")
+        if key not in fields:
+            raise SystemExit(f"{spec}: {key!r} is not a MemorySettings field")
+        default = getattr(MemorySettings, key)
+        if isinstance(default, bool):
+            overrides[key] = raw.lower() in ("1", "true", "yes", "on")
+        elif isinstance(default, (int, float)):
+            overrides[key] = type(default)(float(raw))
+        else:
+            overrides[key] = raw
+    return spec, overrides
+
+
+# ------------------------------------------------------------------ loading
+def collection_for(data: RetrievalFile) -> str:
+    return "bench_" + re.sub(r"\W+", "_", data.name).strip("_").lower()
+
+
+def user_for(store_id: str) -> str:
+    return f"bench:{store_id}"
+
+
+def open_store(data: RetrievalFile, data_dir: Path) -> MemoryStore:
+    env = {k: v for k, v in os.environ.items() if k.startswith(("MEMORY_", "OPENAI_"))}
+    env.update(MEMORY_DATA_DIR=str(data_dir), MEMORY_COLLECTION=collection_for(data))
+    env.pop("MEMORY_DATABASE_URL", None)  # never a real database
+    return MemoryStore.open(load_settings(env, dotenv=False))
+
+
+def load(store: MemoryStore, data: RetrievalFile, *, reload: bool = False) -> None:
+    """Write every store's memories through `add_raw`, unless they are already there."""
+    counts = _counts(store)
+    for s in data.stores:
+        user = user_for(s.store_id)
+        if not reload and counts.get(user, (0, 0))[0] == len(s.memories):
+            if counts[user][1] < len(s.memories):  # written by an older `index_text`
+                _refresh_lex(store, user)
+            continue
+        _delete_user_rows(store, user)
+        started = time.perf_counter()
+        for i, m in enumerate(s.memories, 1):
+            meta = {"memory_id": m.id, "store_id": s.store_id, "timestamp": m.timestamp,
+                    "speaker": m.speaker, "session": m.session}  # fmt: skip
+            store.add_raw(user, m.text, metadata={k: v for k, v in meta.items() if v is not None})
+            if i % 250 == 0 or i == len(s.memories):
+                rate = i / (time.perf_counter() - started)
+                print(f"  loading {s.store_id}: {i}/{len(s.memories)} ({rate:.0f}/s)", file=sys.stderr)
+
+
+def _counts(store: MemoryStore) -> dict[str, tuple[int, int]]:
+    """Rows per user, and how many carry the current `lex` version."""
+    from psycopg import sql
+
+    query = sql.SQL(
+        "SELECT payload->>'user_id', count(*), "
+        "count(*) FILTER (WHERE payload->>'lex_v' = %s) FROM {} GROUP BY 1"
+    ).format(sql.Identifier(store.table))
+    with store.pool.connection() as conn:
+        rows = conn.execute(query, [str(lexical.LEX_VERSION)]).fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def _delete_user_rows(store: MemoryStore, user: str) -> None:
+    """Bench collections only: drop a half-loaded store before loading it again."""
+    from psycopg import sql
+
+    with store.pool.connection() as conn:
+        conn.execute(
+            sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s").format(sql.Identifier(store.table)), [user]
+        )
+
+
+def _refresh_lex(store: MemoryStore, user: str) -> None:
+    """Recompute `lex` for rows loaded by an older version (a derived field, no history)."""
+    from psycopg import sql
+    from psycopg.types.json import Jsonb
+
+    t = sql.Identifier(store.table)
+    with store.pool.connection() as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT id, payload->>'data' FROM {} WHERE payload->>'user_id' = %s").format(t), [user]
+        ).fetchall()
+        for mem_id, text in rows:
+            conn.execute(
+                sql.SQL("UPDATE {} SET payload = payload || %s WHERE id = %s").format(t),
+                [Jsonb(lexical.lex_fields(text or "")), mem_id],
+            )
+
+
+# -------------------------------------------------------------- measuring
+@dataclasses.dataclass
+class QueryResult:
+    query: Query
+    ranked: list[str]  # memory ids, best first
+    ms: float
+    scores: list[float] = dataclasses.field(default_factory=list)  # fused scores, same order
+
+
+def run_method(
+    store: MemoryStore, settings: MemorySettings, queries: Sequence[Query], k: int
+) -> list[QueryResult]:
+    retriever = Retriever(store, settings)
+    retriever.warm_up()
+    cache = getattr(store.mem0.embedding_model, "_cache", None)
+    for q in queries[:3]:  # warm the pool, the model and the plans; not timed
+        retriever.retrieve(user_for(q.store_id), q.query, top_k=k)
+    out = []
+    for q in queries:
+        if cache is not None:
+            cache.clear()  # every query pays for its embedding, as a new utterance would
+        started = time.perf_counter()
+        records = retriever.retrieve(user_for(q.store_id), q.query, top_k=k)
+        ms = (time.perf_counter() - started) * 1000
+        out.append(QueryResult(q, [str(r.metadata.get("memory_id")) for r in records], ms, [r.score for r in records]))
+    return out
+
+
+def calibration(
+    store: MemoryStore, settings: MemorySettings, data: RetrievalFile, results: Sequence[QueryResult], k: int
+) -> dict[str, float]:
+    """Score quantiles for choosing MEMORY_RETRIEVAL_THRESHOLD from data, not from items.
+
+    `relevant_*`: the scores of relevant memories that made the top k (what a
+    threshold must keep). `foreign_top1_*`: the best score when the same query is
+    asked of another store of the file, where nothing is relevant (what a
+    threshold should drop).
+    """
+    relevant = sorted(
+        score
+        for r in results
+        for mem_id, score in zip(r.ranked, r.scores, strict=False)
+        if mem_id in r.query.relevant
+    )
+    out = {"relevant_min": relevant[0] if relevant else 0.0}
+    out.update({f"relevant_p{p:02d}": _quantile(relevant, p / 100) for p in (1, 5, 10, 50)})
+    stores = [s.store_id for s in data.stores]
+    if len(stores) > 1:
+        retriever = Retriever(store, settings)
+        foreign = sorted(
+            (hits[0].score if hits else 0.0)
+            for r in results
+            for hits in [retriever.retrieve(user_for(stores[(stores.index(r.query.store_id) + 1) % len(stores)]),
+                                            r.query.query, top_k=k)]  # fmt: skip
+        )
+        out.update({f"foreign_top1_p{p:02d}": _quantile(foreign, p / 100) for p in (50, 90, 99)})
+    return out
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    return round(values[min(len(values) - 1, int(q * len(values)))], 4)
+
+
+def metrics(results: Sequence[QueryResult]) -> dict[str, float]:
+    n = len(results)
+    if not n:
+        return {"n": 0}
+    sums: dict[str, float] = defaultdict(float)
+    for r in results:
+        relevant = set(r.query.relevant)
+        for k in KS:
+            top = r.ranked[:k]
+            sums[f"hit@{k}"] += any(m in relevant for m in top)
+            if k in (5, 10):
+                sums[f"frac@{k}"] += len(relevant.intersection(top)) / min(k, len(relevant))
+        rank = next((i for i, m in enumerate(r.ranked[:10], 1) if m in relevant), None)
+        sums["mrr@10"] += 1.0 / rank if rank else 0.0
+    out = {"n": n}
+    for key in ("hit@1", "hit@5", "hit@10", "frac@5", "frac@10", "mrr@10"):
+        out[key] = round(sums[key] / n, 4)
+    return out
+
+
+def timing(results: Sequence[QueryResult]) -> dict[str, float]:
+    ms = sorted(r.ms for r in results)
+    if not ms:
+        return {}
+    return {
+        "p50_ms": round(statistics.median(ms), 1),
+        "p95_ms": round(ms[min(len(ms) - 1, math.ceil(0.95 * len(ms)) - 1)], 1),
+        "mean_ms": round(statistics.fmean(ms), 1),
+    }
+
+
+def summarise(results: Sequence[QueryResult]) -> dict[str, Any]:
+    by_cat: dict[str, list[QueryResult]] = defaultdict(list)
+    for r in results:
+        by_cat[r.query.category].append(r)
+    return {
+        "overall": metrics(results),
+        "categories": {c: metrics(rs) for c, rs in sorted(by_cat.items())},
+        **timing(results),
+    }
+
+
+def print_table(name: str, k: int, summaries: dict[str, dict[str, Any]]) -> None:
+    cols = ("hit@1", "hit@5", "hit@10", "frac@5", "frac@10", "mrr@10")
+    print(f"\n{name}  (top_k={k})")
+    header = f"{'method':<28} {'category':<16} {'n':>5} " + " ".join(f"{c:>7}" for c in cols)
+    print(header + f" {'p50 ms':>7} {'p95 ms':>7}")
+    print("-" * (len(header) + 16))
+    for method, summ in summaries.items():
+        rows = [("all", summ["overall"])] + list(summ["categories"].items())
+        for i, (cat, m) in enumerate(rows):
+            cells = " ".join(f"{m.get(c, 0):>7.3f}" for c in cols)
+            times = f" {summ.get('p50_ms', 0):>7.1f} {summ.get('p95_ms', 0):>7.1f}" if i == 0 else ""
+            print(f"{method if i == 0 else '':<28} {cat:<16} {m['n']:>5} {cells}{times}")
+        if "calibration" in summ:
+            print(f"{'':<28} scores: " + ", ".join(f"{k} {v:.3f}" for k, v in summ["calibration"].items()))
+
+
+# -------------------------------------------------------------------- main
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.retrieval", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", required=True, help="a retrieval file (see ../shared/eval/README.md)")
+    ap.add_argument("--k", type=int, default=10, help="memories retrieved per query (default 10)")
+    ap.add_argument("--method", nargs="+", default=["dense", "full"], help=f"any of: {', '.join(METHODS)}")
+    ap.add_argument("--limit-queries", type=int, default=None, help="only the first N queries")
+    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="bench data dir (not a user's)")
+    ap.add_argument("--reload", action="store_true", help="write the memories again even if loaded")
+    ap.add_argument("--calibrate", action="store_true", help="also report score quantiles for the threshold")
+    args = ap.parse_args(argv)
+
+    data = load_retrieval(args.data)
+    methods = [parse_method(m) for m in args.method]
+    queries = list(data.queries[: args.limit_queries] if args.limit_queries else data.queries)
+    store = open_store(data, args.data_dir)
+    try:
+        started = time.perf_counter()
+        load(store, data, reload=args.reload)
+        print(f"store ready in {time.perf_counter() - started:.1f}s ({store.table})", file=sys.stderr)
+        summaries: dict[str, dict[str, Any]] = {}
+        for spec, overrides in methods:
+            settings = dataclasses.replace(store.settings, **overrides)
+            results = run_method(store, settings, queries, args.k)
+            summaries[spec] = summarise(results)
+            if args.calibrate and settings.retrieval_lexical:
+                summaries[spec]["calibration"] = calibration(store, settings, data, results, args.k)
+            o = summaries[spec]
+            print(f"  {spec}: hit@5 {o['overall']['hit@5']:.3f}  p95 {o.get('p95_ms', 0):.1f} ms", file=sys.stderr)
+    finally:
+        store.close()
+    print_table(f"{data.name}: {len(queries)} queries, {sum(len(s.memories) for s in data.stores)} memories", args.k,
+                summaries)  # fmt: skip
+    print(json.dumps({"file": data.name, "k": args.k, "queries": len(queries), "methods": summaries}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

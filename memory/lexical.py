@@ -1,0 +1,312 @@
+"""Lexical side of retrieval: normalise, extract keywords, score keyword matches.
+
+Dense similarity with a small multilingual embedder misses exactly the queries a
+voice user asks most: short ones ("颜色"), first versus second person ("我喜欢的颜色"
+against the stored "你喜欢的颜色"), and names. These pure functions supply the
+lexical signal that the retriever fuses with the vector similarity:
+
+- `normalise`: case and width folded (NFKC + casefold); the pronouns that name the
+  user (你/我/您, I/me/you, ...) rewritten to one neutral form (用户, user), so the
+  speaker's point of view stops mattering. Applied to the query and to memory text
+  alike; the stored text never changes.
+- `keywords`: the content words of a message: English words minus stop words;
+  Chinese segmented with jieba (precise mode) minus function and question words.
+- `lexical_score`: per keyword 1.0 (a word of the memory, possibly only after
+  normalisation or light stemming), 0.7 (inside a longer word of the memory),
+  0.3 (only part of the keyword occurs), 0 otherwise; averaged over keywords.
+- `index_text`: the normalised, segmented form stored in the payload key `lex` at
+  write time, so Postgres full-text search (which cannot segment Chinese) has words.
+
+Everything here is deterministic, needs no database and no network.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+# Stored with `lex` as `lex_v`; bump when `index_text` changes. Rows with an older
+# form are still found by the substring and vector stages and are always scored
+# from their text; bench/retrieval.py refreshes its own rows.
+LEX_VERSION = 1
+
+USER_ZH = "用户"
+USER_EN = "user"
+
+# Exact match or match after normalisation / stemming; inside a longer word; a part only.
+EXACT = 1.0
+SUBSTRING = 0.7
+PARTIAL = 0.3
+
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+# A run of CJK characters, or a latin/digit word (with an inner apostrophe).
+_PIECE = re.compile(rf"([{_CJK}]+)|([0-9a-z\u00c0-\u024f]+(?:['’][a-z]+)?)")
+
+# 我/你/您 (and with 的) name the user, whoever speaks; 我们/你们/咱们 (a group),
+# 自我 ("self") and the greetings 你好/您好 are left alone.
+_ZH_PRONOUN = re.compile(r"(?<!自)[你我您](?![们好])(的)?")
+_EN_PRONOUNS: dict[str, str] = {
+    "i": USER_EN, "me": USER_EN, "myself": USER_EN, "you": USER_EN, "yourself": USER_EN,
+    "my": "user's", "mine": "user's", "your": "user's", "yours": "user's",
+    "i'm": "user is", "i've": "user has", "i'll": "user will", "i'd": "user would",
+    "you're": "user is", "you've": "user has", "you'll": "user will", "you'd": "user would",
+}  # fmt: skip
+_EN_PRONOUN = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, _EN_PRONOUNS), key=len, reverse=True)) + r")\b")
+
+# Function words and question words: they say how something is asked, not what about.
+STOP_EN: frozenset[str] = frozenset(
+    """a about above after again against all am an and any are aren as at be because been before
+    being below between both but by can cannot could couldn did didn do does doesn doing don down
+    during each else ever few for from further had hadn has hasn have haven having he her here hers
+    herself him himself his how however i if in into is isn it its itself just ll let like likely
+    many may me might more most much must my myself no nor not now of off on once only or other
+    ought our ours ourselves out over own per please re really s same shall she should shouldn so
+    some such t than that the their theirs them themselves then there these they this those though
+    through to too under until up upon us ve very was wasn we were weren what whatever when where
+    whether which while who whom whose why will with won would wouldn yet you your yours yourself
+    yourselves d m o y also any anything something thing things kind sort type get got one ones
+    yes yeah oh ok okay hey hi hello well tell know remember think""".split()
+)
+STOP_ZH: frozenset[str] = frozenset(
+    """的 了 着 过 是 在 和 与 及 或 跟 同 也 都 就 还 又 再 很 太 更 最 挺 真 真是
+    吗 呢 吧 啊 呀 哦 嗯 哎 哎呀 哇 嘛 么 啦 喔 呃 什么 啥 哪 哪个 哪些 哪里 哪儿
+    哪天 哪年 何时 几时 多久 怎么 怎样 怎么样 如何 为什么 为何 多少 几 几个 谁 这 那
+    这个 那个 这些 那些 这样 那样 这里 那里 一个 一些 一下 有 没有 没 不 不是 会 能
+    可以 要 想 把 被 给 对 对于 从 到 向 让 之 其 以 以下 以上 可能 来 去 来着 个
+    上 下 中 里 还是 是否 是不是 请 请问 知道 告诉 记得 记住 说 问 他 她 它 他们 她们
+    它们 我们 你们 咱们 自己 就是 但是 不过 而且 所以 因为 如果 虽然 然后 另外 其实
+    实际上 好像 一样 等等 比较 有点 一点 下面 时候 之前 之后 已经 现在 们 得 地 该 还有
+    好多 很多 许多 的话 应该 不会 这么 那么 真的 觉得 认为 感觉 有个 有些 一直 总是 经常
+    特别 非常 十分""".split()
+)
+
+_jieba_lock = threading.Lock()
+_jieba_ready = False
+
+
+def _jieba():  # type: ignore[no-untyped-def]
+    """jieba, initialised once per process (loading its dictionary takes about a second)."""
+    global _jieba_ready
+    with warnings.catch_warnings():  # jieba 0.42 has invalid escapes in its regexes
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import jieba
+
+    if not _jieba_ready:
+        with _jieba_lock:
+            if not _jieba_ready:
+                jieba.setLogLevel(60)
+                jieba.initialize()
+                _jieba_ready = True
+    return jieba
+
+
+def warm_up() -> None:
+    """Load the segmenter now (prewarm) instead of on the first user turn."""
+    _jieba()
+    analyse("你喜欢的颜色")
+
+
+def fold(text: str) -> str:
+    """Case and width folded (full-width letters and digits become ASCII)."""
+    return unicodedata.normalize("NFKC", text).casefold().replace("’", "'")
+
+
+def normalise(text: str, *, pronouns: bool = True) -> str:
+    """Folded text with the user's pronouns made neutral (你/我/您 -> 用户, I/you -> user).
+
+    Who says "I" differs between a stored turn ("我喜欢蓝色"), a canonical fact
+    ("你喜欢的颜色") and the question ("我喜欢的颜色是什么"); all of them mean the user.
+    """
+    out = fold(text)
+    if pronouns:
+        out = _ZH_PRONOUN.sub(lambda m: USER_ZH + ("的" if m.group(1) else ""), out)
+        out = _EN_PRONOUN.sub(lambda m: _EN_PRONOUNS[m.group(0)], out)
+    return out
+
+
+def stem(word: str) -> str:
+    """A light English suffix stripper (hikes/hiking/hiked -> hik); CJK words unchanged.
+
+    Good enough to match inflections of the same word; not a linguistic stemmer.
+    """
+    if not word.isascii() or len(word) <= 3:
+        return word
+    if word.endswith(("ies", "ied")) and len(word) > 4:
+        return word[:-3] + "i"
+    for suffix in ("ings", "ing", "ed", "es", "s", "e"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    return word[:-1] + "i" if word.endswith("y") and len(word) > 3 else word
+
+
+def tokens(normalised: str, *, search: bool = False) -> list[str]:
+    """Words of already normalised text, in order: jieba for CJK runs, regex for latin.
+
+    `search=True` adds jieba's search-mode sub-words ("编程语言" also yields 编程, 语言),
+    for the full-text index; scoring uses precise mode so a sub-word stays a substring.
+    """
+    out: list[str] = []
+    for match in _PIECE.finditer(normalised):
+        cjk, latin = match.group(1), match.group(2)
+        if cjk:
+            jb = _jieba()
+            out.extend(jb.cut_for_search(cjk) if search else jb.lcut(cjk))
+        elif latin:
+            word = re.sub(r"['’]s$", "", latin)
+            out.append(word.replace("'", "").replace("’", ""))
+    return out
+
+
+def _is_content(word: str) -> bool:
+    if not word or word in STOP_EN or word in STOP_ZH:
+        return False
+    if word.isascii():
+        return len(word) > 1 or word.isdigit()
+    return True
+
+
+def keywords(text: str, *, pronouns: bool = True) -> list[str]:
+    """The content words of a message, normalised, unique, in order of appearance."""
+    seen: dict[str, None] = {}
+    for word in tokens(normalise(text, pronouns=pronouns)):
+        if _is_content(word):
+            seen.setdefault(word, None)
+    return list(seen)
+
+
+def index_text(text: str, *, pronouns: bool = True) -> str:
+    """The lexical form stored with a memory (payload `lex`): normalised words and stems.
+
+    Space-separated so that Postgres' 'simple' parser sees one word per token,
+    Chinese included; search-mode segmentation and English stems widen recall.
+    """
+    seen: dict[str, None] = {}
+    for word in tokens(normalise(text, pronouns=pronouns), search=True):
+        if _is_content(word):
+            seen.setdefault(word, None)
+            seen.setdefault(stem(word), None)
+    return " ".join(seen)
+
+
+def search_terms(words: Iterable[str]) -> list[str]:
+    """Keywords plus their stems, as full-text search terms (letters and digits only)."""
+    seen: dict[str, None] = {}
+    for word in words:
+        for term in (word, stem(word)):
+            if term and re.fullmatch(r"\w+", term):
+                seen.setdefault(term, None)
+    return list(seen)
+
+
+@dataclass(frozen=True)
+class Analysed:
+    """A memory text prepared for scoring: normalised string, its words and their stems."""
+
+    text: str
+    words: frozenset[str]
+    stems: frozenset[str]
+
+
+@lru_cache(maxsize=16384)
+def analyse(text: str, pronouns: bool = True) -> Analysed:
+    """Normalise and segment a memory once; cached because a user's memories recur."""
+    norm = normalise(text, pronouns=pronouns)
+    words = frozenset(tokens(norm))
+    return Analysed(norm, words, frozenset(stem(w) for w in words))
+
+
+@dataclass(frozen=True)
+class _Keyword:
+    """What matching needs to know about a keyword, computed once per keyword."""
+
+    word: str
+    stem: str
+    cjk: bool
+    parts: tuple[str, ...]  # CJK: sub-words of 2 characters (1 for a 2-character word)
+    head: str  # latin: the first 5 letters ("" when shorter)
+
+
+@lru_cache(maxsize=8192)
+def _keyword(word: str) -> _Keyword:
+    cjk = not word.isascii()
+    parts: tuple[str, ...] = ()
+    if cjk:
+        size = 2 if len(word) >= 3 else 1
+        found = {word[i : i + size] for i in range(len(word) - size + 1)}
+        parts = tuple(p for p in found if _CJK_RUN.fullmatch(p) and p not in STOP_ZH)
+    return _Keyword(word, stem(word), cjk, parts, word[:5] if not cjk and len(word) >= 5 else "")
+
+
+def match_level(keyword: str, memory: Analysed, *, partial: bool = True) -> float:
+    """How well one keyword matches a memory: 1.0, 0.7, 0.3 or 0 (see the module doc)."""
+    k = _keyword(keyword)
+    if keyword in memory.words or k.stem in memory.stems:
+        return EXACT
+    if (k.cjk or len(keyword) >= 4) and keyword in memory.text:
+        return SUBSTRING
+    if partial and _part_matches(k, memory):
+        return PARTIAL
+    return 0.0
+
+
+def _part_matches(k: _Keyword, memory: Analysed) -> bool:
+    """Part of the keyword occurs: a CJK sub-word of 2 characters (of 1 for a 2-character
+    keyword), or for latin a word of the memory inside the keyword or a shared 5-letter start."""
+    if k.cjk:
+        return any(p in memory.text for p in k.parts)
+    if not k.head:
+        return False
+    return any((len(w) >= 4 and w in k.word) or w.startswith(k.head) for w in memory.words if w.isascii())
+
+
+def match_levels(words: Sequence[str], memory: Analysed, *, partial: bool = True) -> list[float]:
+    return [match_level(k, memory, partial=partial) for k in words]
+
+
+def lexical_score(
+    words: Sequence[str],
+    memory: str | Analysed,
+    *,
+    weights: Sequence[float] | None = None,
+    partial: bool = True,
+    pronouns: bool = True,
+) -> float:
+    """Keyword match score of a memory in [0, 1]: the (weighted) mean of `match_level`.
+
+    `weights` lets the caller count rare keywords more than common ones; without
+    it every keyword counts the same.
+    """
+    if not words:
+        return 0.0
+    analysed = memory if isinstance(memory, Analysed) else analyse(memory, pronouns)
+    return weighted_mean(match_levels(words, analysed, partial=partial), weights)
+
+
+def weighted_mean(levels: Sequence[float], weights: Sequence[float] | None = None) -> float:
+    """Mean of per-keyword match levels, optionally weighted (0 when there is nothing)."""
+    if not levels:
+        return 0.0
+    if weights is None:
+        return sum(levels) / len(levels)
+    total = sum(weights)
+    return sum(w * lv for w, lv in zip(weights, levels, strict=True)) / total if total > 0 else 0.0
+
+
+def lex_fields(text: str) -> dict[str, object]:
+    """Payload keys the store writes with each memory: `lex` (see `index_text`) and its
+    version `lex_v`. Never raises: a memory is worth more than its lexical index, and
+    rows without `lex` are still found by the substring and vector stages."""
+    try:
+        return {"lex": index_text(text), "lex_v": LEX_VERSION}
+    except Exception:  # noqa: BLE001 - the write must not fail because of the index
+        import logging
+
+        logging.getLogger("memory.lexical").exception("could not derive the lexical form")
+        return {}

@@ -1,0 +1,163 @@
+"""Staged retrieval on the real store: seed scenarios from the issue, isolation, switches."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from psycopg import sql
+
+from memory.retrieval import Retriever
+from memory.store import MemoryStore
+
+COLOUR = "你喜欢的颜色: 蓝色"
+DISTRACTORS = ("我下周要去上海出差", "我的猫叫咪咪", "明天早上八点开会")
+
+
+def retriever(store: MemoryStore, **overrides: object) -> Retriever:
+    return Retriever(store, dataclasses.replace(store.settings, **overrides))  # type: ignore[arg-type]
+
+
+def seed(store: MemoryStore, user_id: str, *texts: str) -> None:
+    for text in texts:
+        store.add_raw(user_id, text)
+
+
+def test_first_person_question_finds_second_person_memory_with_a_high_score(
+    store: MemoryStore, user_id: str
+) -> None:
+    seed(store, user_id, COLOUR, *DISTRACTORS)
+    hits = retriever(store).retrieve(user_id, "我喜欢的颜色是什么", top_k=3)
+    assert hits[0].text == COLOUR
+    assert hits[0].score >= 0.7
+    assert hits[0].score > hits[1].score + 0.2
+    assert hits[0].created_at and "lex" not in hits[0].metadata
+
+
+def test_short_query_finds_memory_through_the_substring_stage(store: MemoryStore, user_id: str) -> None:
+    seed(store, user_id, COLOUR, *DISTRACTORS)
+    r = retriever(store)
+    cands = {c.payload["data"]: c for c in r.candidates(user_id, "颜色", top_k=5)}
+    assert "substring" in cands[COLOUR].stages  # full text found < half of 5: the fallback ran
+    assert r.retrieve(user_id, "颜色", top_k=1)[0].text == COLOUR
+
+
+def test_memory_written_before_the_lexical_field_is_still_found(store: MemoryStore, user_id: str) -> None:
+    seed(store, user_id, COLOUR, *DISTRACTORS)
+    with store.pool.connection() as conn:  # as if written by an older version
+        conn.execute(
+            sql.SQL("UPDATE {} SET payload = payload - 'lex' - 'lex_v' WHERE payload->>'user_id' = %s").format(
+                sql.Identifier(store.table)
+            ),
+            [user_id],
+        )
+    r = retriever(store, retrieval_vector=False)  # lexical stages only
+    cands = {c.payload["data"]: c for c in r.candidates(user_id, "颜色", top_k=5)}
+    assert cands[COLOUR].stages == {"substring"}
+    assert r.retrieve(user_id, "我喜欢的颜色是什么", top_k=1)[0].text == COLOUR
+
+
+def test_part_of_a_word_gets_a_partial_score(store: MemoryStore, user_id: str) -> None:
+    seed(store, user_id, "编程语言偏好: Python", *DISTRACTORS)
+    cands = {c.payload["data"]: c for c in retriever(store).candidates(user_id, "编程", top_k=5)}
+    assert 0 < cands["编程语言偏好: Python"].lexical < 1.0
+    assert "fulltext" in cands["编程语言偏好: Python"].stages  # `lex` holds the sub-word 编程
+    assert retriever(store).retrieve(user_id, "编程", top_k=1)[0].text == "编程语言偏好: Python"
+
+
+def test_formal_you_in_memory_matches_plain_you_in_query(store: MemoryStore, user_id: str) -> None:
+    seed(store, user_id, "您的生日是五月三日", *DISTRACTORS)
+    r = retriever(store)
+    cands = {c.payload["data"]: c for c in r.candidates(user_id, "你的生日是哪天", top_k=5)}
+    assert cands["您的生日是五月三日"].lexical == 1.0
+    assert r.retrieve(user_id, "你的生日是哪天", top_k=1)[0].text == "您的生日是五月三日"
+
+
+def test_english_name_is_found_by_its_exact_spelling(store: MemoryStore, user_id: str) -> None:
+    seed(store, user_id, "My dentist is Dr. Okonkwo", "I like hiking in the Alps", "My sister is called Anna")
+    assert retriever(store).retrieve(user_id, "Okonkwo", top_k=1)[0].text == "My dentist is Dr. Okonkwo"
+    assert retriever(store).retrieve(user_id, "hikes", top_k=1)[0].text == "I like hiking in the Alps"
+
+
+def test_no_stage_returns_another_users_memories(store: MemoryStore, user_id: str) -> None:
+    other = user_id + "-other"
+    seed(store, other, COLOUR, "编程语言偏好: Python")
+    seed(store, user_id, "我的猫叫咪咪")
+    for overrides in ({}, {"retrieval_vector": False}, {"retrieval_fulltext": False}, {"retrieval_lexical": False}):
+        r = retriever(store, **overrides)
+        for query in ("颜色", "我喜欢的颜色是什么", "编程", "猫"):
+            assert all(h.user_id == user_id for h in r.retrieve(user_id, query, top_k=10)), (overrides, query)
+            for cand in r.candidates(user_id, query, top_k=10) if overrides.get("retrieval_lexical", True) else []:
+                assert cand.payload["user_id"] == user_id
+    assert retriever(store).retrieve(user_id + "-nobody", "颜色") == []
+
+
+def test_categories_filter_holds_in_every_stage(store: MemoryStore, user_id: str) -> None:
+    store.add_raw(user_id, "我喜欢的颜色是绿色")
+    store.upsert_fact(user_id, "用户喜欢的颜色是蓝色", category="preferences", slot="favorite_color")
+    store.upsert_fact(user_id, "用户的妹妹叫小雪", category="relationships", slot="sister_name")
+    for overrides in ({}, {"retrieval_vector": False}, {"retrieval_fulltext": False}):
+        hits = retriever(store, **overrides).retrieve(user_id, "颜色", top_k=5, categories=["preferences"])
+        assert [h.text for h in hits] == ["用户喜欢的颜色是蓝色"], overrides
+        assert hits[0].category == "preferences"
+
+
+def test_updated_fact_is_found_by_its_new_words_only(store: MemoryStore, user_id: str) -> None:
+    store.upsert_fact(user_id, "用户住在巴黎", category="personal_facts", slot="home_city")
+    store.upsert_fact(user_id, "用户住在柏林", category="personal_facts", slot="home_city")
+    r = retriever(store, retrieval_vector=False)
+    assert [h.text for h in r.retrieve(user_id, "柏林")] == ["用户住在柏林"]
+    assert r.retrieve(user_id, "巴黎") == []
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"retrieval_lexical": False},
+        {"retrieval_fusion": "rrf"},
+        {"retrieval_fulltext": False, "retrieval_substring": False},
+        {"retrieval_pronouns": False},
+        {"retrieval_partial": False},
+    ],
+)
+def test_every_switch_still_retrieves(store: MemoryStore, user_id: str, overrides: dict[str, object]) -> None:
+    seed(store, user_id, COLOUR, *DISTRACTORS)
+    hits = retriever(store, **overrides).retrieve(user_id, "我喜欢的颜色是什么", top_k=2)
+    assert hits[0].text == COLOUR and len(hits) == 2
+
+
+def test_threshold_drops_weak_matches_and_blank_query_returns_nothing(store: MemoryStore, user_id: str) -> None:
+    seed(store, user_id, COLOUR, *DISTRACTORS)
+    strict = retriever(store, retrieval_threshold=0.6)
+    assert [h.text for h in strict.retrieve(user_id, "我喜欢的颜色是什么", top_k=5)] == [COLOUR]
+    assert retriever(store).retrieve(user_id, "   ") == []
+
+
+def test_long_message_embeds_only_its_last_sentences_within_the_token_budget(store: MemoryStore) -> None:
+    r = retriever(store, retrieval_embed_tokens=24)
+    short = "我喜欢的颜色是什么？"
+    assert r.embedding_text(short) == short
+    chatter = "今天天气真好，适合出去走走。昨天看的那个电视剧太精彩了，我都想一口气看完。"
+    assert r.embedding_text(chatter * 3 + short).endswith(short)
+    assert len(r.embedding_text(chatter * 3 + short)) < len(chatter)
+    unbroken = "这是一个没有任何标点符号的很长很长的句子" * 4
+    assert unbroken.endswith(r.embedding_text(unbroken)) and r.embedding_text(unbroken)
+    assert retriever(store, retrieval_embed_tokens=0).embedding_text(chatter * 3) == chatter * 3
+
+
+def test_retrieval_settings_come_from_memory_retrieval_variables() -> None:
+    from memory.settings import ConfigError, load_settings
+
+    s = load_settings(
+        {"MEMORY_RETRIEVAL_FULLTEXT": "off", "MEMORY_RETRIEVAL_FUSION": "RRF", "MEMORY_RETRIEVAL_THRESHOLD": "0.2"},
+        dotenv=False,
+    )
+    assert (s.retrieval_fulltext, s.retrieval_fusion, s.retrieval_threshold) == (False, "rrf", 0.2)
+    assert s.retrieval_substring and s.recall_threshold == 0.0  # the others keep their defaults
+    for env, name in (
+        ({"MEMORY_RETRIEVAL_VECTOR": "maybe"}, "MEMORY_RETRIEVAL_VECTOR"),
+        ({"MEMORY_RETRIEVAL_FUSION": "max"}, "MEMORY_RETRIEVAL_FUSION"),
+        ({"MEMORY_RETRIEVAL_COS_CEIL": "0.5"}, "MEMORY_RETRIEVAL_COS_CEIL"),
+    ):
+        with pytest.raises(ConfigError, match=name):
+            load_settings(env, dotenv=False)
