@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
-from bench.evaldata import Query, RetrievalFile, load_retrieval
+from bench.evaldata import Query, RetrievalFile, Store, load_retrieval
 from memory import lexical
 from memory.retrieval import Retriever
 from memory.settings import MemorySettings, load_settings
@@ -55,6 +55,9 @@ METHODS: dict[str, dict[str, Any]] = {
     "no-idf": {"retrieval_idf": False},
     "no-threshold": {"retrieval_threshold": 0.0},
     "no-embed-cap": {"retrieval_embed_tokens": 0},
+    "no-context": {"retrieval_context_turns": 0},
+    "no-neighbours": {"retrieval_neighbours": 0.0},
+    "flat-keywords": {"retrieval_head_weight": 1.0},
 }
 DEFAULT_DATA_DIR = Path("/tmp/bench-memory")
 KS = (1, 5, 10)
@@ -102,19 +105,55 @@ def load(store: MemoryStore, data: RetrievalFile, *, reload: bool = False) -> No
     counts = _counts(store)
     for s in data.stores:
         user = user_for(s.store_id)
+        turns = turn_positions(s)
         if not reload and counts.get(user, (0, 0))[0] == len(s.memories):
             if counts[user][1] < len(s.memories):  # written by an older `index_text`
                 _refresh_lex(store, user)
+            _refresh_turns(store, user, turns)
             continue
         _delete_user_rows(store, user)
         started = time.perf_counter()
         for i, m in enumerate(s.memories, 1):
             meta = {"memory_id": m.id, "store_id": s.store_id, "timestamp": m.timestamp,
-                    "speaker": m.speaker, "session": m.session}  # fmt: skip
+                    "speaker": m.speaker, "session": m.session, **turns.get(m.id, {})}  # fmt: skip
             store.add_raw(user, m.text, metadata={k: v for k, v in meta.items() if v is not None})
             if i % 250 == 0 or i == len(s.memories):
                 rate = i / (time.perf_counter() - started)
                 print(f"  loading {s.store_id}: {i}/{len(s.memories)} ({rate:.0f}/s)", file=sys.stderr)
+
+
+def turn_positions(s: Store) -> dict[str, dict[str, Any]]:
+    """`session_id` and `seq` of each memory that has a session, as the agent writes them
+    for a raw turn: the session, and the position in it (the file's order)."""
+    out: dict[str, dict[str, Any]] = {}
+    seqs: dict[str, int] = defaultdict(int)
+    for m in s.memories:
+        if m.session is None:
+            continue
+        session = f"{s.store_id}:{m.session}"
+        out[m.id] = {"session_id": session, "seq": seqs[session]}
+        seqs[session] += 1
+    return out
+
+
+def _refresh_turns(store: MemoryStore, user: str, turns: dict[str, dict[str, Any]]) -> None:
+    """Add `session_id`/`seq` to rows loaded before the bench wrote them."""
+    from psycopg import sql
+    from psycopg.types.json import Jsonb
+
+    if not turns:
+        return
+    t = sql.Identifier(store.table)
+    with store.pool.connection() as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT id, payload->>'memory_id' FROM {} WHERE payload->>'user_id' = %s AND NOT payload ? 'seq'")
+            .format(t),
+            [user],
+        ).fetchall()
+        for row_id, memory_id in rows:
+            if memory_id in turns:
+                conn.execute(sql.SQL("UPDATE {} SET payload = payload || %s WHERE id = %s").format(t),
+                             [Jsonb(turns[memory_id]), row_id])  # fmt: skip
 
 
 def _counts(store: MemoryStore) -> dict[str, tuple[int, int]]:
@@ -173,16 +212,31 @@ def run_method(
     retriever.warm_up()
     cache = getattr(store.mem0.embedding_model, "_cache", None)
     for q in queries[:3]:  # warm the pool, the model and the plans; not timed
-        retriever.retrieve(user_for(q.store_id), q.query, top_k=k)
+        retriever.retrieve(user_for(q.store_id), q.query, top_k=k, context=earlier_turns(q))
     out = []
     for q in queries:
+        context = earlier_turns(q)
         if cache is not None:
             cache.clear()  # every query pays for its embedding, as a new utterance would
+            if settings.retrieval_context_turns and settings.retrieval_vector:
+                # ...but not for the earlier turns': the agent embedded each when it was said.
+                for turn in context[-settings.retrieval_context_turns :]:
+                    store.mem0.embedding_model.embed(retriever.embedding_text(turn), "search")
         started = time.perf_counter()
-        records = retriever.retrieve(user_for(q.store_id), q.query, top_k=k)
+        records = retriever.retrieve(user_for(q.store_id), q.query, top_k=k, context=context)
         ms = (time.perf_counter() - started) * 1000
         out.append(QueryResult(q, [str(r.metadata.get("memory_id")) for r in records], ms, [r.score for r in records]))
     return out
+
+
+def earlier_turns(q: Query) -> list[str]:
+    """The user's earlier turns of the dialogue before the query (`context`), as the
+    agent passes them: the lines of the speaker whose lines make up the query, minus
+    those lines themselves. Files without `context` give none."""
+    lines = [line.partition(":") for line in q.context]
+    own = [(who.strip(), text.strip()) for who, sep, text in lines if sep and text.strip()]
+    speakers = {who for who, text in own if text in q.query}
+    return [text for who, text in own if who in speakers and text not in q.query]
 
 
 def calibration(

@@ -92,6 +92,9 @@ class MemorySession:
             service.settings.data_dir / "write_queue.sqlite3", self._remember
         )
         self._recent: deque[str] = deque(maxlen=2)
+        # The user's own earlier turns, which shape each look-up (Retriever.retrieve).
+        self._user_turns: deque[str] = deque(maxlen=max(1, service.settings.retrieval_context_turns))
+        self._seq = 0
         self.turns: list[TurnLog] = []
         self.write_reports: list[RememberReport] = []
 
@@ -137,8 +140,11 @@ class MemorySession:
                 turn_id=item.id or uuid.uuid4().hex,
                 created_at=now_iso(),
                 context=tuple(self._recent),
+                seq=self._seq,
             )
+            self._seq += 1
             self.queue.enqueue(turn)
+            self._user_turns.append(text)
         if item.role in ("user", "assistant") and text:
             self._recent.append(f"{item.role}: {text}")
 
@@ -165,7 +171,10 @@ class MemorySession:
         return report
 
     async def _fetch(self, text: str) -> list[MemoryRecord]:
-        return await self.service.recall(self.user_id, text)
+        earlier = list(self._user_turns)
+        if earlier and earlier[-1] == text.strip():  # the turn itself, once committed
+            earlier.pop()
+        return await self.service.recall(self.user_id, text, earlier)
 
     # --------------------------------------------------------------- reading
     async def prepare_chat_ctx(self, chat_ctx: llm.ChatContext) -> llm.ChatContext:

@@ -66,7 +66,8 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
     then scan the whole table. We add a user index, a trigram index on the
     memory text (for substring recall of short and Chinese queries) and a
     full-text index on the lexical form `lex` that the store writes with each
-    memory (Postgres cannot segment Chinese by itself).
+    memory (Postgres cannot segment Chinese by itself), and a turn index to
+    find the turns said just before and after a recalled one.
     """
     t = sql.Identifier(table)
     with pool.connection() as conn:
@@ -86,6 +87,8 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
             ("trgm", sql.SQL("USING gin ((payload->>'data') gin_trgm_ops)")),
             # Full-text recall over the normalised, segmented form (memory/lexical.py).
             ("lex", sql.SQL("USING gin (to_tsvector('simple', payload->>'lex'))")),
+            # The turns next to a recalled raw turn, by session and position (retrieval.py).
+            ("turn", sql.SQL("((payload->>'user_id'), (payload->>'session_id'), (payload->>'seq')) WHERE payload ? 'seq'")),
         ):
             unique = sql.SQL("UNIQUE ") if name.endswith("uidx") else sql.SQL("")
             suffix = name if name.endswith("uidx") else f"{name}_idx"

@@ -35,7 +35,6 @@ use the user index. Same table, same operator, same iterative HNSW settings; abo
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -50,8 +49,6 @@ from .embedder import local_model
 from .settings import EmbedderKind, MemorySettings
 from .store import MemoryRecord, MemoryStore
 
-logger = logging.getLogger("memory.retrieval")
-
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 
 # Payload keys that are ours, not the caller's metadata.
@@ -60,6 +57,10 @@ _INTERNAL_KEYS = ("lex", "lex_v")
 _NEUTRAL = frozenset({lexical.USER_ZH, lexical.USER_EN})
 # Sentence ends (kept with their sentence) for choosing what to embed.
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；…])\s*")
+
+# The lexical recall of a query runs here while the caller's thread embeds the
+# query. One pool per process, sized like the memory read slots (service.py).
+_WORKERS = ThreadPoolExecutor(max_workers=3, thread_name_prefix="retrieval")
 
 
 @dataclass
@@ -74,6 +75,12 @@ class Candidate:
     score: float = 0.0
 
     @property
+    def turn(self) -> tuple[str, int] | None:
+        """(session, position) of a raw turn that carries them; None for facts."""
+        session, seq = self.payload.get("session_id"), self.payload.get("seq")
+        return (str(session), int(seq)) if session is not None and isinstance(seq, int) else None
+
+    @property
     def text(self) -> str:
         return self.payload.get("data") or ""
 
@@ -82,15 +89,23 @@ class Candidate:
         return MemoryRecord.from_payload(self.id, payload, self.score)
 
 
+@dataclass(frozen=True)
+class _Query:
+    """What a query was turned into: weighted keywords and the search vector."""
+
+    words: list[str]
+    weights: list[float]
+    vector: list[float] | None
+
+
 class Retriever:
     """One user's query in, the top memories out, best first. Thread-safe."""
 
     def __init__(self, store: MemoryStore, settings: MemorySettings) -> None:
         self.store = store
         self.settings = settings
-        self._workers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="retrieval")
         # Load the segmenter (about a second) now, off the caller's thread, not on the first turn.
-        self._workers.submit(lexical.warm_up)
+        _WORKERS.submit(lexical.warm_up)
 
     # ------------------------------------------------------------ public API
     def retrieve(
@@ -100,14 +115,25 @@ class Retriever:
         *,
         top_k: int | None = None,
         categories: Sequence[str] | None = None,
+        context: Sequence[str] = (),
     ) -> list[MemoryRecord]:
+        """The top memories for `query`, best first.
+
+        `context`: the user's earlier turns in this session, oldest first. A spoken
+        turn often leans on them ("what should I wear to it?"); the last
+        `retrieval_context_turns` add their keywords and their vector to the query's,
+        at `retrieval_context_weight`.
+        """
         if not query.strip():
             return []
         s = self.settings
         k = top_k or s.recall_top_k
         if not s.retrieval_lexical:  # dense only, exactly as before the stages existed
             return self.store.search(user_id, query, top_k=k, categories=categories, threshold=s.recall_threshold)
-        ranked = self.rank(self.candidates(user_id, query, top_k=k, categories=categories))
+        cands, q = self._candidates(user_id, query, top_k=k, categories=categories, context=context)
+        ranked = self.rank(cands)
+        if s.retrieval_neighbours > 0 and s.retrieval_fusion == "weighted":
+            ranked = self.with_neighbours(user_id, ranked, q, top_k=k)
         # The threshold is calibrated on the weighted score; RRF scores are ranks only.
         floor = s.retrieval_threshold if s.retrieval_fusion == "weighted" else 0.0
         return [c.record() for c in ranked if c.score >= floor][:k]
@@ -151,24 +177,78 @@ class Retriever:
         *,
         top_k: int,
         categories: Sequence[str] | None = None,
+        context: Sequence[str] = (),
     ) -> list[Candidate]:
         """All stages' candidates for one query, merged, with cosine and lexical scores."""
+        return self._candidates(user_id, query, top_k=top_k, categories=categories, context=context)[0]
+
+    def query_terms(self, query: str, context: Sequence[str] = ()) -> tuple[list[str], list[float]]:
+        """The keywords to match and the weight of each.
+
+        Keywords of the part that is embedded (the whole message, or the tail of a
+        long one) weigh 1; those only in the earlier part `retrieval_head_weight`
+        (chit-chat before the real question dilutes it); those only in the earlier
+        turns of the session (`context`) `retrieval_context_weight`.
+        """
         s = self.settings
-        words = lexical.keywords(query, pronouns=s.retrieval_pronouns)
+        words: dict[str, float] = {}
+        tail = self.embedding_text(query)
+        parts = [(tail, 1.0), (query, s.retrieval_head_weight)]
+        turns = list(context)[-s.retrieval_context_turns :] if s.retrieval_context_turns else []
+        parts += [(turn, s.retrieval_context_weight) for turn in turns]
+        for text, weight in parts:
+            if weight <= 0:
+                continue
+            for word in lexical.keywords(text, pronouns=s.retrieval_pronouns):
+                words.setdefault(word, weight)
+        return list(words), list(words.values())
+
+    def query_vector(self, query: str, context: Sequence[str] = ()) -> list[float]:
+        """The embedded message, plus the mean vector of the session's earlier turns at
+        `retrieval_context_weight`. Those were embedded when they were said (each
+        turn's own look-up), so the embedder's query cache answers them in
+        production."""
+        s = self.settings
+        embed = self.store.mem0.embedding_model.embed
+        vector = embed(self.embedding_text(query), "search")
+        turns = list(context)[-s.retrieval_context_turns :] if s.retrieval_context_turns else []
+        turns = [t for t in turns if t.strip()]
+        if not turns or s.retrieval_context_weight <= 0:
+            return vector
+        share = s.retrieval_context_weight / len(turns)
+        mixed = list(vector)
+        for turn in turns:
+            for i, x in enumerate(embed(self.embedding_text(turn), "search")):
+                mixed[i] += share * x
+        norm = math.sqrt(sum(x * x for x in mixed)) or 1.0
+        return [x / norm for x in mixed]
+
+    def _candidates(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        top_k: int,
+        categories: Sequence[str] | None,
+        context: Sequence[str],
+    ) -> tuple[list[Candidate], _Query]:
+        s = self.settings
+        words, weights = self.query_terms(query, context)
         pool = max(s.retrieval_pool, top_k)
         recall: Future[dict[str, Candidate]] | None = None
         if words and (s.retrieval_fulltext or s.retrieval_substring):
-            recall = self._workers.submit(self._lexical_recall, user_id, words, categories, pool, top_k)
+            recall = _WORKERS.submit(self._lexical_recall, user_id, words, categories, pool, top_k)
         vector: list[float] | None = None
         try:
             if s.retrieval_vector:
-                vector = self.store.mem0.embedding_model.embed(self.embedding_text(query), "search")
+                vector = self.query_vector(query, context)
         finally:
             lexical_hits = recall.result() if recall is not None else {}
+        q = _Query(words, weights, vector)
         merged = self._fetch(user_id, categories, vector, lexical_hits, pool)
         if words:
-            self._score_lexically(words, merged)
-        return merged
+            self._score_lexically(q, merged)
+        return merged, q
 
     def rank(self, candidates: list[Candidate]) -> list[Candidate]:
         """Fuse the lexical score with the vector similarity and sort, best first."""
@@ -281,7 +361,7 @@ class Retriever:
                 ).fetchall()
             else:
                 where, params = self._where(user_id, categories)
-                literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+                literal = _vector_literal(vector)
                 rows = conn.execute(
                     sql.SQL(
                         "(SELECT id::text, 1 - (vector <=> %s::vector), payload, true FROM {t} WHERE {w} "
@@ -305,28 +385,84 @@ class Retriever:
             merged[mem_id] = cand
         return list(merged.values())
 
-    def _score_lexically(self, words: Sequence[str], cands: list[Candidate]) -> None:
-        """Keyword match score of every candidate; with `retrieval_idf`, rare keywords
-        count more (a keyword found in most candidates, like the neutral 用户 or a
-        speaker's name, says little about which one is meant).
+    def _score_lexically(self, q: _Query, cands: list[Candidate]) -> None:
+        """Keyword match score of every candidate, each keyword weighted by where it
+        came from (`query_terms`) and, with `retrieval_idf`, by its rarity: a keyword
+        found in most candidates, like the neutral 用户 or a speaker's name, says
+        little about which one is meant.
 
         Document frequencies are counted in the candidate pool, not the whole store:
         that costs no query and measured the same as store-wide counts.
         """
         s = self.settings
         levels = [
-            lexical.match_levels(words, lexical.analyse(c.text, s.retrieval_pronouns), partial=s.retrieval_partial)
+            lexical.match_levels(q.words, lexical.analyse(c.text, s.retrieval_pronouns), partial=s.retrieval_partial)
             for c in cands
         ]
-        weights: list[float] | None = None
+        weights = list(q.weights)
         if s.retrieval_idf:
             n = len(cands)
-            weights = [
-                math.log(1.0 + (n + 1) / (sum(1 for lv in levels if lv[i] >= lexical.SUBSTRING) + 1))
-                for i in range(len(words))
-            ]
+            for i in range(len(q.words)):
+                df = sum(1 for lv in levels if lv[i] >= lexical.SUBSTRING)
+                weights[i] *= math.log(1.0 + (n + 1) / (df + 1))
         for cand, lv in zip(cands, levels, strict=True):
             cand.lexical = lexical.weighted_mean(lv, weights)
+
+    def with_neighbours(self, user_id: str, ranked: list[Candidate], q: _Query, *, top_k: int) -> list[Candidate]:
+        """Raw turns scored with their neighbours: a turn gets `retrieval_neighbours`
+        times the score of the better of the turns just before and after it in its
+        session, and those neighbours join the candidates.
+
+        A spoken turn often makes sense only next to the one before it ("I've had
+        them for three years" answers "how long have you had turtles?"); the memory
+        stores each turn alone. Facts (GATED) carry no position and are unchanged.
+        """
+        s = self.settings
+        head = [c for c in ranked[: max(top_k, 10)] if c.turn is not None]
+        if not head:
+            return ranked
+        by_turn = {c.turn: c for c in ranked if c.turn is not None}
+        wanted = {(session, seq + d) for session, seq in (c.turn for c in head) for d in (-1, 1)}  # type: ignore[misc]
+        missing = [t for t in wanted if t not in by_turn]
+        if missing:
+            extra = self.fetch_turns(user_id, missing, q.vector)
+            if q.words:
+                self._score_lexically(q, extra)
+            floor, ceil, w = s.retrieval_cos_floor, s.retrieval_cos_ceil, s.retrieval_lexical_weight
+            for cand in extra:
+                cand.score = (1.0 - w) * calibrated_cosine(cand.cosine, floor, ceil) + w * cand.lexical
+                cand.stages.add("neighbour")
+                by_turn[cand.turn] = cand  # type: ignore[index]
+            ranked = ranked + extra
+        own = {c.id: c.score for c in ranked}
+        for cand in ranked:
+            if cand.turn is None:
+                continue
+            session, seq = cand.turn
+            near = [by_turn[t] for t in ((session, seq - 1), (session, seq + 1)) if t in by_turn]
+            if near:
+                cand.score = own[cand.id] + s.retrieval_neighbours * max(own[n.id] for n in near)
+        return sorted(ranked, key=lambda c: c.score, reverse=True)
+
+    def fetch_turns(self, user_id: str, turns: list[tuple[str, int]], vector: list[float] | None) -> list[Candidate]:
+        """The user's raw turns at these (session, position) pairs, with their cosine."""
+        sessions = sorted({t[0] for t in turns})
+        wanted = set(turns)
+        cos = sql.SQL("1 - (vector <=> %s::vector)") if vector is not None else sql.SQL("NULL")
+        query = sql.SQL(
+            "SELECT id::text, {cos}, payload FROM {t} WHERE payload->>'user_id' = %s "
+            "AND payload->>'session_id' = ANY(%s) AND payload->>'seq' = ANY(%s) AND payload ? 'seq'"
+        ).format(cos=cos, t=sql.Identifier(self.store.table))
+        params: list[Any] = [_vector_literal(vector)] if vector is not None else []
+        params += [user_id, sessions, sorted({str(t[1]) for t in turns})]
+        with self.store.pool.connection() as conn:
+            rows = conn.execute(query, params).fetchall()
+        out = []
+        for mem_id, c, payload in rows:
+            cand = Candidate(mem_id, payload or {}, cosine=None if c is None else float(c))
+            if cand.turn in wanted:
+                out.append(cand)
+        return out
 
 
 def calibrated_cosine(cos: float | None, floor: float, ceil: float) -> float:
@@ -340,6 +476,10 @@ def calibrated_cosine(cos: float | None, floor: float, ceil: float) -> float:
     if cos is None or ceil <= floor:
         return 0.0
     return min(1.0, max(0.0, (cos - floor) / (ceil - floor)))
+
+
+def _vector_literal(vector: Sequence[float]) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
 
 
 def _tail_within(text: str, limit: int, count: Callable[[str, bool], int]) -> str:

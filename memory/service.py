@@ -82,6 +82,7 @@ class Turn:
     turn_id: str
     created_at: str
     context: tuple[str, ...] = ()
+    seq: int | None = None  # position among the session's user turns (retrieval finds neighbours by it)
 
 
 @dataclass
@@ -121,11 +122,12 @@ class MemoryService:
     def recall_categories(self) -> Sequence[str] | None:
         return self.settings.durable_categories if self.mode is MemoryMode.GATED else None
 
-    def recall_sync(self, user_id: str, text: str) -> list[MemoryRecord]:
-        return self.retriever.retrieve(user_id, text, categories=self.recall_categories)
+    def recall_sync(self, user_id: str, text: str, context: Sequence[str] = ()) -> list[MemoryRecord]:
+        return self.retriever.retrieve(user_id, text, categories=self.recall_categories, context=context)
 
-    async def recall(self, user_id: str, text: str) -> list[MemoryRecord]:
-        return await run_read(self.recall_sync, user_id, text)
+    async def recall(self, user_id: str, text: str, context: Sequence[str] = ()) -> list[MemoryRecord]:
+        """Memories for `text`; `context` is the user's earlier turns in the session."""
+        return await run_read(self.recall_sync, user_id, text, context)
 
     async def profile(self, user_id: str) -> list[MemoryRecord]:
         """GATED: the user's durable facts for the session-start profile; NORMAL: none."""
@@ -146,8 +148,14 @@ class MemoryService:
             return RememberReport(dropped="empty")
         if len(text) > self.settings.max_turn_chars:
             text = text[: self.settings.max_turn_chars]
-        meta = {"session_id": turn.session_id, "turn_id": turn.turn_id, "timestamp": turn.created_at}
+        meta: dict[str, object] = {
+            "session_id": turn.session_id,
+            "turn_id": turn.turn_id,
+            "timestamp": turn.created_at,
+        }
         if self.mode is MemoryMode.NORMAL:
+            if turn.seq is not None:
+                meta["seq"] = turn.seq
             try:
                 result = await run_io(
                     self.store.add_raw, turn.user_id, text, metadata=meta, write_id=turn.turn_id

@@ -75,6 +75,10 @@ class MemorySettings:
     retrieval_threshold: float = 0.02  # minimum fused score of a returned memory (a junk floor)
     retrieval_pool: int = 20  # candidates asked of each stage
     retrieval_embed_tokens: int = 48  # local embedder: embed at most the last N tokens (0: all)
+    retrieval_head_weight: float = 0.5  # weight of keywords only in the part of a long message not embedded
+    retrieval_context_turns: int = 2  # earlier user turns of the session that shape the query (0: none)
+    retrieval_context_weight: float = 0.5  # weight of their keywords and of their vector in the query's
+    retrieval_neighbours: float = 0.35  # share of the best adjacent turn's score a raw turn gets (0: off)
 
     @property
     def embedding_dims(self) -> int:
@@ -162,6 +166,16 @@ def _retrieval_settings(env: Mapping[str, str]) -> dict[str, object]:
         "retrieval_embed_tokens": int(
             _number(env, "MEMORY_RETRIEVAL_EMBED_TOKENS", d.retrieval_embed_tokens, lo=0, hi=512)
         ),
+        "retrieval_head_weight": _number(
+            env, "MEMORY_RETRIEVAL_HEAD_WEIGHT", d.retrieval_head_weight, lo=0.0, hi=1.0
+        ),
+        "retrieval_context_turns": int(
+            _number(env, "MEMORY_RETRIEVAL_CONTEXT_TURNS", d.retrieval_context_turns, lo=0, hi=10)
+        ),
+        "retrieval_context_weight": _number(
+            env, "MEMORY_RETRIEVAL_CONTEXT_WEIGHT", d.retrieval_context_weight, lo=0.0, hi=1.0
+        ),
+        "retrieval_neighbours": _number(env, "MEMORY_RETRIEVAL_NEIGHBOURS", d.retrieval_neighbours, lo=0.0, hi=1.0),
     }
 
 

@@ -67,9 +67,14 @@ class CountingService(MemoryService):
     recalls: int = 0
     profiles: int = 0
 
-    async def recall(self, user_id: str, text: str):  # type: ignore[no-untyped-def]
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.contexts: list[tuple[str, ...]] = []
+
+    async def recall(self, user_id: str, text: str, context=()):  # type: ignore[no-untyped-def]
         self.recalls += 1
-        return await super().recall(user_id, text)
+        self.contexts.append(tuple(context))
+        return await super().recall(user_id, text, context)
 
     async def profile(self, user_id: str):  # type: ignore[no-untyped-def]
         self.profiles += 1
@@ -133,6 +138,19 @@ async def test_injected_memory_is_not_kept_in_the_conversation_history(store: Me
         assert "My dog is called Rex" not in history
         # the second request carries only its own turn's block, never the first one's
         assert all(len(memory_blocks(r, "recalled_memories")) <= 1 for r in run.requests)
+
+
+async def test_earlier_turns_of_the_session_shape_recall_and_raw_turns_keep_their_order(
+    store: MemoryStore, user_id: str
+) -> None:
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        await run.harness.user_says("I'm going to a wedding on Saturday")
+        await run.harness.user_says("What should I wear?")
+        assert run.service.contexts[-1] == ("I'm going to a wedding on Saturday",)
+        assert await run.memory.drain(10.0)
+    stored = {m.text: m.metadata for m in store.list_user(user_id)}
+    assert stored["I'm going to a wedding on Saturday"]["seq"] == 0
+    assert stored["What should I wear?"]["seq"] == 1
 
 
 async def test_typed_input_is_stored_and_gets_memory(store: MemoryStore, user_id: str) -> None:

@@ -161,3 +161,43 @@ def test_retrieval_settings_come_from_memory_retrieval_variables() -> None:
     ):
         with pytest.raises(ConfigError, match=name):
             load_settings(env, dotenv=False)
+
+
+def test_earlier_turn_of_the_session_picks_the_memory_a_vague_question_means(
+    store: MemoryStore, user_id: str
+) -> None:
+    seed(store, user_id, "For the wedding I will wear my navy suit", "My running shoes are red", "I wear glasses")
+    r = retriever(store)
+    question = "What should I wear?"
+    with_context = r.retrieve(user_id, question, top_k=3, context=["I'm going to a wedding on Saturday"])
+    assert with_context[0].text == "For the wedding I will wear my navy suit"
+    without = {m.text: m.score for m in r.retrieve(user_id, question, top_k=3)}
+    assert max(without, key=without.__getitem__) != with_context[0].text  # alone, the question is ambiguous
+    off = retriever(store, retrieval_context_turns=0)
+    assert {m.text: m.score for m in off.retrieve(user_id, question, top_k=3, context=["wedding"])} == without
+
+
+def _turns(store: MemoryStore, user_id: str, session: str, *texts: str) -> None:
+    for seq, text in enumerate(texts):
+        store.add_raw(user_id, text, metadata={"session_id": session, "seq": seq})
+
+
+def test_turn_that_answers_the_one_before_is_recalled_with_it(store: MemoryStore, user_id: str) -> None:
+    _turns(store, user_id, "s1", "I took my two turtles for a walk by the pond", "It's been three years now")
+    _turns(store, user_id, "s2", "My sister has had her car for five years", "We watched a film about space")
+    _turns(store, user_id, "s3", "I've been learning piano for two years", "The weather was lovely")
+    question = "How long has the user had the turtles?"
+    answer = "It's been three years now"
+    # a pool of one: the answer is no candidate of its own, only the turtle turn's neighbour
+    on = retriever(store, retrieval_pool=1).retrieve(user_id, question, top_k=3)
+    off = retriever(store, retrieval_pool=1, retrieval_neighbours=0.0).retrieve(user_id, question, top_k=3)
+    assert answer in [m.text for m in on[:2]]
+    assert answer not in [m.text for m in off]
+
+
+def test_neighbour_lookup_stays_within_the_user_and_the_session(store: MemoryStore, user_id: str) -> None:
+    _turns(store, user_id, "s1", "I took my two turtles for a walk by the pond", "The weather was lovely")
+    _turns(store, user_id + "-other", "s1", "zero", "It's been three years now")
+    _turns(store, user_id, "s2", "It's been three years now")
+    found = retriever(store).fetch_turns(user_id, [("s1", 1), ("s1", 2)], None)
+    assert [(c.text, c.turn) for c in found] == [("The weather was lovely", ("s1", 1))]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,16 @@ def test_agent_with_bad_mode_exits_naming_it(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     assert "MEM0_SETTING" in proc.stderr and "GATED" in proc.stderr
+
+
+def test_env_example_lists_every_variable_the_worker_reads() -> None:
+    root = Path(__file__).resolve().parent.parent
+    code = (root / "memory" / "settings.py").read_text() + (root / "agent.py").read_text()
+    read = set(re.findall(r'"((?:MEMORY|OPENAI|LIVEKIT|MEM0|PROMETHEUS)_[A-Z_]+)"', code))
+    example = (root / ".env.example").read_text()
+    listed = set(re.findall(r"^([A-Z][A-Z0-9_]+)=", example, flags=re.M))
+    assert "MEMORY_RETRIEVAL_NEIGHBOURS" in read  # the scan sees the retrieval switches
+    assert read - listed == set()
+    for name in read:  # each with a comment line right above it (or above its group)
+        before = example.split(f"\n{name}=")[0].rstrip().splitlines()
+        assert any(line.startswith("#") for line in before[-3:]), name
