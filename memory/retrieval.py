@@ -205,20 +205,27 @@ class Retriever:
 
     def query_vector(self, query: str, context: Sequence[str] = ()) -> list[float]:
         """The embedded message, plus the mean vector of the session's earlier turns at
-        `retrieval_context_weight`. Those were embedded when they were said (each
-        turn's own look-up), so the embedder's query cache answers them in
-        production."""
+        `retrieval_context_weight`.
+
+        Only earlier turns whose vectors are in the embedder's query cache count:
+        each was embedded by its own look-up when it was said, so this costs
+        nothing; a turn that had no look-up (GATED skips them) is left out rather
+        than embedded on the reply's clock.
+        """
         s = self.settings
-        embed = self.store.mem0.embedding_model.embed
-        vector = embed(self.embedding_text(query), "search")
+        model = self.store.mem0.embedding_model
+        vector = model.embed(self.embedding_text(query), "search")
         turns = list(context)[-s.retrieval_context_turns :] if s.retrieval_context_turns else []
-        turns = [t for t in turns if t.strip()]
-        if not turns or s.retrieval_context_weight <= 0:
+        peek = getattr(model, "cached", None)
+        if not turns or s.retrieval_context_weight <= 0 or peek is None:
             return vector
-        share = s.retrieval_context_weight / len(turns)
+        earlier = [v for v in (peek(self.embedding_text(t)) for t in turns if t.strip()) if v is not None]
+        if not earlier:
+            return vector
+        share = s.retrieval_context_weight / len(earlier)
         mixed = list(vector)
-        for turn in turns:
-            for i, x in enumerate(embed(self.embedding_text(turn), "search")):
+        for other in earlier:
+            for i, x in enumerate(other):
                 mixed[i] += share * x
         norm = math.sqrt(sum(x * x for x in mixed)) or 1.0
         return [x / norm for x in mixed]

@@ -169,7 +169,9 @@ def test_earlier_turn_of_the_session_picks_the_memory_a_vague_question_means(
     seed(store, user_id, "For the wedding I will wear my navy suit", "My running shoes are red", "I wear glasses")
     r = retriever(store)
     question = "What should I wear?"
-    with_context = r.retrieve(user_id, question, top_k=3, context=["I'm going to a wedding on Saturday"])
+    earlier = "I'm going to a wedding on Saturday"
+    r.retrieve(user_id, earlier)  # its own look-up when it was said
+    with_context = r.retrieve(user_id, question, top_k=3, context=[earlier])
     assert with_context[0].text == "For the wedding I will wear my navy suit"
     without = {m.text: m.score for m in r.retrieve(user_id, question, top_k=3)}
     assert max(without, key=without.__getitem__) != with_context[0].text  # alone, the question is ambiguous
@@ -201,3 +203,15 @@ def test_neighbour_lookup_stays_within_the_user_and_the_session(store: MemorySto
     _turns(store, user_id, "s2", "It's been three years now")
     found = retriever(store).fetch_turns(user_id, [("s1", 1), ("s1", 2)], None)
     assert [(c.text, c.turn) for c in found] == [("The weather was lovely", ("s1", 1))]
+
+
+def test_earlier_turns_cost_no_extra_embedding(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(store, user_id, "For the wedding I will wear my navy suit")
+    model = store.mem0.embedding_model
+    calls: list[str] = []
+    real = model.embed
+    monkeypatch.setattr(model, "embed", lambda text, action=None: calls.append(text) or real(text, action))
+    retriever(store).retrieve(user_id, "What should I wear?", context=["never looked up before", "nor this"])
+    assert calls == ["What should I wear?"]
