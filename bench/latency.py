@@ -291,7 +291,14 @@ async def run_scenario(
         # turn should carry. Runs after the arrival time is recorded.
         if service is not None and reference and request.messages and request.messages[-1][0] == "user":
             text = request.messages[-1][1]
-            recs = await asyncio.to_thread(service.recall_sync, BENCH_USER, text) if service.wants_recall(text) else []
+            context = session_memory.earlier_turns(text) if session_memory else []
+            recs = (
+                await asyncio.to_thread(
+                    service.recall_sync, BENCH_USER, text, context, session_memory.session_id if session_memory else None
+                )
+                if service.wants_recall(text)
+                else []
+            )
             refs.append(own_ids(recs))
         return "Sure."
 

@@ -170,11 +170,15 @@ class MemorySession:
         )
         return report
 
-    async def _fetch(self, text: str) -> list[MemoryRecord]:
+    def earlier_turns(self, text: str) -> list[str]:
+        """The user's turns in this session before `text`, oldest first (the look-up's context)."""
         earlier = list(self._user_turns)
         if earlier and earlier[-1] == text.strip():  # the turn itself, once committed
             earlier.pop()
-        return await self.service.recall(self.user_id, text, earlier)
+        return earlier
+
+    async def _fetch(self, text: str) -> list[MemoryRecord]:
+        return await self.service.recall(self.user_id, text, self.earlier_turns(text), self.session_id)
 
     # --------------------------------------------------------------- reading
     async def prepare_chat_ctx(self, chat_ctx: llm.ChatContext) -> llm.ChatContext:

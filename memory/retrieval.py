@@ -55,6 +55,8 @@ RRF_K = 60  # the usual reciprocal-rank-fusion constant
 _INTERNAL_KEYS = ("lex", "lex_v")
 # The neutral pronoun forms match nearly every memory: useless as LIKE patterns.
 _NEUTRAL = frozenset({lexical.USER_ZH, lexical.USER_EN})
+# Most rows the substring stage examines per query (see `_substring`).
+_SUBSTRING_SCAN = 500
 # Sentence ends (kept with their sentence) for choosing what to embed.
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；…])\s*")
 
@@ -90,6 +92,15 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Scope:
+    """Whose memories a look-up may return."""
+
+    user_id: str
+    categories: Sequence[str] | None = None
+    exclude_session: str | None = None  # the current session: its turns are in the chat already
+
+
+@dataclass(frozen=True)
 class _Query:
     """What a query was turned into: weighted keywords and the search vector."""
 
@@ -116,24 +127,28 @@ class Retriever:
         top_k: int | None = None,
         categories: Sequence[str] | None = None,
         context: Sequence[str] = (),
+        exclude_session: str | None = None,
     ) -> list[MemoryRecord]:
         """The top memories for `query`, best first.
 
         `context`: the user's earlier turns in this session, oldest first. A spoken
         turn often leans on them ("what should I wear to it?"); the last
         `retrieval_context_turns` add their keywords and their vector to the query's,
-        at `retrieval_context_weight`.
+        at `retrieval_context_weight`. `exclude_session`: memories written in this
+        session are left out; they are in the conversation already.
         """
         if not query.strip():
             return []
         s = self.settings
         k = top_k or s.recall_top_k
         if not s.retrieval_lexical:  # dense only, exactly as before the stages existed
-            return self.store.search(user_id, query, top_k=k, categories=categories, threshold=s.recall_threshold)
-        cands, q = self._candidates(user_id, query, top_k=k, categories=categories, context=context)
+            hits = self.store.search(user_id, query, top_k=k, categories=categories, threshold=s.recall_threshold)
+            return [h for h in hits if exclude_session is None or h.metadata.get("session_id") != exclude_session]
+        scope = Scope(user_id, categories, exclude_session)
+        cands, q = self._candidates(scope, query, top_k=k, context=context)
         ranked = self.rank(cands)
         if s.retrieval_neighbours > 0 and s.retrieval_fusion == "weighted":
-            ranked = self.with_neighbours(user_id, ranked, q, top_k=k)
+            ranked = self.with_neighbours(scope, ranked, q, top_k=k)
         # The threshold is calibrated on the weighted score; RRF scores are ranks only.
         floor = s.retrieval_threshold if s.retrieval_fusion == "weighted" else 0.0
         return [c.record() for c in ranked if c.score >= floor][:k]
@@ -180,7 +195,7 @@ class Retriever:
         context: Sequence[str] = (),
     ) -> list[Candidate]:
         """All stages' candidates for one query, merged, with cosine and lexical scores."""
-        return self._candidates(user_id, query, top_k=top_k, categories=categories, context=context)[0]
+        return self._candidates(Scope(user_id, categories), query, top_k=top_k, context=context)[0]
 
     def query_terms(self, query: str, context: Sequence[str] = ()) -> tuple[list[str], list[float]]:
         """The keywords to match and the weight of each.
@@ -232,11 +247,10 @@ class Retriever:
 
     def _candidates(
         self,
-        user_id: str,
+        scope: Scope,
         query: str,
         *,
         top_k: int,
-        categories: Sequence[str] | None,
         context: Sequence[str],
     ) -> tuple[list[Candidate], _Query]:
         s = self.settings
@@ -244,7 +258,7 @@ class Retriever:
         pool = max(s.retrieval_pool, top_k)
         recall: Future[dict[str, Candidate]] | None = None
         if words and (s.retrieval_fulltext or s.retrieval_substring):
-            recall = _WORKERS.submit(self._lexical_recall, user_id, words, categories, pool, top_k)
+            recall = _WORKERS.submit(self._lexical_recall, scope, words, pool, top_k)
         vector: list[float] | None = None
         try:
             if s.retrieval_vector:
@@ -252,7 +266,7 @@ class Retriever:
         finally:
             lexical_hits = recall.result() if recall is not None else {}
         q = _Query(words, weights, vector)
-        merged = self._fetch(user_id, categories, vector, lexical_hits, pool)
+        merged = self._fetch(scope, vector, lexical_hits, pool)
         if words:
             self._score_lexically(q, merged)
         return merged, q
@@ -276,40 +290,46 @@ class Retriever:
 
     # ---------------------------------------------------------------- stages
     def _lexical_recall(
-        self, user_id: str, words: Sequence[str], categories: Sequence[str] | None, pool: int, top_k: int
+        self, scope: Scope, words: Sequence[str], pool: int, top_k: int
     ) -> dict[str, Candidate]:
         """Ids found by full text, then by substring when full text found under top_k / 2."""
         s = self.settings
         found: dict[str, Candidate] = {}
         if s.retrieval_fulltext:
-            for mem_id in self._fulltext(user_id, words, categories, pool):
+            for mem_id in self._fulltext(scope, words, pool):
                 found.setdefault(mem_id, Candidate(mem_id)).stages.add("fulltext")
         if s.retrieval_substring and len(found) < top_k / 2:
-            for mem_id in self._substring(user_id, words, categories, pool):
+            for mem_id in self._substring(scope, words, pool):
                 found.setdefault(mem_id, Candidate(mem_id)).stages.add("substring")
         return found
 
-    def _where(self, user_id: str, categories: Sequence[str] | None) -> tuple[sql.Composable, list[Any]]:
+    def _where(self, scope: Scope) -> tuple[sql.Composable, list[Any]]:
         """The user (and category) filter, with literal JSON keys so the user index applies."""
         where: list[sql.Composable] = [sql.SQL("payload->>'user_id' = %s")]
-        params: list[Any] = [user_id]
+        params: list[Any] = [scope.user_id]
+        if scope.exclude_session is not None:
+            where.append(sql.SQL("payload->>'session_id' IS DISTINCT FROM %s"))
+            params.append(scope.exclude_session)
+        categories = scope.categories
         if categories:
             where.append(sql.SQL("payload->>'category' = ANY(%s)"))
             params.append(list(categories))
         return sql.SQL(" AND ").join(where), params
 
-    def _fulltext(self, user_id: str, words: Sequence[str], categories: Sequence[str] | None, limit: int) -> list[str]:
+    def _fulltext(self, scope: Scope, words: Sequence[str], limit: int) -> list[str]:
         """Ids of memories whose `lex` holds any keyword (or its stem), best first.
 
         Matching uses the GIN index; ranking happens here on the short `lex` strings,
         by the summed rarity (in the matched set) of the terms each memory holds,
         instead of ts_rank, which re-parses every matched row in the database.
         """
-        terms = lexical.search_terms(words)
+        # The neutral pronoun forms (用户, user) are in most memories: as recall terms
+        # they would fetch nearly the whole store (they still count in scoring).
+        terms = [t for t in lexical.search_terms(words) if t not in _NEUTRAL]
         if not terms:
             return []
         tsquery = " | ".join("'" + t.replace("'", "''") + "'" for t in terms)
-        where, params = self._where(user_id, categories)
+        where, params = self._where(scope)
         query = sql.SQL(
             "SELECT id::text, payload->>'lex' FROM {t} WHERE {w} "
             "AND to_tsvector('simple', payload->>'lex') @@ to_tsquery('simple', %s)"
@@ -329,7 +349,7 @@ class Retriever:
         order = sorted(range(n), key=lambda i: scores[i], reverse=True)
         return [rows[i][0] for i in order[:limit]]
 
-    def _substring(self, user_id: str, words: Sequence[str], categories: Sequence[str] | None, limit: int) -> list[str]:
+    def _substring(self, scope: Scope, words: Sequence[str], limit: int) -> list[str]:
         """Ids of memories whose raw text contains a keyword (ILIKE, trigram index).
 
         Works on the stored text itself, so rows written before `lex` existed are
@@ -338,18 +358,21 @@ class Retriever:
         patterns = _like_patterns(words)
         if not patterns:
             return []
-        where, params = self._where(user_id, categories)
-        hits = sql.SQL(" + ").join(sql.SQL("(payload->>'data' ILIKE %s)::int") for _ in patterns)
+        where, params = self._where(scope)
+        hits = sql.SQL(" + ").join(sql.SQL("(data ILIKE %s)::int") for _ in patterns)
+        # The inner LIMIT bounds the work when a pattern is common in a large store:
+        # past `_SUBSTRING_SCAN` matches, more rows would not change what is kept much.
         query = sql.SQL(
-            "SELECT id::text FROM {t} WHERE {w} AND payload->>'data' ILIKE ANY(%s) ORDER BY {hits} DESC LIMIT %s"
+            "SELECT id FROM (SELECT id::text AS id, payload->>'data' AS data FROM {t} WHERE {w} "
+            "AND payload->>'data' ILIKE ANY(%s) LIMIT %s) m ORDER BY {hits} DESC LIMIT %s"
         ).format(t=sql.Identifier(self.store.table), w=where, hits=hits)
         with self.store.pool.connection() as conn:
-            return [r[0] for r in conn.execute(query, [*params, patterns, *patterns, limit]).fetchall()]
+            rows = conn.execute(query, [*params, patterns, _SUBSTRING_SCAN, *patterns, limit]).fetchall()
+        return [r[0] for r in rows]
 
     def _fetch(
         self,
-        user_id: str,
-        categories: Sequence[str] | None,
+        scope: Scope,
         vector: list[float] | None,
         lexical_hits: dict[str, Candidate],
         pool: int,
@@ -367,7 +390,7 @@ class Retriever:
                     [ids],
                 ).fetchall()
             else:
-                where, params = self._where(user_id, categories)
+                where, params = self._where(scope)
                 literal = _vector_literal(vector)
                 rows = conn.execute(
                     sql.SQL(
@@ -415,7 +438,7 @@ class Retriever:
         for cand, lv in zip(cands, levels, strict=True):
             cand.lexical = lexical.weighted_mean(lv, weights)
 
-    def with_neighbours(self, user_id: str, ranked: list[Candidate], q: _Query, *, top_k: int) -> list[Candidate]:
+    def with_neighbours(self, scope: Scope, ranked: list[Candidate], q: _Query, *, top_k: int) -> list[Candidate]:
         """Raw turns scored with their neighbours: a turn gets `retrieval_neighbours`
         times the score of the better of the turns just before and after it in its
         session, and those neighbours join the candidates.
@@ -432,7 +455,8 @@ class Retriever:
         wanted = {(session, seq + d) for session, seq in (c.turn for c in head) for d in (-1, 1)}  # type: ignore[misc]
         missing = [t for t in wanted if t not in by_turn]
         if missing:
-            extra = self.fetch_turns(user_id, missing, q.vector)
+            extra = self.fetch_turns(scope.user_id, missing, q.vector)
+            extra = [c for c in extra if scope.exclude_session is None or c.turn[0] != scope.exclude_session]  # type: ignore[index]
             if q.words:
                 self._score_lexically(q, extra)
             floor, ceil, w = s.retrieval_cos_floor, s.retrieval_cos_ceil, s.retrieval_lexical_weight
@@ -519,4 +543,4 @@ def _like_patterns(words: Sequence[str]) -> list[str]:
     return list(out)
 
 
-__all__ = ["Candidate", "Retriever", "calibrated_cosine"]
+__all__ = ["Candidate", "Retriever", "Scope", "calibrated_cosine"]

@@ -122,12 +122,19 @@ class MemoryService:
     def recall_categories(self) -> Sequence[str] | None:
         return self.settings.durable_categories if self.mode is MemoryMode.GATED else None
 
-    def recall_sync(self, user_id: str, text: str, context: Sequence[str] = ()) -> list[MemoryRecord]:
-        return self.retriever.retrieve(user_id, text, categories=self.recall_categories, context=context)
+    def recall_sync(
+        self, user_id: str, text: str, context: Sequence[str] = (), session_id: str | None = None
+    ) -> list[MemoryRecord]:
+        return self.retriever.retrieve(
+            user_id, text, categories=self.recall_categories, context=context, exclude_session=session_id
+        )
 
-    async def recall(self, user_id: str, text: str, context: Sequence[str] = ()) -> list[MemoryRecord]:
-        """Memories for `text`; `context` is the user's earlier turns in the session."""
-        return await run_read(self.recall_sync, user_id, text, context)
+    async def recall(
+        self, user_id: str, text: str, context: Sequence[str] = (), session_id: str | None = None
+    ) -> list[MemoryRecord]:
+        """Memories for `text`. `context`: the user's earlier turns in the session;
+        `session_id`: the current session, whose own memories are in its chat already."""
+        return await run_read(self.recall_sync, user_id, text, context, session_id)
 
     async def profile(self, user_id: str) -> list[MemoryRecord]:
         """GATED: the user's durable facts for the session-start profile; NORMAL: none."""

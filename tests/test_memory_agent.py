@@ -71,10 +71,10 @@ class CountingService(MemoryService):
         super().__init__(*args, **kwargs)
         self.contexts: list[tuple[str, ...]] = []
 
-    async def recall(self, user_id: str, text: str, context=()):  # type: ignore[no-untyped-def]
+    async def recall(self, user_id: str, text: str, context=(), session_id=None):  # type: ignore[no-untyped-def]
         self.recalls += 1
         self.contexts.append(tuple(context))
-        return await super().recall(user_id, text, context)
+        return await super().recall(user_id, text, context, session_id)
 
     async def profile(self, user_id: str):  # type: ignore[no-untyped-def]
         self.profiles += 1
@@ -145,12 +145,15 @@ async def test_earlier_turns_of_the_session_shape_recall_and_raw_turns_keep_thei
 ) -> None:
     async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
         await run.harness.user_says("I'm going to a wedding on Saturday")
-        await run.harness.user_says("What should I wear?")
+        assert await run.memory.drain(10.0)  # stored before the next turn
+        await run.harness.user_says("What should I wear to the wedding?")
         assert run.service.contexts[-1] == ("I'm going to a wedding on Saturday",)
+        # already in this conversation: not recalled back into it as a memory
+        assert "wedding on Saturday" not in (recalled_text(run.requests[-1]) or "")
         assert await run.memory.drain(10.0)
     stored = {m.text: m.metadata for m in store.list_user(user_id)}
     assert stored["I'm going to a wedding on Saturday"]["seq"] == 0
-    assert stored["What should I wear?"]["seq"] == 1
+    assert stored["What should I wear to the wedding?"]["seq"] == 1
 
 
 async def test_typed_input_is_stored_and_gets_memory(store: MemoryStore, user_id: str) -> None:
