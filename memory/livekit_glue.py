@@ -93,7 +93,9 @@ class MemorySession:
         )
         self._recent: deque[str] = deque(maxlen=2)
         # The user's own earlier turns, which shape each look-up (Retriever.retrieve).
-        self._user_turns: deque[str] = deque(maxlen=max(1, service.settings.retrieval_context_turns))
+        # One more than the look-up uses: after a turn is committed it is the newest
+        # entry, and a look-up for that turn leaves it out (`earlier_turns`).
+        self._user_turns: deque[str] = deque(maxlen=service.settings.retrieval_context_turns + 1)
         self._seq = 0
         self.turns: list[TurnLog] = []
         self.write_reports: list[RememberReport] = []

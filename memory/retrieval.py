@@ -286,7 +286,7 @@ class Retriever:
             for cand in candidates:
                 cos = calibrated_cosine(cand.cosine, s.retrieval_cos_floor, s.retrieval_cos_ceil)
                 cand.score = (1.0 - w) * cos + w * cand.lexical
-        return sorted(candidates, key=lambda c: c.score, reverse=True)
+        return sorted(candidates, key=_best_first)
 
     # ---------------------------------------------------------------- stages
     def _lexical_recall(
@@ -346,7 +346,7 @@ class Retriever:
                 df[term] = df.get(term, 0) + 1
         n = len(rows)
         scores = [sum(math.log(1.0 + n / df[t]) for t in terms_held) for terms_held in held]
-        order = sorted(range(n), key=lambda i: scores[i], reverse=True)
+        order = sorted(range(n), key=lambda i: (-scores[i], rows[i][0]))  # ties by id: repeatable
         return [rows[i][0] for i in order[:limit]]
 
     def _substring(self, scope: Scope, words: Sequence[str], limit: int) -> list[str]:
@@ -473,7 +473,7 @@ class Retriever:
             near = [by_turn[t] for t in ((session, seq - 1), (session, seq + 1)) if t in by_turn]
             if near:
                 cand.score = own[cand.id] + s.retrieval_neighbours * max(own[n.id] for n in near)
-        return sorted(ranked, key=lambda c: c.score, reverse=True)
+        return sorted(ranked, key=_best_first)
 
     def fetch_turns(self, user_id: str, turns: list[tuple[str, int]], vector: list[float] | None) -> list[Candidate]:
         """The user's raw turns at these (session, position) pairs, with their cosine."""
@@ -494,6 +494,11 @@ class Retriever:
             if cand.turn in wanted:
                 out.append(cand)
         return out
+
+
+def _best_first(cand: Candidate) -> tuple[float, str]:
+    """Sort key: score descending, ties by id, so the same store gives the same answer."""
+    return (-cand.score, cand.id)
 
 
 def calibrated_cosine(cos: float | None, floor: float, ceil: float) -> float:
