@@ -291,7 +291,7 @@ async def run_scenario(
         # turn should carry. Runs after the arrival time is recorded.
         if service is not None and reference and request.messages and request.messages[-1][0] == "user":
             text = request.messages[-1][1]
-            context = session_memory.earlier_turns(text) if session_memory else []
+            context = session_memory.earlier_turns() if session_memory else []
             recs = (
                 await asyncio.to_thread(
                     service.recall_sync, BENCH_USER, text, context, session_memory.session_id if session_memory else None
@@ -335,6 +335,11 @@ async def run_scenario(
                 if reference and len(refs) > n_refs:
                     got = set(own_ids([r for r in (log_.recall.records if log_.recall else []) if r.id in log_.injected_ids]))
                     own = got == set(refs[n_refs])
+                    if not own and os.environ.get("BENCH_DEBUG_OWN"):
+                        rec = {r.id: r.text[:40] for r in (log_.recall.records if log_.recall else [])}
+                        print(f"own mismatch: {text!r} prefetched={log_.recall.prefetched if log_.recall else None} "
+                              f"only-injected={[rec.get(i) for i in got - set(refs[n_refs])]} "
+                              f"only-reference={len(set(refs[n_refs]) - got)}", file=sys.stderr)  # fmt: skip
             result.turns.append(TurnRecord(text, delay, len(reqs), own, injected))
     if session_memory is not None:
         await session_memory.aclose(drain_timeout_s=2.0)

@@ -84,7 +84,7 @@ class MemorySession:
         self.user_id = user_id
         self.session_id = session_id or uuid.uuid4().hex
         budget = service.settings.recall_budget_ms / 1000 if budget_s is None else budget_s
-        self.recaller = Recaller(self._fetch, budget_s=budget)
+        self.recaller = Recaller(self._fetch, budget_s=budget, context=lambda: tuple(self.earlier_turns()))
         self.profile: list[MemoryRecord] | None = None
         self._profile_task: asyncio.Task[None] | None = None
         # Completed turns go through a journal on disk, so an outage or a crash loses nothing.
@@ -96,6 +96,7 @@ class MemorySession:
         # One more than the look-up uses: after a turn is committed it is the newest
         # entry, and a look-up for that turn leaves it out (`earlier_turns`).
         self._user_turns: deque[str] = deque(maxlen=service.settings.retrieval_context_turns + 1)
+        self._current_committed = False  # is the newest entry the turn being answered?
         self._seq = 0
         self.turns: list[TurnLog] = []
         self.write_reports: list[RememberReport] = []
@@ -126,6 +127,7 @@ class MemorySession:
             self.profile = []
 
     def _on_transcribed(self, ev: UserInputTranscribedEvent) -> None:
+        self._current_committed = False  # a new turn is being spoken
         if self.service.wants_recall(ev.transcript):
             self.recaller.prefetch(ev.transcript, final=ev.is_final)
 
@@ -147,6 +149,7 @@ class MemorySession:
             self._seq += 1
             self.queue.enqueue(turn)
             self._user_turns.append(text)
+            self._current_committed = True
         if item.role in ("user", "assistant") and text:
             self._recent.append(f"{item.role}: {text}")
 
@@ -172,15 +175,17 @@ class MemorySession:
         )
         return report
 
-    def earlier_turns(self, text: str) -> list[str]:
-        """The user's turns in this session before `text`, oldest first (the look-up's context)."""
+    def earlier_turns(self) -> list[str]:
+        """The user's turns in this session before the one being answered, oldest first
+        (the look-up's context). The same before the turn is committed (prefetch) and
+        after (a look-up at reply time, typed input)."""
         earlier = list(self._user_turns)
-        if earlier and earlier[-1] == text.strip():  # the turn itself, once committed
+        if self._current_committed and earlier:
             earlier.pop()
         return earlier
 
-    async def _fetch(self, text: str) -> list[MemoryRecord]:
-        return await self.service.recall(self.user_id, text, self.earlier_turns(text), self.session_id)
+    async def _fetch(self, text: str, context: tuple[str, ...]) -> list[MemoryRecord]:
+        return await self.service.recall(self.user_id, text, list(context), self.session_id)
 
     # --------------------------------------------------------------- reading
     async def prepare_chat_ctx(self, chat_ctx: llm.ChatContext) -> llm.ChatContext:
@@ -246,6 +251,7 @@ class MemorySession:
                 "waited_ms": round(recall.waited_s * 1000, 1) if recall else 0.0,
                 "budget_missed": bool(recall and recall.missed_budget),
                 "prefetched": bool(recall and recall.prefetched),
+                "earlier_context": bool(recall and recall.earlier_context),
                 "injected": log.injected,
                 "profile": log.profile_injected,
             },

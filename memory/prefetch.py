@@ -1,9 +1,11 @@
 """Recall that starts before the user stops talking, and never waits past a budget.
 
 Interim and final transcripts start the look-up early (`prefetch`); at reply
-time `get` reuses the one whose text matches what the user finally said, or
-starts it then, and waits no longer than the budget. A look-up that finishes
-late is kept: the next turn with the same words gets it at once.
+time `get` reuses the one whose text (and conversation context) matches what
+the user finally said, or starts it then, and waits no longer than the budget.
+A look-up that finishes late is kept: the next turn with the same words gets it
+at once, or, once the context has moved on, gets it only if its own fresh
+look-up misses the budget (an older answer beats none).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from .store import MemoryRecord
 
 logger = logging.getLogger("memory.prefetch")
 
-Fetch = Callable[[str], Awaitable[list[MemoryRecord]]]
+Context = tuple[str, ...]
+Fetch = Callable[[str, Context], Awaitable[list[MemoryRecord]]]
+_Key = tuple[str, Context]
 
 _PUNCT_RE = re.compile(r"[\W_]+", re.UNICODE)
 
@@ -41,6 +45,7 @@ class RecallResult:
     prefetched: bool = False
     missed_budget: bool = False
     error: str | None = None
+    earlier_context: bool = False  # records of the same words looked up in an earlier context
 
 
 @dataclass
@@ -51,23 +56,29 @@ class _Lookup:
 
 
 class Recaller:
-    """Per-session look-ups keyed by transcript, bounded in number and in wait."""
+    """Per-session look-ups keyed by transcript and context, bounded in number and in wait.
+
+    `context` returns what else shapes a look-up (the session's earlier turns): the
+    same words in a different context are a different look-up.
+    """
 
     def __init__(
         self,
         fetch: Fetch,
         *,
         budget_s: float,
+        context: Callable[[], Context] = tuple,
         keep: int = 16,
         ttl_s: float = 30.0,
         max_interim_lookups: int = 2,
     ) -> None:
         self._fetch = fetch
+        self._context = context
         self.budget_s = budget_s
         self._keep = keep
         self._ttl_s = ttl_s
         self._max_interim = max_interim_lookups
-        self._lookups: OrderedDict[str, _Lookup] = OrderedDict()
+        self._lookups: OrderedDict[_Key, _Lookup] = OrderedDict()
         self._pending_interim: str | None = None
         self._interim_running: set[asyncio.Task[list[MemoryRecord]]] = set()
 
@@ -80,8 +91,9 @@ class Recaller:
         queue the newest words behind stale ones; unbounded slots would spend a
         look-up on every partial word.
         """
-        key = transcript_key(text)
-        if not key or self._fresh(key):
+        words = transcript_key(text)
+        key = (words, self._context())
+        if not words or self._fresh(key):
             return
         if final:
             self._start(key, text)
@@ -94,15 +106,16 @@ class Recaller:
 
     async def get(self, text: str) -> RecallResult:
         """The memories for this text, waiting at most the budget; never raises."""
-        key = transcript_key(text)
-        if not key:
+        words = transcript_key(text)
+        key = (words, self._context())
+        if not words:
             return RecallResult()
         lookup = self._lookups.get(key) if self._fresh(key) else None
         if lookup is not None and lookup.task.done() and (lookup.task.cancelled() or lookup.task.exception()):
             lookup = None  # a failed prefetch gets one fresh try at reply time
         prefetched = lookup is not None
         if lookup is None:
-            if self._pending_interim is not None and transcript_key(self._pending_interim) == key:
+            if self._pending_interim is not None and transcript_key(self._pending_interim) == words:
                 self._pending_interim = None  # about to run anyway
             lookup = self._start(key, text)
         t0 = time.perf_counter()
@@ -110,6 +123,9 @@ class Recaller:
         waited = time.perf_counter() - t0
         took = (lookup.finished - lookup.started) if lookup.finished else None
         if not done:
+            earlier = self._earlier_answer(words)
+            if earlier is not None:
+                return RecallResult(earlier, waited, None, True, missed_budget=True, earlier_context=True)
             return RecallResult(waited_s=waited, prefetched=prefetched, missed_budget=True)
         if lookup.task.cancelled() or lookup.task.exception() is not None:
             self._lookups.pop(key, None)  # do not cache a failure
@@ -125,7 +141,16 @@ class Recaller:
         self._lookups.clear()
 
     # ------------------------------------------------------------ internals
-    def _fresh(self, key: str) -> bool:
+    def _earlier_answer(self, words: str) -> list[MemoryRecord] | None:
+        """The newest finished, successful look-up of these words in any context."""
+        for (w, _ctx), lookup in reversed(self._lookups.items()):
+            task = lookup.task
+            if w == words and task.done() and not task.cancelled() and task.exception() is None:
+                if time.perf_counter() - (lookup.finished or 0.0) <= self._ttl_s:
+                    return task.result()
+        return None
+
+    def _fresh(self, key: _Key) -> bool:
         lookup = self._lookups.get(key)
         if lookup is None:
             return False
@@ -134,8 +159,8 @@ class Recaller:
             return False
         return True
 
-    def _start(self, key: str, text: str) -> _Lookup:
-        lookup = _Lookup(asyncio.ensure_future(self._fetch(text)), time.perf_counter())
+    def _start(self, key: _Key, text: str) -> _Lookup:
+        lookup = _Lookup(asyncio.ensure_future(self._fetch(text, key[1])), time.perf_counter())
         lookup.task.add_done_callback(lambda _t, lk=lookup: self._on_done(lk))
         self._lookups[key] = lookup
         self._lookups.move_to_end(key)

@@ -151,7 +151,9 @@ async def test_earlier_turns_of_the_session_shape_recall_and_raw_turns_keep_thei
         await run.harness.user_says("And shoes?")
         assert run.service.contexts[-1] == ("I'm going to a wedding on Saturday", "What should I wear to the wedding?")
         # a look-up made after the turn is committed sees the same earlier turns
-        assert run.memory.earlier_turns("And shoes?") == list(run.service.contexts[-1])
+        assert run.memory.earlier_turns() == list(run.service.contexts[-1])
+        await run.harness.user_says("And shoes?")  # the same words again: still the turns before it
+        assert run.service.contexts[-1][-2:] == ("What should I wear to the wedding?", "And shoes?")
         # already in this conversation: not recalled back into it as a memory
         assert "wedding on Saturday" not in (recalled_text(run.requests[-1]) or "")
         assert await run.memory.drain(10.0)

@@ -21,7 +21,7 @@ class ScriptedFetch:
         self.release = asyncio.Event()
         self.fail: Exception | None = None
 
-    async def __call__(self, text: str) -> list[MemoryRecord]:
+    async def __call__(self, text: str, context: tuple[str, ...] = ()) -> list[MemoryRecord]:
         self.calls.append(text)
         await self.release.wait()
         if self.fail:
@@ -65,6 +65,27 @@ async def test_late_result_is_kept_for_the_next_turn_with_same_words() -> None:
     second = await recaller.get("What do you know about me?")
     assert not second.missed_budget and second.prefetched
     assert len(second.records) == 1 and len(fetch.calls) == 1
+
+
+async def test_same_words_in_a_new_context_are_looked_up_again_but_the_old_answer_beats_none() -> None:
+    fetch = ScriptedFetch()
+    fetch.release.set()
+    context: tuple[str, ...] = ("I'm going to a wedding",)
+    recaller = Recaller(fetch, budget_s=0.5, context=lambda: context)
+    first = await recaller.get("and shoes?")
+    assert len(first.records) == 1
+    context = ("I'm going to a wedding", "and shoes?")  # the conversation moved on
+    second = await recaller.get("And shoes?")
+    assert len(fetch.calls) == 2 and not second.earlier_context
+    # the store now hangs: the fresh look-up misses the budget, the earlier answer is used
+    fetch.release.clear()
+    context = ("and shoes?", "And shoes?")
+    third = await recaller.get("and shoes")
+    assert third.missed_budget and third.earlier_context
+    assert [r.text for r in third.records] == ["memory for And shoes?"]
+    # other words get nothing from it
+    assert (await recaller.get("and a hat?")).records == []
+    await recaller.aclose()
 
 
 async def test_failing_store_gives_no_memories_and_no_exception() -> None:
