@@ -106,10 +106,26 @@ def _jieba():  # type: ignore[no-untyped-def]
     return jieba
 
 
+@lru_cache(maxsize=65536)
+def rarity(word: str) -> float:
+    """How rare a word is in general language, 1 (as common as "the") to 8 (unseen).
+
+    From wordfreq's Zipf frequency (log10 of occurrences per billion words): a
+    query's "叫" or "feel" says less about which memory is meant than "表姐" or
+    "pottery", whatever the user's own memories hold.
+    """
+    import wordfreq
+
+    lang = "en" if word.isascii() else "zh"
+    return min(8.0, max(1.0, 9.0 - wordfreq.zipf_frequency(word, lang)))
+
+
 def warm_up() -> None:
-    """Load the segmenter now (prewarm) instead of on the first user turn."""
+    """Load the segmenter and the word frequencies now (prewarm), not on the first turn."""
     _jieba()
     analyse("你喜欢的颜色")
+    rarity("颜色")
+    rarity("colour")
 
 
 def fold(text: str) -> str:

@@ -120,6 +120,11 @@ class MemorySession:
         await asyncio.wait({self._profile_task}, timeout=timeout_s)
 
     async def _load_profile(self) -> None:
+        """Session start, in the background: retrieval's per-user cache, then the profile."""
+        try:
+            await self.service.prepare(self.user_id)
+        except Exception as exc:  # the first look-up computes it instead
+            logger.warning("retrieval warm-up failed: %r", exc)
         try:
             self.profile = await self.service.profile(self.user_id)
         except Exception as exc:  # a dead store means no profile, never a stuck session

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -50,6 +52,10 @@ from .settings import EmbedderKind, MemorySettings
 from .store import MemoryRecord, MemoryStore
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
+# A user's centroid (hubness correction) is reused this long, and computed only
+# from this many memories on.
+_CENTRE_TTL = 300.0
+_CENTRE_MIN = 20
 
 # Payload keys that are ours, not the caller's metadata.
 _INTERNAL_KEYS = ("lex", "lex_v")
@@ -101,6 +107,44 @@ class Scope:
 
 
 @dataclass(frozen=True)
+class _Centre:
+    """The centroid of a user's memory vectors, for the hubness correction.
+
+    A small embedder puts every text in a narrow cone, and a few generic memories
+    sit near the middle of it: close to almost any query, they crowd the top of
+    every list ("hubs"). Centering the vectors on the user's centroid (Suzuki et
+    al., 2013) removes that: for a fixed query, cos(q - mu, m - mu) ranks like
+    cos(q, m) - cos(m, mu) * |mu|. We take `weight` times a memory's closeness to
+    the centroid, relative to the average closeness (|mu| for unit vectors), off
+    its cosine, so unremarkable memories keep their cosine and the scale stays
+    the one the fusion band was calibrated on.
+    """
+
+    literal: str | None = None  # the centroid as a pgvector literal; None: no correction
+    norm: float = 0.0  # |mu|: the mean closeness of the user's memories to it
+    weight: float = 0.0
+
+    @property
+    def column(self) -> sql.Composable:
+        return sql.SQL("1 - (vector <=> %s::vector)") if self.literal else sql.SQL("NULL")
+
+    @property
+    def params(self) -> list[str]:
+        return [self.literal] if self.literal else []
+
+    def adjust(self, cos: float | None, closeness: float | None) -> float | None:
+        """The cosine, less the memory's excess closeness to the centroid."""
+        if cos is None:
+            return None
+        if closeness is None or not self.literal:
+            return float(cos)
+        return float(cos) - self.weight * (float(closeness) - self.norm)
+
+
+_NO_CENTRE = _Centre()
+
+
+@dataclass(frozen=True)
 class _Query:
     """What a query was turned into: weighted keywords and the search vector."""
 
@@ -115,6 +159,8 @@ class Retriever:
     def __init__(self, store: MemoryStore, settings: MemorySettings) -> None:
         self.store = store
         self.settings = settings
+        self._centres: dict[str, tuple[float, _Centre]] = {}
+        self._centres_lock = threading.Lock()
         # Load the segmenter (about a second) now, off the caller's thread, not on the first turn.
         _WORKERS.submit(lexical.warm_up)
 
@@ -288,6 +334,34 @@ class Retriever:
                 cand.score = (1.0 - w) * cos + w * cand.lexical
         return sorted(candidates, key=_best_first)
 
+    def centre(self, user_id: str) -> _Centre:
+        """The user's centroid (see `_Centre`), cached for `_CENTRE_TTL` seconds.
+
+        A centroid moves little when a few memories are added, so one computed a
+        few minutes ago serves; small stores (under `_CENTRE_MIN` memories) get
+        no correction, their centroid says little.
+        """
+        weight = self.settings.retrieval_centering
+        if weight <= 0:
+            return _NO_CENTRE
+        now = time.monotonic()
+        with self._centres_lock:
+            cached = self._centres.get(user_id)
+        if cached is not None and now - cached[0] < _CENTRE_TTL:
+            return cached[1]
+        query = sql.SQL("SELECT avg(vector)::text, count(*) FROM {} WHERE payload->>'user_id' = %s").format(
+            sql.Identifier(self.store.table)
+        )
+        with self.store.pool.connection() as conn:
+            literal, count = conn.execute(query, [user_id]).fetchone() or (None, 0)
+        centre = _NO_CENTRE
+        if literal and count >= _CENTRE_MIN:
+            norm = math.sqrt(sum(float(x) ** 2 for x in literal.strip("[]").split(",")))
+            centre = _Centre(literal, norm, weight)
+        with self._centres_lock:
+            self._centres[user_id] = (now, centre)
+        return centre
+
     # ---------------------------------------------------------------- stages
     def _lexical_recall(
         self, scope: Scope, words: Sequence[str], pool: int, top_k: int
@@ -381,6 +455,7 @@ class Retriever:
         and payload of every lexical hit. Without a vector, payloads only."""
         table = sql.Identifier(self.store.table)
         ids = list(lexical_hits)
+        centre = self.centre(scope.user_id) if vector is not None else _NO_CENTRE
         with self.store.pool.connection() as conn:
             if vector is None:
                 if not ids:
@@ -394,22 +469,22 @@ class Retriever:
                 literal = _vector_literal(vector)
                 rows = conn.execute(
                     sql.SQL(
-                        "(SELECT id::text, 1 - (vector <=> %s::vector), payload, true FROM {t} WHERE {w} "
+                        "(SELECT id::text, 1 - (vector <=> %s::vector), payload, true, {c} FROM {t} WHERE {w} "
                         " ORDER BY vector <=> %s::vector LIMIT %s) "
                         "UNION ALL "
-                        "(SELECT id::text, 1 - (vector <=> %s::vector), payload, false FROM {t} "
+                        "(SELECT id::text, 1 - (vector <=> %s::vector), payload, false, {c} FROM {t} "
                         " WHERE id = ANY(%s::uuid[]))"
-                    ).format(t=table, w=where),
-                    [literal, *params, literal, pool, literal, ids],
+                    ).format(t=table, w=where, c=centre.column),
+                    [literal, *centre.params, *params, literal, pool, literal, *centre.params, ids],
                 ).fetchall()
         floor = self.settings.recall_threshold  # MEMORY_THRESHOLD keeps its meaning: a cosine floor
         merged: dict[str, Candidate] = {}
-        for mem_id, cos, payload, from_vector in rows:
+        for mem_id, cos, payload, from_vector, *closeness in rows:
             if from_vector and cos < floor:
                 continue
             cand = merged.get(mem_id) or lexical_hits.get(mem_id) or Candidate(mem_id)
             cand.payload = payload or {}
-            cand.cosine = None if cos is None else float(cos)
+            cand.cosine = centre.adjust(cos, closeness[0] if closeness else None)
             if from_vector:
                 cand.stages.add("vector")
             merged[mem_id] = cand
@@ -430,6 +505,8 @@ class Retriever:
             for c in cands
         ]
         weights = list(q.weights)
+        if s.retrieval_rarity > 0:
+            weights = [w * lexical.rarity(word) ** s.retrieval_rarity for w, word in zip(weights, q.words, strict=True)]
         if s.retrieval_idf:
             n = len(cands)
             for i in range(len(q.words)):
@@ -437,6 +514,7 @@ class Retriever:
                 weights[i] *= math.log(1.0 + (n + 1) / (df + 1))
         for cand, lv in zip(cands, levels, strict=True):
             cand.lexical = lexical.weighted_mean(lv, weights)
+
 
     def with_neighbours(self, scope: Scope, ranked: list[Candidate], q: _Query, *, top_k: int) -> list[Candidate]:
         """Raw turns scored with their neighbours: a turn gets `retrieval_neighbours`
@@ -480,17 +558,18 @@ class Retriever:
         sessions = sorted({t[0] for t in turns})
         wanted = set(turns)
         cos = sql.SQL("1 - (vector <=> %s::vector)") if vector is not None else sql.SQL("NULL")
+        centre = self.centre(user_id) if vector is not None else _NO_CENTRE
         query = sql.SQL(
-            "SELECT id::text, {cos}, payload FROM {t} WHERE payload->>'user_id' = %s "
+            "SELECT id::text, {cos}, payload, {c} FROM {t} WHERE payload->>'user_id' = %s "
             "AND payload->>'session_id' = ANY(%s) AND payload->>'seq' = ANY(%s) AND payload ? 'seq'"
-        ).format(cos=cos, t=sql.Identifier(self.store.table))
+        ).format(cos=cos, c=centre.column, t=sql.Identifier(self.store.table))
         params: list[Any] = [_vector_literal(vector)] if vector is not None else []
-        params += [user_id, sessions, sorted({str(t[1]) for t in turns})]
+        params += [*centre.params, user_id, sessions, sorted({str(t[1]) for t in turns})]
         with self.store.pool.connection() as conn:
             rows = conn.execute(query, params).fetchall()
         out = []
-        for mem_id, c, payload in rows:
-            cand = Candidate(mem_id, payload or {}, cosine=None if c is None else float(c))
+        for mem_id, c, payload, closeness in rows:
+            cand = Candidate(mem_id, payload or {}, cosine=centre.adjust(c, closeness))
             if cand.turn in wanted:
                 out.append(cand)
         return out

@@ -77,8 +77,10 @@ class MemorySettings:
     retrieval_embed_tokens: int = 48  # local embedder: embed at most the last N tokens (0: all)
     retrieval_head_weight: float = 0.5  # weight of keywords only in the part of a long message not embedded
     retrieval_context_turns: int = 2  # earlier user turns of the session that shape the query (0: none)
-    retrieval_context_weight: float = 0.5  # weight of their keywords and of their vector in the query's
+    retrieval_context_weight: float = 0.8  # weight of their keywords and of their vector in the query's
     retrieval_neighbours: float = 0.35  # share of the best adjacent turn's score a raw turn gets (0: off)
+    retrieval_rarity: float = 1.0  # exponent of a keyword's rarity in everyday language in its weight (0: off)
+    retrieval_centering: float = 0.5  # hubness correction: share of a memory's closeness to the centroid off its cosine
 
     @property
     def embedding_dims(self) -> int:
@@ -176,6 +178,8 @@ def _retrieval_settings(env: Mapping[str, str]) -> dict[str, object]:
             env, "MEMORY_RETRIEVAL_CONTEXT_WEIGHT", d.retrieval_context_weight, lo=0.0, hi=1.0
         ),
         "retrieval_neighbours": _number(env, "MEMORY_RETRIEVAL_NEIGHBOURS", d.retrieval_neighbours, lo=0.0, hi=1.0),
+        "retrieval_rarity": _number(env, "MEMORY_RETRIEVAL_RARITY", d.retrieval_rarity, lo=0.0, hi=4.0),
+        "retrieval_centering": _number(env, "MEMORY_RETRIEVAL_CENTERING", d.retrieval_centering, lo=0.0, hi=2.0),
     }
 
 

@@ -118,6 +118,8 @@ def test_updated_fact_is_found_by_its_new_words_only(store: MemoryStore, user_id
         {"retrieval_fulltext": False, "retrieval_substring": False},
         {"retrieval_pronouns": False},
         {"retrieval_partial": False},
+        {"retrieval_rarity": 0.0},
+        {"retrieval_centering": 0.0},
     ],
 )
 def test_every_switch_still_retrieves(store: MemoryStore, user_id: str, overrides: dict[str, object]) -> None:
@@ -230,3 +232,34 @@ def test_memories_of_the_current_session_are_not_recalled_again(store: MemorySto
     assert [m.text for m in dense.retrieve(user_id, "Tell me about Anna", exclude_session="now")] == [
         "My sister Anna is a doctor"
     ]
+
+
+def test_a_rare_keyword_counts_more_than_an_everyday_one(store: MemoryStore, user_id: str) -> None:
+    everyday, rare = "I feel tired today", "Pottery is my new hobby"
+    seed(store, user_id, everyday, rare)
+    question = "How did I feel about pottery?"  # each memory holds one of the two keywords
+    on = {c.text: c.lexical for c in retriever(store).candidates(user_id, question, top_k=5)}
+    off = {c.text: c.lexical for c in retriever(store, retrieval_rarity=0.0).candidates(user_id, question, top_k=5)}
+    assert on[rare] > on[everyday]
+    assert off[rare] == pytest.approx(off[everyday])
+    assert retriever(store).retrieve(user_id, question, top_k=1)[0].text == rare
+
+
+def test_a_memory_unlike_the_rest_stands_out_more_with_centering(store: MemoryStore, user_id: str) -> None:
+    generic = [f"I walked the dog at {hour} o'clock" for hour in range(1, 25)]  # the user's usual chatter
+    specific = "My passport expires in March"
+    seed(store, user_id, *generic, specific)
+    question = "When did I walk the dog or renew the passport?"
+
+    def margin(**overrides: object) -> float:
+        hits = {m.text: m.score for m in retriever(store, **overrides).retrieve(user_id, question, top_k=30)}
+        return hits[specific] - max(hits[t] for t in generic)
+
+    assert margin() > margin(retrieval_centering=0.0) + 0.05
+
+
+def test_centering_leaves_a_small_store_alone(store: MemoryStore, user_id: str) -> None:
+    seed(store, user_id, COLOUR, *DISTRACTORS)  # too few memories for a meaningful centroid
+    on = [(m.text, m.score) for m in retriever(store).retrieve(user_id, "我喜欢的颜色是什么", top_k=4)]
+    off = [(m.text, m.score) for m in retriever(store, retrieval_centering=0.0).retrieve(user_id, "我喜欢的颜色是什么", top_k=4)]
+    assert on == off
