@@ -370,6 +370,7 @@ def summarise(res: ScenarioResult, baseline: ScenarioResult) -> dict[str, Any]:
         "added_ms_p50": round(pct(added, 50), 2),
         "added_ms_p95": round(pct(added, 95), 2),
         "added_ms_max": round(max(added), 2) if added else None,
+        "added_ms_max_turn": added.index(max(added)) if added else None,  # 0 = the session's first turn
         "delay_ms_p50": round(pct([t.delay_s * 1000 for t in res.turns if t.delay_s is not None], 50), 2),
         "llm_requests_per_turn": round(sum(t.requests for t in res.turns) / max(1, len(res.turns)), 3),
         "own_turn_memories": round(sum(own) / len(own), 4) if own else None,
