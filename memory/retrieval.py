@@ -16,9 +16,10 @@ and exact names, so retrieval runs in stages:
    the lexical recall runs in a worker thread while this one embeds the query,
    the slow part; one SQL round trip then fetches the vector hits and the
    cosine and payload of the lexical hits;
-3. every candidate scored lexically (per keyword 1.0/0.7/0.3, rare keywords
-   weighted up) and by its cosine similarity, fused by a weighted sum, cut at a
-   relevance threshold, best first.
+3. every candidate scored lexically (per keyword 1.0/0.7/0.3, keywords weighted
+   by their rarity in everyday language and among the candidates) and by its
+   cosine similarity, centred on the user's own memories (`_Centre`), fused by a
+   weighted sum, cut at a relevance threshold, best first.
 
 Every stage and choice has a switch in `MemorySettings` (MEMORY_RETRIEVAL_*), so
 its effect can be measured (`python -m bench.retrieval`) and rolled back without a
@@ -113,11 +114,11 @@ class _Centre:
     A small embedder puts every text in a narrow cone, and a few generic memories
     sit near the middle of it: close to almost any query, they crowd the top of
     every list ("hubs"). Centering the vectors on the user's centroid (Suzuki et
-    al., 2013) removes that: for a fixed query, cos(q - mu, m - mu) ranks like
-    cos(q, m) - cos(m, mu) * |mu|. We take `weight` times a memory's closeness to
-    the centroid, relative to the average closeness (|mu| for unit vectors), off
-    its cosine, so unremarkable memories keep their cosine and the scale stays
-    the one the fusion band was calibrated on.
+    al., 2013) removes that: for a fixed query and unit vectors, <q - mu, m - mu>
+    ranks like cos(q, m) - |mu| cos(m, mu). We take `weight` times a memory's
+    closeness to the centroid, less the average closeness (|mu| for unit vectors),
+    off its cosine: a typical memory keeps its cosine, and the scale stays the one
+    the fusion band was calibrated on.
     """
 
     literal: str | None = None  # the centroid as a pgvector literal; None: no correction
@@ -359,6 +360,8 @@ class Retriever:
             norm = math.sqrt(sum(float(x) ** 2 for x in literal.strip("[]").split(",")))
             centre = _Centre(literal, norm, weight)
         with self._centres_lock:
+            for stale in [u for u, (at, _) in self._centres.items() if now - at >= _CENTRE_TTL]:
+                del self._centres[stale]  # users gone quiet: the cache stays as small as the active set
             self._centres[user_id] = (now, centre)
         return centre
 
@@ -514,7 +517,6 @@ class Retriever:
                 weights[i] *= math.log(1.0 + (n + 1) / (df + 1))
         for cand, lv in zip(cands, levels, strict=True):
             cand.lexical = lexical.weighted_mean(lv, weights)
-
 
     def with_neighbours(self, scope: Scope, ranked: list[Candidate], q: _Query, *, top_k: int) -> list[Candidate]:
         """Raw turns scored with their neighbours: a turn gets `retrieval_neighbours`

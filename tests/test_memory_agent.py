@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+import pytest
+
 from memory.gatekeeper import Gatekeeper
 from memory.livekit_glue import PROFILE_MESSAGE_ID, MemoryAgent, MemorySession
 from memory.service import MemoryService
@@ -309,3 +311,24 @@ async def test_each_turn_is_logged_and_counted(store: MemoryStore, user_id: str,
     assert len(summary) == 1 and summary[0].user_turns == 1 and summary[0].writes == 1  # type: ignore[attr-defined]
     assert _total("memory_recalls_total") == recalls + 1
     assert _total("memory_injected_total") >= injected + 1
+
+
+async def test_session_start_prepares_retrieval_so_the_first_turn_does_no_store_wide_work(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for hour in range(1, 26):
+        store.add_raw(user_id, f"I walked the dog at {hour} o'clock")
+    service = make_service(store, MemoryMode.NORMAL)
+    session = MemorySession(service, user_id=user_id)
+    await session.wait_profile()  # the session-start work, in the background
+    seen: list[str] = []
+    real = store.pool.connection
+
+    def connection(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append("connection")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store.pool, "connection", connection)
+    centre = service.retriever.centre(user_id)
+    assert centre.literal is not None and seen == []  # ready, with no query of its own
+    await session.aclose(drain_timeout_s=1.0)
