@@ -161,6 +161,7 @@ class Retriever:
         self.store = store
         self.settings = settings
         self._centres: dict[str, tuple[float, _Centre]] = {}
+        self._refreshing: dict[str, Future[_Centre]] = {}
         self._centres_lock = threading.Lock()
         # Load the segmenter (about a second) now, off the caller's thread, not on the first turn.
         _WORKERS.submit(lexical.warm_up)
@@ -336,34 +337,49 @@ class Retriever:
         return sorted(candidates, key=_best_first)
 
     def centre(self, user_id: str) -> _Centre:
-        """The user's centroid (see `_Centre`), cached for `_CENTRE_TTL` seconds.
+        """The user's centroid (see `_Centre`), cached per process.
 
-        A centroid moves little when a few memories are added, so one computed a
-        few minutes ago serves; small stores (under `_CENTRE_MIN` memories) get
-        no correction, their centroid says little.
+        Computed on the caller's thread only the first time (session start does
+        that, `MemoryService.prepare`). After `_CENTRE_TTL` seconds the cached one
+        is still returned while a fresh one is computed in the background: a
+        centroid moves little when a few memories are added, and a store-wide
+        query has no place on the reply's clock. Small stores (under `_CENTRE_MIN`
+        memories) get no correction; their centroid says little.
         """
-        weight = self.settings.retrieval_centering
-        if weight <= 0:
+        if self.settings.retrieval_centering <= 0:
             return _NO_CENTRE
-        now = time.monotonic()
         with self._centres_lock:
             cached = self._centres.get(user_id)
-        if cached is not None and now - cached[0] < _CENTRE_TTL:
-            return cached[1]
-        query = sql.SQL("SELECT avg(vector)::text, count(*) FROM {} WHERE payload->>'user_id' = %s").format(
-            sql.Identifier(self.store.table)
-        )
-        with self.store.pool.connection() as conn:
-            literal, count = conn.execute(query, [user_id]).fetchone() or (None, 0)
-        centre = _NO_CENTRE
-        if literal and count >= _CENTRE_MIN:
-            norm = math.sqrt(sum(float(x) ** 2 for x in literal.strip("[]").split(",")))
-            centre = _Centre(literal, norm, weight)
-        with self._centres_lock:
-            for stale in [u for u, (at, _) in self._centres.items() if now - at >= _CENTRE_TTL]:
-                del self._centres[stale]  # users gone quiet: the cache stays as small as the active set
-            self._centres[user_id] = (now, centre)
-        return centre
+            stale = cached is None or time.monotonic() - cached[0] >= _CENTRE_TTL
+            refresh = cached is not None and stale and user_id not in self._refreshing
+            if refresh:
+                self._refreshing[user_id] = _WORKERS.submit(self._compute_centre, user_id)
+        if cached is None:
+            return self._compute_centre(user_id)
+        return cached[1]
+
+    def _compute_centre(self, user_id: str) -> _Centre:
+        """One store-wide query for the user's centroid; the result goes into the cache."""
+        try:
+            query = sql.SQL("SELECT avg(vector)::text, count(*) FROM {} WHERE payload->>'user_id' = %s").format(
+                sql.Identifier(self.store.table)
+            )
+            with self.store.pool.connection() as conn:
+                literal, count = conn.execute(query, [user_id]).fetchone() or (None, 0)
+            centre = _NO_CENTRE
+            if literal and count >= _CENTRE_MIN:
+                norm = math.sqrt(sum(float(x) ** 2 for x in literal.strip("[]").split(",")))
+                centre = _Centre(literal, norm, self.settings.retrieval_centering)
+            now = time.monotonic()
+            with self._centres_lock:
+                # Users quiet for a few TTLs leave: the cache stays as small as the active set.
+                for quiet in [u for u, (at, _) in self._centres.items() if now - at >= 3 * _CENTRE_TTL]:
+                    del self._centres[quiet]
+                self._centres[user_id] = (now, centre)
+            return centre
+        finally:
+            with self._centres_lock:
+                self._refreshing.pop(user_id, None)
 
     # ---------------------------------------------------------------- stages
     def _lexical_recall(

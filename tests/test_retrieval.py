@@ -263,3 +263,22 @@ def test_centering_leaves_a_small_store_alone(store: MemoryStore, user_id: str) 
     on = [(m.text, m.score) for m in retriever(store).retrieve(user_id, "我喜欢的颜色是什么", top_k=4)]
     off = [(m.text, m.score) for m in retriever(store, retrieval_centering=0.0).retrieve(user_id, "我喜欢的颜色是什么", top_k=4)]
     assert on == off
+
+
+def test_an_expired_centroid_is_served_while_a_fresh_one_is_computed_in_the_background(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memory.retrieval as retrieval_mod
+
+    seed(store, user_id, *[f"I walked the dog at {hour} o'clock" for hour in range(1, 25)])
+    r = retriever(store)
+    first = r.centre(user_id)  # first use: computed here
+    assert first.literal is not None
+    monkeypatch.setattr(retrieval_mod, "_CENTRE_TTL", 0.0)  # every cached centroid is now expired
+    seed(store, user_id, "My passport expires in March")
+    assert r.centre(user_id) is first  # the caller gets the cached one at once...
+    refresh = r._refreshing.get(user_id)
+    if refresh is not None:
+        refresh.result(timeout=10)
+    fresh = r._centres[user_id][1]
+    assert fresh is not first and fresh.literal != first.literal  # ...and the new memory counts from then on
