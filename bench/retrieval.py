@@ -54,7 +54,7 @@ METHODS: dict[str, dict[str, Any]] = {
     "no-partial": {"retrieval_partial": False},
     "no-idf": {"retrieval_idf": False},
     "no-rarity": {"retrieval_rarity": 0.0},
-    "no-centering": {"retrieval_centering": 0.0},
+    "no-density": {"retrieval_density": 0.0},
     "no-threshold": {"retrieval_threshold": 0.0},
     "no-embed-cap": {"retrieval_embed_tokens": 0},
     "no-context": {"retrieval_context_turns": 0},

@@ -18,8 +18,9 @@ and exact names, so retrieval runs in stages:
    cosine and payload of the lexical hits;
 3. every candidate scored lexically (per keyword 1.0/0.7/0.3, keywords weighted
    by their rarity in everyday language and among the candidates) and by its
-   cosine similarity, centred on the user's own memories (`_Centre`), fused by a
-   weighted sum, cut at a relevance threshold, best first.
+   cosine similarity, less how crowded the memory's neighbourhood is among the
+   user's own memories (`_Density`), fused by a weighted sum, cut at a relevance
+   threshold, best first.
 
 Every stage and choice has a switch in `MemorySettings` (MEMORY_RETRIEVAL_*), so
 its effect can be measured (`python -m bench.retrieval`) and rolled back without a
@@ -40,11 +41,12 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from psycopg import sql
 
 from . import lexical
@@ -53,10 +55,13 @@ from .settings import EmbedderKind, MemorySettings
 from .store import MemoryRecord, MemoryStore
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
-# A user's centroid (hubness correction) is reused this long, and computed only
-# from this many memories on.
-_CENTRE_TTL = 300.0
-_CENTRE_MIN = 20
+# The hubness correction (`_Density`): a user's densities are reused this long;
+# computed from this many memories on (fewer say little) and up to this many (the
+# cost grows with the square; past it, no correction); over this many neighbours.
+_DENSITY_TTL = 300.0
+_DENSITY_MIN = 20
+_DENSITY_MAX = 20_000
+_DENSITY_K = 10
 
 # Payload keys that are ours, not the caller's metadata.
 _INTERNAL_KEYS = ("lex", "lex_v")
@@ -108,41 +113,50 @@ class Scope:
 
 
 @dataclass(frozen=True)
-class _Centre:
-    """The centroid of a user's memory vectors, for the hubness correction.
+class _Density:
+    """How crowded each memory's neighbourhood is, for the hubness correction.
 
-    A small embedder puts every text in a narrow cone, and a few generic memories
-    sit near the middle of it: close to almost any query, they crowd the top of
-    every list ("hubs"). Centering the vectors on the user's centroid (Suzuki et
-    al., 2013) removes that: for a fixed query and unit vectors, <q - mu, m - mu>
-    ranks like cos(q, m) - |mu| cos(m, mu). We take `weight` times a memory's
-    closeness to the centroid, less the average closeness (|mu| for unit vectors),
-    off its cosine: a typical memory keeps its cosine, and the scale stays the one
-    the fusion band was calibrated on.
+    A small embedder puts every text in a narrow cone. Memories in a crowded part
+    of it (the user's everyday chatter, one fact said five ways) are close to
+    almost any query and fill the top of every list: "hubs". Cross-domain
+    similarity local scaling (CSLS, Conneau et al. 2018) takes each memory's mean
+    cosine to its K nearest fellow memories (its density) off its cosine with the
+    query: to rank high, a memory must be closer to the query than to its own
+    neighbours. We take `weight` times its excess over the user's mean density,
+    so a typical memory keeps its cosine and the fusion band stays calibrated.
+    Memories written after the densities were computed are left as they are.
     """
 
-    literal: str | None = None  # the centroid as a pgvector literal; None: no correction
-    norm: float = 0.0  # |mu|: the mean closeness of the user's memories to it
+    of: Mapping[str, float] = field(default_factory=dict)  # memory id -> density
+    mean: float = 0.0
     weight: float = 0.0
 
-    @property
-    def column(self) -> sql.Composable:
-        return sql.SQL("1 - (vector <=> %s::vector)") if self.literal else sql.SQL("NULL")
-
-    @property
-    def params(self) -> list[str]:
-        return [self.literal] if self.literal else []
-
-    def adjust(self, cos: float | None, closeness: float | None) -> float | None:
-        """The cosine, less the memory's excess closeness to the centroid."""
+    def adjust(self, mem_id: str, cos: float | None) -> float | None:
+        """The cosine, less the memory's excess density."""
         if cos is None:
             return None
-        if closeness is None or not self.literal:
-            return float(cos)
-        return float(cos) - self.weight * (float(closeness) - self.norm)
+        density = self.of.get(mem_id)
+        return float(cos) if density is None else float(cos) - self.weight * (density - self.mean)
 
 
-_NO_CENTRE = _Centre()
+_NO_DENSITY = _Density()
+
+
+def knn_density(vectors: np.ndarray, k: int, *, block: int = 512) -> np.ndarray:
+    """Each row's mean cosine to its k nearest other rows (rows unit length).
+
+    Blocked so memory stays at `block` x n floats; the matrix product runs in BLAS,
+    outside the GIL.
+    """
+    n = len(vectors)
+    k = min(k, n - 1)
+    out = np.empty(n, dtype=np.float32)
+    for start in range(0, n, block):
+        sims = vectors[start : start + block] @ vectors.T
+        rows = np.arange(sims.shape[0])
+        sims[rows, start + rows] = -np.inf  # a memory is not its own neighbour
+        out[start : start + block] = np.partition(sims, n - k, axis=1)[:, n - k :].mean(axis=1)
+    return out
 
 
 @dataclass(frozen=True)
@@ -160,9 +174,9 @@ class Retriever:
     def __init__(self, store: MemoryStore, settings: MemorySettings) -> None:
         self.store = store
         self.settings = settings
-        self._centres: dict[str, tuple[float, _Centre]] = {}
-        self._refreshing: dict[str, Future[_Centre]] = {}
-        self._centres_lock = threading.Lock()
+        self._densities: dict[str, tuple[float, _Density]] = {}
+        self._refreshing: dict[str, Future[_Density]] = {}
+        self._densities_lock = threading.Lock()
         # Load the segmenter (about a second) now, off the caller's thread, not on the first turn.
         _WORKERS.submit(lexical.warm_up)
 
@@ -336,49 +350,52 @@ class Retriever:
                 cand.score = (1.0 - w) * cos + w * cand.lexical
         return sorted(candidates, key=_best_first)
 
-    def centre(self, user_id: str) -> _Centre:
-        """The user's centroid (see `_Centre`), cached per process.
+    def density(self, user_id: str) -> _Density:
+        """The user's memory densities (see `_Density`), cached per process.
 
         Computed on the caller's thread only the first time (session start does
-        that, `MemoryService.prepare`). After `_CENTRE_TTL` seconds the cached one
-        is still returned while a fresh one is computed in the background: a
-        centroid moves little when a few memories are added, and a store-wide
-        query has no place on the reply's clock. Small stores (under `_CENTRE_MIN`
-        memories) get no correction; their centroid says little.
+        that, `MemoryService.prepare`). After `_DENSITY_TTL` seconds the cached ones
+        are still returned while fresh ones are computed in the background: they
+        move little when a few memories are added, and store-wide work has no place
+        on the reply's clock.
         """
-        if self.settings.retrieval_centering <= 0:
-            return _NO_CENTRE
-        with self._centres_lock:
-            cached = self._centres.get(user_id)
-            stale = cached is None or time.monotonic() - cached[0] >= _CENTRE_TTL
-            refresh = cached is not None and stale and user_id not in self._refreshing
-            if refresh:
-                self._refreshing[user_id] = _WORKERS.submit(self._compute_centre, user_id)
+        if self.settings.retrieval_density <= 0:
+            return _NO_DENSITY
+        with self._densities_lock:
+            cached = self._densities.get(user_id)
+            stale = cached is None or time.monotonic() - cached[0] >= _DENSITY_TTL
+            if cached is not None and stale and user_id not in self._refreshing:
+                self._refreshing[user_id] = _WORKERS.submit(self._compute_density, user_id)
         if cached is None:
-            return self._compute_centre(user_id)
+            return self._compute_density(user_id)
         return cached[1]
 
-    def _compute_centre(self, user_id: str) -> _Centre:
-        """One store-wide query for the user's centroid; the result goes into the cache."""
+    def _compute_density(self, user_id: str) -> _Density:
+        """One read of the user's vectors, the k-nearest-neighbour means in numpy;
+        the result goes into the cache. About 1 s at 10,000 memories on 2 cores."""
         try:
-            query = sql.SQL("SELECT avg(vector)::text, count(*) FROM {} WHERE payload->>'user_id' = %s").format(
+            density = _NO_DENSITY
+            query = sql.SQL("SELECT id::text, vector FROM {} WHERE payload->>'user_id' = %s LIMIT %s").format(
                 sql.Identifier(self.store.table)
             )
-            with self.store.pool.connection() as conn:
-                literal, count = conn.execute(query, [user_id]).fetchone() or (None, 0)
-            centre = _NO_CENTRE
-            if literal and count >= _CENTRE_MIN:
-                norm = math.sqrt(sum(float(x) ** 2 for x in literal.strip("[]").split(",")))
-                centre = _Centre(literal, norm, self.settings.retrieval_centering)
+            with self.store.pool.connection() as conn, conn.cursor(binary=True) as cur:
+                # Binary pgvector values: int16 dims, int16 unused, then big-endian float4s.
+                rows = cur.execute(query, [user_id, _DENSITY_MAX + 1]).fetchall()
+            if _DENSITY_MIN <= len(rows) <= _DENSITY_MAX:
+                vectors = np.stack([np.frombuffer(v, dtype=">f4", offset=4) for _, v in rows]).astype(np.float32)
+                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
+                values = knn_density(vectors, _DENSITY_K)
+                of = {mem_id: float(d) for (mem_id, _), d in zip(rows, values, strict=True)}
+                density = _Density(of, float(values.mean()), self.settings.retrieval_density)
             now = time.monotonic()
-            with self._centres_lock:
+            with self._densities_lock:
                 # Users quiet for a few TTLs leave: the cache stays as small as the active set.
-                for quiet in [u for u, (at, _) in self._centres.items() if now - at >= 3 * _CENTRE_TTL]:
-                    del self._centres[quiet]
-                self._centres[user_id] = (now, centre)
-            return centre
+                for quiet in [u for u, (at, _) in self._densities.items() if now - at >= 3 * _DENSITY_TTL]:
+                    del self._densities[quiet]
+                self._densities[user_id] = (now, density)
+            return density
         finally:
-            with self._centres_lock:
+            with self._densities_lock:
                 self._refreshing.pop(user_id, None)
 
     # ---------------------------------------------------------------- stages
@@ -474,7 +491,7 @@ class Retriever:
         and payload of every lexical hit. Without a vector, payloads only."""
         table = sql.Identifier(self.store.table)
         ids = list(lexical_hits)
-        centre = self.centre(scope.user_id) if vector is not None else _NO_CENTRE
+        density = self.density(scope.user_id) if vector is not None else _NO_DENSITY
         with self.store.pool.connection() as conn:
             if vector is None:
                 if not ids:
@@ -488,22 +505,22 @@ class Retriever:
                 literal = _vector_literal(vector)
                 rows = conn.execute(
                     sql.SQL(
-                        "(SELECT id::text, 1 - (vector <=> %s::vector), payload, true, {c} FROM {t} WHERE {w} "
+                        "(SELECT id::text, 1 - (vector <=> %s::vector), payload, true FROM {t} WHERE {w} "
                         " ORDER BY vector <=> %s::vector LIMIT %s) "
                         "UNION ALL "
-                        "(SELECT id::text, 1 - (vector <=> %s::vector), payload, false, {c} FROM {t} "
+                        "(SELECT id::text, 1 - (vector <=> %s::vector), payload, false FROM {t} "
                         " WHERE id = ANY(%s::uuid[]))"
-                    ).format(t=table, w=where, c=centre.column),
-                    [literal, *centre.params, *params, literal, pool, literal, *centre.params, ids],
+                    ).format(t=table, w=where),
+                    [literal, *params, literal, pool, literal, ids],
                 ).fetchall()
         floor = self.settings.recall_threshold  # MEMORY_THRESHOLD keeps its meaning: a cosine floor
         merged: dict[str, Candidate] = {}
-        for mem_id, cos, payload, from_vector, *closeness in rows:
+        for mem_id, cos, payload, from_vector in rows:
             if from_vector and cos < floor:
                 continue
             cand = merged.get(mem_id) or lexical_hits.get(mem_id) or Candidate(mem_id)
             cand.payload = payload or {}
-            cand.cosine = centre.adjust(cos, closeness[0] if closeness else None)
+            cand.cosine = density.adjust(mem_id, cos)
             if from_vector:
                 cand.stages.add("vector")
             merged[mem_id] = cand
@@ -576,18 +593,18 @@ class Retriever:
         sessions = sorted({t[0] for t in turns})
         wanted = set(turns)
         cos = sql.SQL("1 - (vector <=> %s::vector)") if vector is not None else sql.SQL("NULL")
-        centre = self.centre(user_id) if vector is not None else _NO_CENTRE
+        density = self.density(user_id) if vector is not None else _NO_DENSITY
         query = sql.SQL(
-            "SELECT id::text, {cos}, payload, {c} FROM {t} WHERE payload->>'user_id' = %s "
+            "SELECT id::text, {cos}, payload FROM {t} WHERE payload->>'user_id' = %s "
             "AND payload->>'session_id' = ANY(%s) AND payload->>'seq' = ANY(%s) AND payload ? 'seq'"
-        ).format(cos=cos, c=centre.column, t=sql.Identifier(self.store.table))
+        ).format(cos=cos, t=sql.Identifier(self.store.table))
         params: list[Any] = [_vector_literal(vector)] if vector is not None else []
-        params += [*centre.params, user_id, sessions, sorted({str(t[1]) for t in turns})]
+        params += [user_id, sessions, sorted({str(t[1]) for t in turns})]
         with self.store.pool.connection() as conn:
             rows = conn.execute(query, params).fetchall()
         out = []
-        for mem_id, c, payload, closeness in rows:
-            cand = Candidate(mem_id, payload or {}, cosine=centre.adjust(c, closeness))
+        for mem_id, c, payload in rows:
+            cand = Candidate(mem_id, payload or {}, cosine=density.adjust(mem_id, c))
             if cand.turn in wanted:
                 out.append(cand)
         return out

@@ -137,9 +137,10 @@ class MemoryService:
         return await run_read(self.recall_sync, user_id, text, context, session_id)
 
     async def prepare(self, user_id: str) -> None:
-        """Compute what retrieval keeps per user (the centroid of the user's memories)
-        at session start, so the first look-up does not pay for it on the reply's clock."""
-        await run_read(self.retriever.centre, user_id)
+        """Compute what retrieval keeps per user (the density of each of the user's
+        memories) at session start, so the first look-up does not pay for it on the
+        reply's clock."""
+        await run_read(self.retriever.density, user_id)
 
     async def profile(self, user_id: str) -> list[MemoryRecord]:
         """GATED: the user's durable facts for the session-start profile; NORMAL: none."""

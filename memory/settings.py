@@ -80,7 +80,7 @@ class MemorySettings:
     retrieval_context_weight: float = 0.8  # weight of their keywords and of their vector in the query's
     retrieval_neighbours: float = 0.35  # share of the best adjacent turn's score a raw turn gets (0: off)
     retrieval_rarity: float = 1.0  # exponent of a keyword's rarity in everyday language in its weight (0: off)
-    retrieval_centering: float = 0.5  # hubness correction: share of a memory's closeness to the centroid off its cosine
+    retrieval_density: float = 0.4  # hubness correction: share of a memory's neighbourhood density off its cosine (0: off)
 
     @property
     def embedding_dims(self) -> int:
@@ -179,7 +179,7 @@ def _retrieval_settings(env: Mapping[str, str]) -> dict[str, object]:
         ),
         "retrieval_neighbours": _number(env, "MEMORY_RETRIEVAL_NEIGHBOURS", d.retrieval_neighbours, lo=0.0, hi=1.0),
         "retrieval_rarity": _number(env, "MEMORY_RETRIEVAL_RARITY", d.retrieval_rarity, lo=0.0, hi=4.0),
-        "retrieval_centering": _number(env, "MEMORY_RETRIEVAL_CENTERING", d.retrieval_centering, lo=0.0, hi=2.0),
+        "retrieval_density": _number(env, "MEMORY_RETRIEVAL_DENSITY", d.retrieval_density, lo=0.0, hi=2.0),
     }
 
 

@@ -329,6 +329,6 @@ async def test_session_start_prepares_retrieval_so_the_first_turn_does_no_store_
         return real(*args, **kwargs)
 
     monkeypatch.setattr(store.pool, "connection", connection)
-    centre = service.retriever.centre(user_id)
-    assert centre.literal is not None and seen == []  # ready, with no query of its own
+    density = service.retriever.density(user_id)
+    assert len(density.of) == 25 and seen == []  # ready, with no query of its own
     await session.aclose(drain_timeout_s=1.0)

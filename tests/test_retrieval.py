@@ -119,7 +119,7 @@ def test_updated_fact_is_found_by_its_new_words_only(store: MemoryStore, user_id
         {"retrieval_pronouns": False},
         {"retrieval_partial": False},
         {"retrieval_rarity": 0.0},
-        {"retrieval_centering": 0.0},
+        {"retrieval_density": 0.0},
     ],
 )
 def test_every_switch_still_retrieves(store: MemoryStore, user_id: str, overrides: dict[str, object]) -> None:
@@ -245,7 +245,7 @@ def test_a_rare_keyword_counts_more_than_an_everyday_one(store: MemoryStore, use
     assert retriever(store).retrieve(user_id, question, top_k=1)[0].text == rare
 
 
-def test_a_memory_unlike_the_rest_stands_out_more_with_centering(store: MemoryStore, user_id: str) -> None:
+def test_a_memory_in_a_crowded_neighbourhood_no_longer_outranks_a_lone_one(store: MemoryStore, user_id: str) -> None:
     generic = [f"I walked the dog at {hour} o'clock" for hour in range(1, 25)]  # the user's usual chatter
     specific = "My passport expires in March"
     seed(store, user_id, *generic, specific)
@@ -255,30 +255,39 @@ def test_a_memory_unlike_the_rest_stands_out_more_with_centering(store: MemorySt
         hits = {m.text: m.score for m in retriever(store, **overrides).retrieve(user_id, question, top_k=30)}
         return hits[specific] - max(hits[t] for t in generic)
 
-    assert margin() > margin(retrieval_centering=0.0) + 0.05
+    assert margin() > margin(retrieval_density=0.0) + 0.05
 
 
-def test_centering_leaves_a_small_store_alone(store: MemoryStore, user_id: str) -> None:
-    seed(store, user_id, COLOUR, *DISTRACTORS)  # too few memories for a meaningful centroid
+@pytest.mark.parametrize("too", ["small", "large"])
+def test_the_density_correction_leaves_too_small_and_too_large_stores_alone(
+    store: MemoryStore, user_id: str, too: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memory.retrieval as retrieval_mod
+
+    seed(store, user_id, COLOUR, *DISTRACTORS)  # too few memories for a meaningful density
+    if too == "large":
+        monkeypatch.setattr(retrieval_mod, "_DENSITY_MIN", 2)
+        monkeypatch.setattr(retrieval_mod, "_DENSITY_MAX", len(DISTRACTORS))  # one memory too many
+    assert retriever(store).density(user_id).of == {}
     on = [(m.text, m.score) for m in retriever(store).retrieve(user_id, "我喜欢的颜色是什么", top_k=4)]
-    off = [(m.text, m.score) for m in retriever(store, retrieval_centering=0.0).retrieve(user_id, "我喜欢的颜色是什么", top_k=4)]
+    off = [(m.text, m.score) for m in retriever(store, retrieval_density=0.0).retrieve(user_id, "我喜欢的颜色是什么", top_k=4)]
     assert on == off
 
 
-def test_an_expired_centroid_is_served_while_a_fresh_one_is_computed_in_the_background(
+def test_expired_densities_are_served_while_fresh_ones_are_computed_in_the_background(
     store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import memory.retrieval as retrieval_mod
 
     seed(store, user_id, *[f"I walked the dog at {hour} o'clock" for hour in range(1, 25)])
     r = retriever(store)
-    first = r.centre(user_id)  # first use: computed here
-    assert first.literal is not None
-    monkeypatch.setattr(retrieval_mod, "_CENTRE_TTL", 0.0)  # every cached centroid is now expired
+    first = r.density(user_id)  # first use: computed here
+    assert len(first.of) == 24
+    monkeypatch.setattr(retrieval_mod, "_DENSITY_TTL", 0.0)  # every cached density is now expired
     seed(store, user_id, "My passport expires in March")
-    assert r.centre(user_id) is first  # the caller gets the cached one at once...
+    assert r.density(user_id) is first  # the caller gets the cached ones at once...
     refresh = r._refreshing.get(user_id)
     if refresh is not None:
         refresh.result(timeout=10)
-    fresh = r._centres[user_id][1]
-    assert fresh is not first and fresh.literal != first.literal  # ...and the new memory counts from then on
+    fresh = r._densities[user_id][1]
+    assert fresh is not first and len(fresh.of) == 25  # ...and the new memory counts from then on
