@@ -212,6 +212,8 @@ def run_method(
 ) -> list[QueryResult]:
     retriever = Retriever(store, settings)
     retriever.warm_up()
+    for user in sorted({user_for(q.store_id) for q in queries}):
+        retriever.prepare(user)  # what session start does, off the reply's clock
     cache = getattr(store.mem0.embedding_model, "_cache", None)
     for q in queries[:3]:  # warm the pool, the model and the plans; not timed
         retriever.retrieve(user_for(q.store_id), q.query, top_k=k, context=earlier_turns(q))

@@ -120,16 +120,17 @@ class MemorySession:
         await asyncio.wait({self._profile_task}, timeout=timeout_s)
 
     async def _load_profile(self) -> None:
-        """Session start, in the background: retrieval's per-user cache, then the profile."""
-        try:
-            await self.service.prepare(self.user_id)
-        except Exception as exc:  # the first look-up computes it instead
-            logger.warning("retrieval warm-up failed: %r", exc)
+        """Session start, in the background: the profile (one quick query, wanted by the
+        first reply), then retrieval's per-user cache (about a second for a large store)."""
         try:
             self.profile = await self.service.profile(self.user_id)
         except Exception as exc:  # a dead store means no profile, never a stuck session
             logger.warning("profile fetch failed: %r", exc)
             self.profile = []
+        try:
+            await self.service.prepare(self.user_id)
+        except Exception as exc:  # look-ups go uncorrected and start it again
+            logger.warning("retrieval warm-up failed: %r", exc)
 
     def _on_transcribed(self, ev: UserInputTranscribedEvent) -> None:
         self._current_committed = False  # a new turn is being spoken

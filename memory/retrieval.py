@@ -350,25 +350,38 @@ class Retriever:
                 cand.score = (1.0 - w) * cos + w * cand.lexical
         return sorted(candidates, key=_best_first)
 
-    def density(self, user_id: str) -> _Density:
-        """The user's memory densities (see `_Density`), cached per process.
+    def prepare(self, user_id: str) -> _Density:
+        """Compute the user's memory densities (see `_Density`), or wait for the
+        computation already running. Session start calls this (`MemoryService.prepare`),
+        off the reply path; about 1 s at 10,000 memories."""
+        if self.settings.retrieval_density <= 0:
+            return _NO_DENSITY
+        with self._densities_lock:
+            cached = self._densities.get(user_id)
+            if cached is not None and time.monotonic() - cached[0] < _DENSITY_TTL:
+                return cached[1]
+            running = self._refreshing.get(user_id)
+            if running is None:
+                running = self._refreshing[user_id] = _WORKERS.submit(self._compute_density, user_id)
+        return running.result()
 
-        Computed on the caller's thread only the first time (session start does
-        that, `MemoryService.prepare`). After `_DENSITY_TTL` seconds the cached ones
-        are still returned while fresh ones are computed in the background: they
-        move little when a few memories are added, and store-wide work has no place
-        on the reply's clock.
+    def density(self, user_id: str) -> _Density:
+        """The user's densities for a look-up; never computed on the caller's thread.
+
+        Cached per process. Until the first computation has finished (session start
+        begins it), look-ups go uncorrected rather than wait: a ranking nicety is not
+        worth a stalled reply. After `_DENSITY_TTL` seconds the cached ones are still
+        used while fresh ones are computed in the background: they move little when a
+        few memories are added.
         """
         if self.settings.retrieval_density <= 0:
             return _NO_DENSITY
         with self._densities_lock:
             cached = self._densities.get(user_id)
             stale = cached is None or time.monotonic() - cached[0] >= _DENSITY_TTL
-            if cached is not None and stale and user_id not in self._refreshing:
+            if stale and user_id not in self._refreshing:
                 self._refreshing[user_id] = _WORKERS.submit(self._compute_density, user_id)
-        if cached is None:
-            return self._compute_density(user_id)
-        return cached[1]
+        return cached[1] if cached is not None else _NO_DENSITY
 
     def _compute_density(self, user_id: str) -> _Density:
         """One read of the user's vectors, the k-nearest-neighbour means in numpy;

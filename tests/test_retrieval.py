@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import pytest
 from psycopg import sql
@@ -252,10 +253,38 @@ def test_a_memory_in_a_crowded_neighbourhood_no_longer_outranks_a_lone_one(store
     question = "When did I walk the dog or renew the passport?"
 
     def margin(**overrides: object) -> float:
-        hits = {m.text: m.score for m in retriever(store, **overrides).retrieve(user_id, question, top_k=30)}
+        r = retriever(store, **overrides)
+        r.prepare(user_id)  # session start
+        hits = {m.text: m.score for m in r.retrieve(user_id, question, top_k=30)}
         return hits[specific] - max(hits[t] for t in generic)
 
     assert margin() > margin(retrieval_density=0.0) + 0.05
+
+
+def test_a_look_up_before_the_densities_are_ready_is_not_held_up(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(store, user_id, *[f"I walked the dog at {hour} o'clock" for hour in range(1, 25)], COLOUR)
+    r = retriever(store)
+    release, started = threading.Event(), threading.Event()
+    compute = r._compute_density
+
+    def slow_compute(uid: str):  # type: ignore[no-untyped-def]
+        started.set()
+        release.wait(timeout=30)  # a large store, a slow machine
+        return compute(uid)
+
+    monkeypatch.setattr(r, "_compute_density", slow_compute)
+    waiting = threading.Thread(target=r.prepare, args=(user_id,))  # session start, in the background
+    waiting.start()
+    assert started.wait(timeout=10)
+    got = [(m.text, m.score) for m in r.retrieve(user_id, "我喜欢的颜色是什么", top_k=3)]  # the first turn
+    assert not release.is_set()  # answered while the computation was still running...
+    plain = [(m.text, m.score) for m in retriever(store, retrieval_density=0.0).retrieve(user_id, "我喜欢的颜色是什么", top_k=3)]
+    assert got == plain  # ...uncorrected
+    release.set()
+    waiting.join(timeout=10)
+    assert len(r.density(user_id).of) == 25  # and the next turn has them
 
 
 @pytest.mark.parametrize("too", ["small", "large"])
@@ -268,7 +297,7 @@ def test_the_density_correction_leaves_too_small_and_too_large_stores_alone(
     if too == "large":
         monkeypatch.setattr(retrieval_mod, "_DENSITY_MIN", 2)
         monkeypatch.setattr(retrieval_mod, "_DENSITY_MAX", len(DISTRACTORS))  # one memory too many
-    assert retriever(store).density(user_id).of == {}
+    assert retriever(store).prepare(user_id).of == {}
     on = [(m.text, m.score) for m in retriever(store).retrieve(user_id, "我喜欢的颜色是什么", top_k=4)]
     off = [(m.text, m.score) for m in retriever(store, retrieval_density=0.0).retrieve(user_id, "我喜欢的颜色是什么", top_k=4)]
     assert on == off
@@ -281,7 +310,7 @@ def test_expired_densities_are_served_while_fresh_ones_are_computed_in_the_backg
 
     seed(store, user_id, *[f"I walked the dog at {hour} o'clock" for hour in range(1, 25)])
     r = retriever(store)
-    first = r.density(user_id)  # first use: computed here
+    first = r.prepare(user_id)  # session start
     assert len(first.of) == 24
     monkeypatch.setattr(retrieval_mod, "_DENSITY_TTL", 0.0)  # every cached density is now expired
     seed(store, user_id, "My passport expires in March")
