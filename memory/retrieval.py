@@ -37,6 +37,7 @@ use the user index. Same table, same operator, same iterative HNSW settings; abo
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -54,11 +55,14 @@ from .embedder import local_model
 from .settings import EmbedderKind, MemorySettings
 from .store import MemoryRecord, MemoryStore
 
+logger = logging.getLogger("memory.retrieval")
+
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 # The hubness correction (`_Density`): a user's densities are reused this long;
 # computed from this many memories on (fewer say little) and up to this many (the
 # cost grows with the square; past it, no correction); over this many neighbours.
 _DENSITY_TTL = 300.0
+_DENSITY_RETRY = 30.0  # after a failed computation
 _DENSITY_MIN = 20
 _DENSITY_MAX = 20_000
 _DENSITY_K = 10
@@ -385,7 +389,12 @@ class Retriever:
 
     def _compute_density(self, user_id: str) -> _Density:
         """One read of the user's vectors, the k-nearest-neighbour means in numpy;
-        the result goes into the cache. About 1 s at 10,000 memories on 2 cores."""
+        the result goes into the cache. About 1 s at 10,000 memories on 2 cores.
+
+        When the store fails, the densities held so far (or none) are kept and the
+        next try waits `_DENSITY_RETRY` seconds: a store in trouble gets no stream of
+        store-wide reads from every look-up.
+        """
         try:
             density = _NO_DENSITY
             query = sql.SQL("SELECT id::text, vector FROM {} WHERE payload->>'user_id' = %s LIMIT %s").format(
@@ -407,6 +416,13 @@ class Retriever:
                     del self._densities[quiet]
                 self._densities[user_id] = (now, density)
             return density
+        except Exception as exc:  # noqa: BLE001 - a ranking nicety; look-ups go on uncorrected
+            logger.warning("memory densities not computed: %r", exc)
+            with self._densities_lock:
+                held = self._densities.get(user_id)
+                kept = held[1] if held is not None else _NO_DENSITY
+                self._densities[user_id] = (time.monotonic() - _DENSITY_TTL + _DENSITY_RETRY, kept)
+            return kept
         finally:
             with self._densities_lock:
                 self._refreshing.pop(user_id, None)

@@ -320,3 +320,28 @@ def test_expired_densities_are_served_while_fresh_ones_are_computed_in_the_backg
         refresh.result(timeout=10)
     fresh = r._densities[user_id][1]
     assert fresh is not first and len(fresh.of) == 25  # ...and the new memory counts from then on
+
+
+def test_a_failing_store_gets_no_stream_of_density_reads(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(store, user_id, *[f"I walked the dog at {hour} o'clock" for hour in range(1, 25)])
+    r = retriever(store)
+    reads: list[str] = []
+
+    def broken(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        reads.append("read")
+        raise OSError("store unreachable")
+
+    with monkeypatch.context() as m:
+        m.setattr(store.pool, "connection", broken)
+        assert r.prepare(user_id).of == {}  # session start: no densities, no exception
+        for _ in range(5):  # the turns that follow
+            assert r.density(user_id).of == {}
+        assert reads == ["read"]  # one try, not one per look-up
+    import memory.retrieval as retrieval_mod
+
+    assert r.prepare(user_id).of == {}  # the store is back, but the pause is not over...
+    monkeypatch.setattr(retrieval_mod, "_DENSITY_TTL", 0.0)  # ...now it is
+    assert len(r.prepare(user_id).of) == 24
+
