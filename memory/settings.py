@@ -135,8 +135,15 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ConfigError(f"{name}={raw!r} is not a switch; use one of {', '.join(_TRUE + _FALSE)}")
 
 
+# Variables that once did something: set, they would now be ignored without a word.
+_REPLACED = {"MEMORY_RETRIEVAL_CENTERING": "MEMORY_RETRIEVAL_DENSITY"}
+
+
 def _retrieval_settings(env: Mapping[str, str]) -> dict[str, object]:
     """The MEMORY_RETRIEVAL_* variables; defaults are the measured best (bench/retrieval.py)."""
+    for old, new in _REPLACED.items():
+        if env.get(old, "").strip():
+            raise ConfigError(f"{old} is no longer read; its job is done by {new} (see .env.example)")
     fusion = env.get("MEMORY_RETRIEVAL_FUSION", "").strip().lower() or MemorySettings.retrieval_fusion
     if fusion not in RETRIEVAL_FUSIONS:
         raise ConfigError(

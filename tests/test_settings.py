@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import memory.settings as settings_mod
 from memory.settings import ConfigError, MemoryMode, load_settings, startup_problems
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,6 +90,7 @@ def test_env_example_lists_every_variable_the_worker_reads() -> None:
     root = Path(__file__).resolve().parent.parent
     code = (root / "memory" / "settings.py").read_text() + (root / "agent.py").read_text()
     read = set(re.findall(r'"((?:MEMORY|OPENAI|LIVEKIT|MEM0|PROMETHEUS)_[A-Z_]+)"', code))
+    read -= set(settings_mod._REPLACED)  # read only to be refused, named in the error
     example = (root / ".env.example").read_text()
     listed = set(re.findall(r"^([A-Z][A-Z0-9_]+)=", example, flags=re.M))
     assert "MEMORY_RETRIEVAL_NEIGHBOURS" in read  # the scan sees the retrieval switches
@@ -96,3 +98,9 @@ def test_env_example_lists_every_variable_the_worker_reads() -> None:
     for name in read:  # each with a comment line right above it (or above its group)
         before = example.split(f"\n{name}=")[0].rstrip().splitlines()
         assert any(line.startswith("#") for line in before[-3:]), name
+
+
+def test_a_replaced_variable_fails_fast_naming_its_successor() -> None:
+    with pytest.raises(ConfigError, match="MEMORY_RETRIEVAL_CENTERING.*MEMORY_RETRIEVAL_DENSITY"):
+        load_settings({"MEMORY_RETRIEVAL_CENTERING": "0.5"}, dotenv=False)
+
