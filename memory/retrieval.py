@@ -79,6 +79,10 @@ _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；…])\s*")
 # The lexical recall of a query runs here while the caller's thread embeds the
 # query. One pool per process, sized like the memory read slots (service.py).
 _WORKERS = ThreadPoolExecutor(max_workers=3, thread_name_prefix="retrieval")
+# Density computations (seconds of numpy for a large store) run one at a time on
+# their own thread: they never take a worker the reply path's lexical recall needs,
+# and never more than one core's worth of them queue up per process.
+_DENSITY_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="density")
 
 
 @dataclass
@@ -355,19 +359,21 @@ class Retriever:
         return sorted(candidates, key=_best_first)
 
     def prepare(self, user_id: str) -> _Density:
-        """Compute the user's memory densities (see `_Density`), or wait for the
-        computation already running. Session start calls this (`MemoryService.prepare`),
-        off the reply path; about 1 s at 10,000 memories."""
+        """The user's memory densities (see `_Density`), computed now or by the run
+        already going; blocks. For callers off the reply path (the benchmark)."""
+        return self.prepare_future(user_id).result()
+
+    def prepare_future(self, user_id: str) -> Future[_Density]:
+        """The user's densities as a future: done when cached and fresh, else the
+        computation (started if none is running). Session start awaits it
+        (`MemoryService.prepare`) without holding a memory read slot."""
         if self.settings.retrieval_density <= 0:
-            return _NO_DENSITY
+            return _done(_NO_DENSITY)
         with self._densities_lock:
             cached = self._densities.get(user_id)
             if cached is not None and time.monotonic() - cached[0] < _DENSITY_TTL:
-                return cached[1]
-            running = self._refreshing.get(user_id)
-            if running is None:
-                running = self._refreshing[user_id] = _WORKERS.submit(self._compute_density, user_id)
-        return running.result()
+                return _done(cached[1])
+            return self._start_density(user_id)
 
     def density(self, user_id: str) -> _Density:
         """The user's densities for a look-up; never computed on the caller's thread.
@@ -382,10 +388,16 @@ class Retriever:
             return _NO_DENSITY
         with self._densities_lock:
             cached = self._densities.get(user_id)
-            stale = cached is None or time.monotonic() - cached[0] >= _DENSITY_TTL
-            if stale and user_id not in self._refreshing:
-                self._refreshing[user_id] = _WORKERS.submit(self._compute_density, user_id)
+            if cached is None or time.monotonic() - cached[0] >= _DENSITY_TTL:
+                self._start_density(user_id)
         return cached[1] if cached is not None else _NO_DENSITY
+
+    def _start_density(self, user_id: str) -> Future[_Density]:
+        """The running computation for the user, or a new one. Hold `_densities_lock`."""
+        running = self._refreshing.get(user_id)
+        if running is None:
+            running = self._refreshing[user_id] = _DENSITY_WORKER.submit(self._compute_density, user_id)
+        return running
 
     def _compute_density(self, user_id: str) -> _Density:
         """One read of the user's vectors, the k-nearest-neighbour means in numpy;
@@ -637,6 +649,12 @@ class Retriever:
             if cand.turn in wanted:
                 out.append(cand)
         return out
+
+
+def _done(value: _Density) -> Future[_Density]:
+    future: Future[_Density] = Future()
+    future.set_result(value)
+    return future
 
 
 def _best_first(cand: Candidate) -> tuple[float, str]:

@@ -140,7 +140,9 @@ class MemoryService:
         """Compute what retrieval keeps per user (the density of each of the user's
         memories) at session start, so the first look-up does not pay for it on the
         reply's clock."""
-        await run_read(self.retriever.prepare, user_id)
+        # Awaited as a future, not on the read pool: a second of numpy must not hold
+        # one of the read slots that the turns' look-ups need.
+        await asyncio.wrap_future(self.retriever.prepare_future(user_id))
 
     async def profile(self, user_id: str) -> list[MemoryRecord]:
         """GATED: the user's durable facts for the session-start profile; NORMAL: none."""

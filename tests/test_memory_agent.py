@@ -332,3 +332,34 @@ async def test_session_start_prepares_retrieval_so_the_first_turn_does_no_store_
     density = service.retriever.density(user_id)
     assert len(density.of) == 25 and seen == []  # ready, with no query of its own
     await session.aclose(drain_timeout_s=1.0)
+
+
+async def test_computing_densities_at_session_start_leaves_every_read_slot_to_the_turns(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import threading
+
+    from memory.service import MAX_READS_IN_FLIGHT, run_read
+
+    for hour in range(1, 26):
+        store.add_raw(user_id, f"I walked the dog at {hour} o'clock")
+    service = make_service(store, MemoryMode.NORMAL)
+    release = threading.Event()
+    compute = service.retriever._compute_density
+
+    def slow_compute(uid: str):  # type: ignore[no-untyped-def]
+        release.wait(timeout=30)  # a store of 20,000 memories
+        return compute(uid)
+
+    monkeypatch.setattr(service.retriever, "_compute_density", slow_compute)
+    preparing = asyncio.ensure_future(service.prepare(user_id))
+    try:
+        # Every read slot is still there for the turns' look-ups while it runs.
+        reads = [run_read(threading.Event().wait, 0.05) for _ in range(MAX_READS_IN_FLIGHT)]
+        assert await asyncio.gather(*reads) == [False] * MAX_READS_IN_FLIGHT
+        assert not preparing.done()
+    finally:
+        release.set()
+    await asyncio.wait_for(preparing, timeout=10)
+    assert len(service.retriever.density(user_id).of) == 25

@@ -344,4 +344,3 @@ def test_a_failing_store_gets_no_stream_of_density_reads(
     assert r.prepare(user_id).of == {}  # the store is back, but the pause is not over...
     monkeypatch.setattr(retrieval_mod, "_DENSITY_TTL", 0.0)  # ...now it is
     assert len(r.prepare(user_id).of) == 24
-
