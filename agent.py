@@ -15,6 +15,7 @@ from dotenv import load_dotenv
 from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, cli, room_io
 from livekit.plugins import openai, silero
 
+from memory import heap, lexical
 from memory.embedder import local_model
 from memory.gatekeeper import Gatekeeper
 from memory.livekit_glue import MemoryAgent, MemorySession
@@ -32,13 +33,17 @@ def _openai_kwargs() -> dict[str, str]:
 
 
 def prewarm(proc: JobProcess) -> None:
-    """Once per worker process: the VAD, the local embedder and the memory store."""
+    """Once per worker process: the VAD, the local embedder, the Chinese segmenter and
+    the memory store; then everything they made is frozen out of the garbage
+    collector's full passes (memory/heap.py), which would otherwise stall replies."""
     settings = load_settings()
     proc.userdata["vad"] = silero.VAD.load()
     if settings.embedder is EmbedderKind.LOCAL:
         local_model()
+    lexical.warm_up()
     proc.userdata["settings"] = settings
     proc.userdata["store"] = MemoryStore.open(settings)
+    heap.settle()
 
 
 def _prometheus_port() -> int | None:
