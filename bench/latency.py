@@ -12,6 +12,12 @@ block the LLM saw equals a reference look-up for that turn's words, made with no
 budget). Two stress scenarios: a store that stalls 5 s on every call, and an
 embedder that takes 200 ms a call (as a remote embedding API would).
 
+The process is prepared as the worker's prewarm prepares it: models loaded, then
+the long-lived heap frozen out of the garbage collector's full passes
+(memory/heap.py; `--gc default` leaves it, to compare). In the same run it times
+one full pass before and after freezing, and it records every full pass that
+happens during each scenario: each holds the GIL, so a reply waits for it.
+
 Prints a table and, last, one JSON line.
 """
 
@@ -20,12 +26,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import gc
 import json
 import logging
 import os
 import platform
 import random
-import statistics
 import sys
 import time
 import uuid
@@ -40,6 +46,7 @@ from livekit.agents import Agent
 
 from bench.evaldata import default_eval_dir
 from memory import embedder as embedder_mod
+from memory import heap, lexical
 from memory.gatekeeper import Gatekeeper
 from memory.livekit_glue import MemoryAgent, MemorySession
 from memory.prompts import load_prompt
@@ -212,6 +219,27 @@ class ScenarioResult:
     turns: list[TurnRecord] = field(default_factory=list)
     wall_s: float = 0.0
     budget_missed: int = 0
+    gc_full_passes_ms: list[float] = field(default_factory=list)
+
+
+@contextmanager
+def full_passes(out: list[float]) -> Iterator[None]:
+    """Record the duration of every full (oldest-generation) collection in the block."""
+    started: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            out.append((time.perf_counter() - started.pop()) * 1000)
+
+    gc.callbacks.append(on_gc)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(on_gc)
 
 
 @contextmanager
@@ -302,7 +330,9 @@ async def run_scenario(
             refs.append(own_ids(recs))
         return "Sure."
 
-    llm = RecordingLLM(respond)
+    # No copy of each request's context: 200 turns of them would grow the heap as
+    # turns², as no worker's does, and the full-GC figures would measure the harness.
+    llm = RecordingLLM(respond, keep_context=False)
     if settings is None:
         agent: Agent = Agent(instructions=load_prompt("system"))
     else:
@@ -316,6 +346,27 @@ async def run_scenario(
     if session_memory is not None:
         session_memory.attach(harness.session)
     t0 = time.perf_counter()
+    with full_passes(result.gc_full_passes_ms):
+        await _drive(harness, llm, turns, result, session_memory, refs, own_ids, reference, interim_gap)
+    if session_memory is not None:
+        await session_memory.aclose(drain_timeout_s=2.0)
+        result.budget_missed = sum(1 for t in session_memory.turns if t.recall and t.recall.missed_budget)
+    result.wall_s = time.perf_counter() - t0
+    return result
+
+
+async def _drive(
+    harness: VoiceHarness,
+    llm: RecordingLLM,
+    turns: list[str],
+    result: ScenarioResult,
+    session_memory: MemorySession | None,
+    refs: list[list[str]],
+    own_ids: Callable[[list[MemoryRecord]], list[str]],
+    reference: bool,
+    interim_gap: float,
+) -> None:
+    """Say every turn and record, per turn, when the LLM request came and what it carried."""
     async with harness:
         for text in turns:
             n_req, n_emit = llm.count, len(harness.stt.emitted)
@@ -341,11 +392,6 @@ async def run_scenario(
                               f"only-injected={[rec.get(i) for i in got - set(refs[n_refs])]} "
                               f"only-reference={len(set(refs[n_refs]) - got)}", file=sys.stderr)  # fmt: skip
             result.turns.append(TurnRecord(text, delay, len(reqs), own, injected))
-    if session_memory is not None:
-        await session_memory.aclose(drain_timeout_s=2.0)
-        result.budget_missed = sum(1 for t in session_memory.turns if t.recall and t.recall.missed_budget)
-    result.wall_s = time.perf_counter() - t0
-    return result
 
 
 # ------------------------------------------------------------------- report
@@ -376,18 +422,26 @@ def summarise(res: ScenarioResult, baseline: ScenarioResult) -> dict[str, Any]:
         "own_turn_memories": round(sum(own) / len(own), 4) if own else None,
         "turns_with_memories": sum(1 for t in res.turns if t.injected),
         "budget_missed": res.budget_missed,
+        "gc_full_passes": len(res.gc_full_passes_ms),
+        "gc_full_pass_max_ms": round(max(res.gc_full_passes_ms), 1) if res.gc_full_passes_ms else None,
         "wall_s": round(res.wall_s, 1),
     }
 
 
-async def amain(args: argparse.Namespace) -> dict[str, Any]:
+async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     env = {"MEMORY_DATA_DIR": str(data_dir), "MEMORY_COLLECTION": "bench_latency", "MEMORY_BUDGET_MS": str(args.budget_ms)}
     base = load_settings(env, dotenv=False)
     store = MemoryStore.open(base)
     preload(store, args.user_memories, args.total_memories)
+    # As the worker's prewarm does: models loaded, then the long-lived heap frozen.
     embedder_mod.local_model()
+    lexical.warm_up()
+    gc_info: dict[str, Any] = {"mode": args.gc, "full_pass_ms_unfrozen": round(heap.full_pass_ms(), 1)}
+    if args.gc == "frozen":
+        gc_info["frozen_objects"] = heap.settle()
+        gc_info["full_pass_ms_frozen"] = round(heap.full_pass_ms(), 1)
     turns = build_turns(args.turns)
     slow_turns = turns[: args.stress_turns]
     normal = dataclasses.replace(base, mode=MemoryMode.NORMAL)
@@ -422,7 +476,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     }
     summary = {k: summarise(results[a], results[b]) for k, (a, b) in pairs.items() if a in results}
     store.close()
-    return summary
+    return summary, gc_info
 
 
 @contextmanager
@@ -439,23 +493,31 @@ def main() -> None:
     parser.add_argument("--budget-ms", type=float, default=150.0)
     parser.add_argument("--interim-gap", type=float, default=0.12, help="seconds between STT events")
     parser.add_argument("--scenarios", default="main,stress", help="main, stress, or both (default)")
+    parser.add_argument("--gc", choices=("frozen", "default"), default="frozen",
+                        help="frozen (as the worker's prewarm leaves it, default) or default (nothing frozen)")
     parser.add_argument("--data-dir", default=os.environ.get("BENCH_DATA_DIR", "/tmp/bench-latency"))
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    summary = asyncio.run(amain(args))
+    summary, gc_info = asyncio.run(amain(args))
 
     print()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"budget {args.budget_ms:g} ms; STT events every {args.interim_gap * 1000:g} ms")
-    header = f"{'scenario':28} {'turns':>5} {'added p50':>10} {'added p95':>10} {'max':>8} {'LLM req/turn':>12} {'own mem':>8} {'w/ mem':>7} {'missed':>7}"
+    frozen = gc_info.get("full_pass_ms_frozen")
+    print(f"garbage collector: {gc_info['mode']}; one full pass "
+          f"{gc_info['full_pass_ms_unfrozen']:.1f} ms with nothing frozen"
+          + (f", {frozen:.1f} ms with {gc_info['frozen_objects']:,} objects frozen" if frozen is not None else ""))
+    header = (f"{'scenario':28} {'turns':>5} {'added p50':>10} {'added p95':>10} {'max':>8} {'LLM req/turn':>12} "
+              f"{'own mem':>8} {'w/ mem':>7} {'missed':>7} {'full GC':>8} {'GC max':>7}")
     print(header)
     print("-" * len(header))
     for name, s in summary.items():
         own = "-" if s["own_turn_memories"] is None else f"{s['own_turn_memories']:.3f}"
         print(f"{name:28} {s['turns']:>5} {s['added_ms_p50']:>8.1f}ms {s['added_ms_p95']:>8.1f}ms "
               f"{s['added_ms_max']:>6.0f}ms {s['llm_requests_per_turn']:>12.2f} {own:>8} "
-              f"{s['turns_with_memories']:>7} {s['budget_missed']:>7}")
-    print(json.dumps({"bench": "latency", "budget_ms": args.budget_ms, "results": summary}))
+              f"{s['turns_with_memories']:>7} {s['budget_missed']:>7} {s['gc_full_passes']:>8} "
+              f"{'-' if s['gc_full_pass_max_ms'] is None else format(s['gc_full_pass_max_ms'], '.0f') + 'ms':>7}")
+    print(json.dumps({"bench": "latency", "budget_ms": args.budget_ms, "gc": gc_info, "results": summary}))
 
 
 if __name__ == "__main__":

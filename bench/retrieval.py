@@ -8,7 +8,9 @@ Each store of the file becomes one user whose memories are written with
 included), in a dedicated data directory and collection (`bench_<file>`), so bench
 data never mixes with a user's. A rerun reuses the loaded rows when their count
 matches. Every query then goes through the same `Retriever` the agent uses, with
-the embedder's query cache cleared first, so the time includes the embedding.
+the embedder's query cache cleared first, so the time includes the embedding, and
+with the long-lived heap frozen out of full garbage collections as the worker's
+prewarm leaves it (memory/heap.py).
 
 Methods are named settings (see METHODS); extra overrides can follow a comma,
 e.g. `full,retrieval_lexical_weight=0.4`. Reported per method: hit@1/5/10,
@@ -35,7 +37,7 @@ from typing import Any
 
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from bench.evaldata import Query, RetrievalFile, Store, load_retrieval
-from memory import lexical
+from memory import heap, lexical
 from memory.retrieval import Retriever
 from memory.settings import MemorySettings, load_settings
 from memory.store import MemoryStore
@@ -217,6 +219,7 @@ def run_method(
     cache = getattr(store.mem0.embedding_model, "_cache", None)
     for q in queries[:3]:  # warm the pool, the model and the plans; not timed
         retriever.retrieve(user_for(q.store_id), q.query, top_k=k, context=earlier_turns(q))
+    heap.settle()  # as prewarm leaves a worker: loaded data is out of the full GC passes
     out = []
     for q in queries:
         context = earlier_turns(q)

@@ -223,10 +223,13 @@ class RecordingLLM(llm.LLM):
     ``(await rec.chat(chat_ctx=ctx).collect()).text``.
     """
 
-    def __init__(self, respond: Responder | None = None, *, ttft: float = 0.0) -> None:
+    def __init__(self, respond: Responder | None = None, *, ttft: float = 0.0, keep_context: bool = True) -> None:
+        """`keep_context=False` records each request's messages as text but not a copy of
+        its context: a long session (a benchmark) would otherwise hold turns² messages."""
         super().__init__()
         self._respond: Responder = respond or (lambda _req: "ok")
         self.ttft = ttft
+        self.keep_context = keep_context
         self.requests: list[LLMRequest] = []
 
     @property
@@ -264,7 +267,7 @@ class RecordingLLM(llm.LLM):
         request = LLMRequest(
             arrived_at=time.perf_counter(),
             messages=[(m.role, m.text_content or "") for m in chat_ctx.messages()],
-            chat_ctx=_snapshot(chat_ctx),
+            chat_ctx=_snapshot(chat_ctx) if self.keep_context else llm.ChatContext.empty(),
             tools=list(tools or []),
             kwargs={**extra, **kwargs},
         )
