@@ -463,6 +463,11 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
     specs = [spec for group in args.scenarios.split(",") for spec in wanted[group.strip()]]
     for name, settings, tts, ctx in specs:
         print(f"running {name}: {len(tts)} turns ...", flush=True)
+        if args.gc == "frozen":
+            # A worker's job process runs one session after prewarm; here one process
+            # runs them all, so the previous scenario's leftovers are collected and what
+            # lives on is frozen, as prewarm leaves a fresh job process.
+            heap.settle()
         with (ctx() if ctx else _null()):
             results[name] = await run_scenario(
                 name, store, settings, tts, interim_gap=args.interim_gap,
