@@ -313,12 +313,17 @@ async def test_each_turn_is_logged_and_counted(store: MemoryStore, user_id: str,
     assert _total("memory_injected_total") >= injected + 1
 
 
+def _normal_service_with_dog_walks(store: MemoryStore, user_id: str) -> MemoryService:
+    """A NORMAL service for a user with 25 memories: enough for densities (20 or more)."""
+    for hour in range(1, 26):
+        store.add_raw(user_id, f"I walked the dog at {hour} o'clock")
+    return make_service(store, MemoryMode.NORMAL)
+
+
 async def test_session_start_prepares_retrieval_so_the_first_turn_does_no_store_wide_work(
     store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for hour in range(1, 26):
-        store.add_raw(user_id, f"I walked the dog at {hour} o'clock")
-    service = make_service(store, MemoryMode.NORMAL)
+    service = _normal_service_with_dog_walks(store, user_id)
     session = MemorySession(service, user_id=user_id)
     await session.wait_profile()  # the session-start work, in the background
     seen: list[str] = []
@@ -342,9 +347,7 @@ async def test_computing_densities_at_session_start_leaves_every_read_slot_to_th
 
     from memory.service import MAX_READS_IN_FLIGHT, run_read
 
-    for hour in range(1, 26):
-        store.add_raw(user_id, f"I walked the dog at {hour} o'clock")
-    service = make_service(store, MemoryMode.NORMAL)
+    service = _normal_service_with_dog_walks(store, user_id)
     release = threading.Event()
     compute = service.retriever._compute_density
 
