@@ -56,6 +56,7 @@ METHODS: dict[str, dict[str, Any]] = {
     "no-partial": {"retrieval_partial": False},
     "no-idf": {"retrieval_idf": False},
     "no-rarity": {"retrieval_rarity": 0.0},
+    "no-focus": {"retrieval_focus_weight": 1.0},
     "no-density": {"retrieval_density": 0.0},
     "no-threshold": {"retrieval_threshold": 0.0},
     "no-embed-cap": {"retrieval_embed_tokens": 0},

@@ -33,7 +33,7 @@ from functools import lru_cache
 # Stored with `lex` as `lex_v`; bump when `index_text` changes. Rows with an older
 # form are still found by the substring and vector stages and are always scored
 # from their text; bench/retrieval.py refreshes its own rows.
-LEX_VERSION = 1
+LEX_VERSION = 2  # 2: numbers and letters are separate words, numbers without leading zeros
 
 USER_ZH = "用户"
 USER_EN = "user"
@@ -45,8 +45,10 @@ PARTIAL = 0.3
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
-# A run of CJK characters, or a latin/digit word (with an inner apostrophe).
-_PIECE = re.compile(rf"([{_CJK}]+)|([0-9a-z\u00c0-\u024f]+(?:['’][a-z]+)?)")
+# A run of CJK characters, a latin word (with an inner apostrophe), or a number.
+# A number is its own word ("160cm" -> 160 cm, "iphone13" -> iphone 13) so that it
+# matches however it is written next to it: "160厘米", "5月" (a CJK run ends it anyway).
+_PIECE = re.compile(rf"([{_CJK}]+)|([a-z\u00c0-\u024f]+(?:['’][a-z]+)?)|([0-9]+)")
 
 # 我/你/您 (and with 的) name the user, whoever speaks; 我们/你们/咱们 (a group),
 # 自我 ("self") and the greetings 你好/您好 are left alone.
@@ -170,13 +172,15 @@ def tokens(normalised: str, *, search: bool = False) -> list[str]:
     """
     out: list[str] = []
     for match in _PIECE.finditer(normalised):
-        cjk, latin = match.group(1), match.group(2)
+        cjk, latin, number = match.groups()
         if cjk:
             jb = _jieba()
             out.extend(jb.cut_for_search(cjk) if search else jb.lcut(cjk))
         elif latin:
             word = re.sub(r"['’]s$", "", latin)
             out.append(word.replace("'", "").replace("’", ""))
+        elif number:
+            out.append(number.lstrip("0") or "0")  # "08月" is "8月"
     return out
 
 
@@ -195,6 +199,34 @@ def keywords(text: str, *, pronouns: bool = True) -> list[str]:
         if _is_content(word):
             seen.setdefault(word, None)
     return list(seen)
+
+
+# Question words after which the next word names what is asked for: "什么颜色",
+# "是啥职位", "哪种运动", "多大年纪", "what colour", "which city".
+_WH: frozenset[str] = frozenset(
+    "什么 啥 哪 哪儿 哪里 哪个 哪些 哪种 哪家 哪位 多少 几 多大 what which whose".split()
+)
+
+
+def question_focus(text: str, *, pronouns: bool = True) -> frozenset[str]:
+    """Words that a question asks for rather than about: the word right after a question
+    word (after a one-character measure word: 哪 种 运动), when it occurs nowhere else.
+
+    The answer stands in for them: "我上司是啥职位" is answered by "我的上司是研发总监",
+    which says 职位 nowhere, while memories that do say it are about someone else's.
+    So they should count less in the lexical score than what the question is about.
+    """
+    words = tokens(normalise(text, pronouns=pronouns))
+    asked: set[int] = set()
+    for i, word in enumerate(words[:-1]):
+        if word in _WH:
+            j = i + 1
+            if len(words[j]) == 1 and not words[j].isascii() and j + 1 < len(words):
+                j += 1  # a measure word: 哪 种 运动, 几 个 人
+            asked.add(j)
+    focus = {words[j] for j in asked if _is_content(words[j])}
+    elsewhere = {w for i, w in enumerate(words) if i not in asked}
+    return frozenset(focus - elsewhere)
 
 
 def index_text(text: str, *, pronouns: bool = True) -> str:

@@ -273,7 +273,9 @@ class Retriever:
         Keywords of the part that is embedded (the whole message, or the tail of a
         long one) weigh 1; those only in the earlier part `retrieval_head_weight`
         (chit-chat before the real question dilutes it); those only in the earlier
-        turns of the session (`context`) `retrieval_context_weight`.
+        turns of the session (`context`) `retrieval_context_weight`. The word a
+        question asks for (`lexical.question_focus`) is then weighed down to
+        `retrieval_focus_weight`: its answer seldom repeats it.
         """
         s = self.settings
         words: dict[str, float] = {}
@@ -286,6 +288,10 @@ class Retriever:
                 continue
             for word in lexical.keywords(text, pronouns=s.retrieval_pronouns):
                 words.setdefault(word, weight)
+        if s.retrieval_focus_weight < 1.0:
+            for word in lexical.question_focus(query, pronouns=s.retrieval_pronouns):
+                if word in words:
+                    words[word] *= s.retrieval_focus_weight
         return list(words), list(words.values())
 
     def query_vector(self, query: str, context: Sequence[str] = ()) -> list[float]:

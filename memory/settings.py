@@ -79,6 +79,7 @@ class MemorySettings:
     retrieval_context_turns: int = 2  # earlier user turns of the session that shape the query (0: none)
     retrieval_context_weight: float = 0.8  # weight of their keywords and of their vector in the query's
     retrieval_neighbours: float = 0.35  # share of the best adjacent turn's score a raw turn gets (0: off)
+    retrieval_focus_weight: float = 0.25  # weight of the word a question asks for ("啥职位", "what colour"); 1: off
     retrieval_rarity: float = 1.0  # exponent of a keyword's rarity in everyday language in its weight (0: off)
     retrieval_density: float = 0.4  # hubness correction: share of a memory's neighbourhood density off its cosine (0: off)
 
@@ -185,6 +186,9 @@ def _retrieval_settings(env: Mapping[str, str]) -> dict[str, object]:
             env, "MEMORY_RETRIEVAL_CONTEXT_WEIGHT", d.retrieval_context_weight, lo=0.0, hi=1.0
         ),
         "retrieval_neighbours": _number(env, "MEMORY_RETRIEVAL_NEIGHBOURS", d.retrieval_neighbours, lo=0.0, hi=1.0),
+        "retrieval_focus_weight": _number(
+            env, "MEMORY_RETRIEVAL_FOCUS_WEIGHT", d.retrieval_focus_weight, lo=0.0, hi=1.0
+        ),
         "retrieval_rarity": _number(env, "MEMORY_RETRIEVAL_RARITY", d.retrieval_rarity, lo=0.0, hi=4.0),
         "retrieval_density": _number(env, "MEMORY_RETRIEVAL_DENSITY", d.retrieval_density, lo=0.0, hi=2.0),
     }

@@ -99,3 +99,27 @@ def test_lex_fields_never_raise(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(lexical, "index_text", boom)
     assert lexical.lex_fields("我喜欢蓝色") == {}
+
+
+def test_a_number_is_a_word_of_its_own_however_it_is_written() -> None:
+    assert keywords("我身高160cm") == ["用户", "身高", "160", "cm"]
+    assert keywords("I bought an iPhone13") == ["user", "bought", "iphone", "13"]
+    question = keywords("谁的生日是8月3日")
+    assert lexical_score(question, "我舅舅的生日是08月03日") == lexical_score(question, "我舅舅的生日是8月3日") == EXACT
+    assert match_level("160", analyse("我舅舅身高160厘米")) == EXACT
+    assert match_level("8", analyse("生日是18号")) == 0.0  # a number is not part of another
+
+
+@pytest.mark.parametrize(
+    ("question", "focus"),
+    [
+        ("我上司是啥职位来着？", {"职位"}),
+        ("你最喜欢哪种运动", {"运动"}),  # after the measure word
+        ("我同事多大年纪啊？", {"年纪"}),
+        ("What colour is my car?", {"colour"}),
+        ("我参观的那家医院是啥医院来着", set()),  # 医院 is also what it is about
+        ("我上司是研发总监", set()),  # no question
+    ],
+)
+def test_question_focus_is_the_word_asked_for(question: str, focus: set[str]) -> None:
+    assert lexical.question_focus(question) == focus

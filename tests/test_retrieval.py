@@ -344,3 +344,18 @@ def test_a_failing_store_gets_no_stream_of_density_reads(
     assert r.prepare(user_id).of == {}  # the store is back, but the pause is not over...
     monkeypatch.setattr(retrieval_mod, "_DENSITY_TTL", 0.0)  # ...now it is
     assert len(r.prepare(user_id).of) == 24
+
+
+def test_the_word_a_question_asks_for_counts_less_than_whom_it_is_about(store: MemoryStore, user_id: str) -> None:
+    boss = "我的上司是研发总监"  # the answer: it never says 职位
+    others = ("李明是我的下属，其职位是工程师", "王强是我的叔叔，其职位是快递员", "张丽是我的婶婶，其职位是教师")
+    seed(store, user_id, boss, *others)
+    question = "我上司是啥职位来着？"
+
+    def lead(**overrides: object) -> float:
+        hits = {m.text: m.score for m in retriever(store, **overrides).retrieve(user_id, question, top_k=4)}
+        return hits[boss] - max(hits[t] for t in others)
+
+    assert retriever(store).retrieve(user_id, question, top_k=1)[0].text == boss
+    assert lead() > lead(retrieval_focus_weight=1.0) + 0.05  # 职位 in the others counts for less
+
