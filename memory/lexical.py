@@ -30,10 +30,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+import cn2an
+
 # Stored with `lex` as `lex_v`; bump when `index_text` changes. Rows with an older
 # form are still found by the substring and vector stages and are always scored
 # from their text; bench/retrieval.py refreshes its own rows.
-LEX_VERSION = 2  # 2: numbers and letters are separate words, numbers without leading zeros
+# 2: numbers and letters are separate words, numbers lose leading zeros; 3: Chinese
+# numerals before a unit are digits.
+LEX_VERSION = 3
 
 USER_ZH = "用户"
 USER_EN = "user"
@@ -59,6 +63,11 @@ _EN_PRONOUNS: dict[str, str] = {
     "i'm": "user is", "i've": "user has", "i'll": "user will", "i'd": "user would",
     "you're": "user is", "you've": "user has", "you'll": "user will", "you'd": "user would",
 }  # fmt: skip
+# A Chinese numeral before a unit of time, age, count or measure: "六月", "四千人",
+# "二十五岁", "一个周". Not before 个 alone or 点: "一个", "一点" are function words.
+_ZH_NUMERAL = re.compile(
+    r"[零〇一二两三四五六七八九十百千万]+(?=个月|个周|个小时|月|日|号|岁|天|周|年|人|次|小时|分钟|公里|米|元|块)"
+)
 _EN_PRONOUN = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, _EN_PRONOUNS), key=len, reverse=True)) + r")\b")
 
 # Function words and question words: they say how something is asked, not what about.
@@ -136,16 +145,26 @@ def fold(text: str) -> str:
 
 
 def normalise(text: str, *, pronouns: bool = True) -> str:
-    """Folded text with the user's pronouns made neutral (你/我/您 -> 用户, I/you -> user).
+    """Folded text, Chinese numerals before a unit as digits (六月 -> 6月), and the user's
+    pronouns made neutral (你/我/您 -> 用户, I/you -> user).
 
     Who says "I" differs between a stored turn ("我喜欢蓝色"), a canonical fact
     ("你喜欢的颜色") and the question ("我喜欢的颜色是什么"); all of them mean the user.
+    Numbers are written both ways too: "八月份" asks about "08月26日".
     """
-    out = fold(text)
+    out = _ZH_NUMERAL.sub(_digits, fold(text))
     if pronouns:
         out = _ZH_PRONOUN.sub(lambda m: USER_ZH + ("的" if m.group(1) else ""), out)
         out = _EN_PRONOUN.sub(lambda m: _EN_PRONOUNS[m.group(0)], out)
     return out
+
+
+def _digits(numeral: re.Match[str]) -> str:
+    """The numeral as digits (cn2an), or as it was when it is no number ("万万")."""
+    try:
+        return str(cn2an.cn2an(numeral.group(0).replace("两", "二"), "normal"))
+    except ValueError:
+        return numeral.group(0)
 
 
 def stem(word: str) -> str:

@@ -13,7 +13,7 @@ from memory.lexical import EXACT, PARTIAL, SUBSTRING, analyse, keywords, lexical
     [
         ("我喜欢的颜色是什么", "用户喜欢的颜色是什么"),
         ("你喜欢的颜色: 蓝色", "用户喜欢的颜色: 蓝色"),
-        ("您的生日是五月三日", "用户的生日是五月三日"),
+        ("您的生日是五月三日", "用户的生日是5月3日"),  # numerals before a unit become digits
         ("我要去北京", "用户要去北京"),  # jieba would glue 我要 into one word: rewrite before segmenting
     ],
 )
@@ -123,3 +123,12 @@ def test_a_number_is_a_word_of_its_own_however_it_is_written() -> None:
 )
 def test_question_focus_is_the_word_asked_for(question: str, focus: set[str]) -> None:
     assert lexical.question_focus(question) == focus
+
+
+def test_chinese_numerals_before_a_unit_match_digits() -> None:
+    question = keywords("有几个人在八月份过生日？")
+    assert "8" in question
+    assert match_level("8", analyse("刘梓涵是我的上司，其生日是08月26日")) == EXACT
+    assert keywords("规模是四千人") == keywords("规模是4000人") == ["规模", "4000", "人"]
+    assert keywords("他二十五岁") == keywords("他25岁")
+    assert normalise("我们一起去一个人也行有一点累") == "我们一起去一个人也行有一点累"  # no numbers there
