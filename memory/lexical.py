@@ -7,8 +7,11 @@ lexical signal that the retriever fuses with the vector similarity:
 
 - `normalise`: case and width folded (NFKC + casefold); the pronouns that name the
   user (你/我/您, I/me/you, ...) rewritten to one neutral form (用户, user), so the
-  speaker's point of view stops mattering. Applied to the query and to memory text
-  alike; the stored text never changes.
+  speaker's point of view stops mattering; numbers one form (160cm -> 160 cm, 08月 and
+  八月 -> 8 月). Applied to the query and to memory text alike; the stored text never
+  changes.
+- `question_focus`: the word a question asks for ("是啥职位"), which its answer seldom
+  repeats; the retriever weighs it down.
 - `keywords`: the content words of a message: English words minus stop words;
   Chinese segmented with jieba (precise mode) minus function and question words.
 - `lexical_score`: per keyword 1.0 (a word of the memory, possibly only after
