@@ -214,10 +214,18 @@ def _is_content(word: str) -> bool:
     return True
 
 
+@lru_cache(maxsize=4096)
+def _words(text: str, pronouns: bool) -> tuple[str, ...]:
+    """All words of a message, normalised, in order. Cached: a look-up reads the same
+    message for its keywords and its question focus, and the session's earlier turns
+    and a prefetched transcript come back on later look-ups."""
+    return tuple(tokens(normalise(text, pronouns=pronouns)))
+
+
 def keywords(text: str, *, pronouns: bool = True) -> list[str]:
     """The content words of a message, normalised, unique, in order of appearance."""
     seen: dict[str, None] = {}
-    for word in tokens(normalise(text, pronouns=pronouns)):
+    for word in _words(text, pronouns):
         if _is_content(word):
             seen.setdefault(word, None)
     return list(seen)
@@ -238,7 +246,7 @@ def question_focus(text: str, *, pronouns: bool = True) -> frozenset[str]:
     which says 职位 nowhere, while memories that do say it are about someone else's.
     So they should count less in the lexical score than what the question is about.
     """
-    words = tokens(normalise(text, pronouns=pronouns))
+    words = _words(text, pronouns)
     asked: set[int] = set()
     for i, word in enumerate(words[:-1]):
         if word in _WH:

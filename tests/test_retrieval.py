@@ -358,4 +358,3 @@ def test_the_word_a_question_asks_for_counts_less_than_whom_it_is_about(store: M
 
     assert retriever(store).retrieve(user_id, question, top_k=1)[0].text == boss
     assert lead() > lead(retrieval_focus_weight=1.0) + 0.05  # 职位 in the others counts for less
-
