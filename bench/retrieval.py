@@ -14,9 +14,12 @@ prewarm leaves it (memory/heap.py).
 
 Methods are named settings (see METHODS); extra overrides can follow a comma,
 e.g. `full,retrieval_lexical_weight=0.4`. Reported per method: hit@1/5/10,
-frac@5/10, MRR@10 overall and per category, p50/p95 query time; with
---calibrate, the score quantiles used to set MEMORY_RETRIEVAL_THRESHOLD. The
-last line of the output is one JSON object with every figure.
+frac@5/10, MRR@10 overall and per category, p50/p95 query time, a 95%
+bootstrap interval for each hit@k, and each method's paired difference in hit@5
+from the first method named (bench/stats.py: on a 76-query file one query is 1.3
+points, so an interval says whether a gap is an effect); with --calibrate, the
+score quantiles used to set MEMORY_RETRIEVAL_THRESHOLD. The last line of the
+output is one JSON object with every figure.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
+from bench import stats
 from bench.evaldata import Query, RetrievalFile, Store, load_retrieval
 from memory import heap, lexical
 from memory.retrieval import Retriever
@@ -304,6 +308,25 @@ def metrics(results: Sequence[QueryResult]) -> dict[str, float]:
     return out
 
 
+def per_query_hits(results: Sequence[QueryResult], k: int) -> list[int]:
+    """1 for each query with a relevant memory in its top k, else 0, in query order."""
+    return [int(any(m in set(r.query.relevant) for m in r.ranked[:k])) for r in results]
+
+
+def intervals(results: Sequence[QueryResult]) -> dict[str, list[float]]:
+    """95% bootstrap interval of each hit@k over the queries."""
+    if not results:
+        return {}
+    return {f"hit@{k}_ci95": [round(x, 4) for x in stats.mean_interval(per_query_hits(results, k))] for k in KS}
+
+
+def compare(base: Sequence[QueryResult], other: Sequence[QueryResult], k: int = 5) -> dict[str, Any]:
+    """`other`'s paired difference in hit@k from `base` (the same queries, in order)."""
+    p = stats.paired(per_query_hits(base, k), per_query_hits(other, k))
+    return {f"hit@{k}_diff": round(p.diff, 4), "ci95": [round(p.low, 4), round(p.high, 4)],
+            "better": p.better, "worse": p.worse, "clear": p.clear}  # fmt: skip
+
+
 def timing(results: Sequence[QueryResult]) -> dict[str, float]:
     ms = sorted(r.ms for r in results)
     if not ms:
@@ -320,7 +343,7 @@ def summarise(results: Sequence[QueryResult]) -> dict[str, Any]:
     for r in results:
         by_cat[r.query.category].append(r)
     return {
-        "overall": metrics(results),
+        "overall": {**metrics(results), "hits@5": sum(per_query_hits(results, 5)), **intervals(results)},
         "categories": {c: metrics(rs) for c, rs in sorted(by_cat.items())},
         **timing(results),
     }
@@ -338,8 +361,21 @@ def print_table(name: str, k: int, summaries: dict[str, dict[str, Any]]) -> None
             cells = " ".join(f"{m.get(c, 0):>7.3f}" for c in cols)
             times = f" {summ.get('p50_ms', 0):>7.1f} {summ.get('p95_ms', 0):>7.1f}" if i == 0 else ""
             print(f"{method if i == 0 else '':<28} {cat:<16} {m['n']:>5} {cells}{times}")
+        overall = summ["overall"]
+        if "hit@5_ci95" in overall:
+            low, high = overall["hit@5_ci95"]
+            print(f"{'':<28} hit@5 {overall['hits@5']}/{overall['n']}, 95% interval {low:.3f}-{high:.3f}")
         if "calibration" in summ:
             print(f"{'':<28} scores: " + ", ".join(f"{k} {v:.3f}" for k, v in summ["calibration"].items()))
+    paired = [(m, s[key]) for m, s in summaries.items() for key in s if key.startswith("vs ")]
+    if paired:
+        base = next(iter(summaries))
+        print(f"\npaired against {base} (same queries; 95% bootstrap interval of the hit@5 difference)")
+        for method, p in paired:
+            verdict = "a difference" if p["clear"] else "within noise"
+            low, high = p["ci95"]
+            print(f"  {method:<28} {p['hit@5_diff']:+.3f} [{low:+.3f}, {high:+.3f}]  "
+                  f"better on {p['better']}, worse on {p['worse']}: {verdict}")  # fmt: skip
 
 
 # -------------------------------------------------------------------- main
@@ -363,10 +399,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         load(store, data, reload=args.reload)
         print(f"store ready in {time.perf_counter() - started:.1f}s ({store.table})", file=sys.stderr)
         summaries: dict[str, dict[str, Any]] = {}
+        first: list[QueryResult] | None = None
         for spec, overrides in methods:
             settings = dataclasses.replace(store.settings, **overrides)
             results = run_method(store, settings, queries, args.k)
             summaries[spec] = summarise(results)
+            if first is None:
+                first = results
+            else:
+                summaries[spec][f"vs {methods[0][0]}"] = compare(first, results)
             if args.calibrate and settings.retrieval_lexical:
                 summaries[spec]["calibration"] = calibration(store, settings, data, results, args.k)
             o = summaries[spec]

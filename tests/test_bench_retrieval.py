@@ -1,0 +1,96 @@
+"""The retrieval benchmark's figures add up, and its intervals say what noise is.
+
+`bench.stats` is pure arithmetic (checked against the normal approximation);
+the command runs the real store and embedder on a tiny file in two languages.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from bench import stats
+from bench.retrieval import main as retrieval_main
+
+
+def test_interval_of_a_hit_rate_matches_the_normal_approximation() -> None:
+    hits = [1] * 63 + [0] * 13  # 63 of 76, as on a MADial file
+    low, high = stats.mean_interval(hits)
+    p = 63 / 76
+    half = 1.96 * math.sqrt(p * (1 - p) / 76)
+    assert low == pytest.approx(p - half, abs=0.02)
+    assert high == pytest.approx(p + half, abs=0.02)
+    assert stats.mean_interval(hits) == (low, high)  # fixed seed: the same table twice
+
+
+def test_a_certain_figure_has_no_width() -> None:
+    assert stats.mean_interval([1, 1, 1, 1]) == (1.0, 1.0)
+
+
+def test_paired_difference_tells_an_effect_from_noise() -> None:
+    base = [1, 0] * 38
+    same = stats.paired(base, base)
+    assert (same.diff, same.low, same.high, same.better, same.worse) == (0.0, 0.0, 0.0, 0, 0)
+    assert not same.clear
+    # 20 of the 38 misses fixed, nothing broken: a real gain.
+    gained = [1 if i % 2 == 0 or i < 40 else 0 for i in range(76)]
+    up = stats.paired(base, gained)
+    assert (up.better, up.worse) == (20, 0)
+    assert up.diff == pytest.approx(20 / 76)
+    assert up.clear and up.low > 0
+    # One query gained and one lost: no difference, whatever the order.
+    swapped = list(base)
+    swapped[0], swapped[1] = 0, 1
+    noise = stats.paired(base, swapped)
+    assert (noise.better, noise.worse, noise.diff) == (1, 1, 0.0)
+    assert not noise.clear
+
+
+def test_bad_input_names_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="no values"):
+        stats.mean_interval([])
+    with pytest.raises(ValueError, match="got 2 and 3"):
+        stats.paired([1, 0], [1, 0, 1])
+
+
+def test_benchmark_reports_counts_intervals_and_paired_differences(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    memories = [
+        ("m1", "你喜欢的颜色: 蓝色"),
+        ("m2", "编程语言偏好: Python"),
+        ("m3", "My sister Anna lives in Lisbon."),
+        ("m4", "I adopted a turtle called Shelly last spring."),
+        ("m5", "我周末常去爬山"),
+        ("m6", "The dentist appointment is on Friday."),
+    ]
+    queries = [
+        ("q1", "我喜欢的颜色是什么", ["m1"]),
+        ("q2", "Where does Anna live?", ["m3"]),
+        ("q3", "what is my pet's name", ["m4"]),
+        ("q4", "编程", ["m2"]),
+    ]
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({
+        "name": "tiny-bench-check", "language": "mixed",
+        "stores": [{"store_id": "u1", "memories": [{"id": i, "text": t} for i, t in memories]}],
+        "queries": [{"id": i, "store_id": "u1", "query": q, "relevant": r, "category": "c"} for i, q, r in queries],
+    }, ensure_ascii=False), encoding="utf-8")  # fmt: skip
+
+    assert retrieval_main(["--data", str(path), "--data-dir", str(data_dir), "--method", "dense", "full"]) == 0
+    out = capsys.readouterr().out
+    figures = json.loads(out.strip().splitlines()[-1])["methods"]
+    for method in ("dense", "full"):
+        overall = figures[method]["overall"]
+        assert overall["hits@5"] == round(overall["hit@5"] * 4)
+        low, high = overall["hit@5_ci95"]
+        assert low <= overall["hit@5"] <= high
+    versus = figures["full"]["vs dense"]
+    gained = figures["full"]["overall"]["hits@5"] - figures["dense"]["overall"]["hits@5"]
+    assert versus["better"] - versus["worse"] == gained
+    assert versus["ci95"][0] <= versus["hit@5_diff"] <= versus["ci95"][1]
+    assert "vs dense" not in figures["dense"]
+    assert "paired against dense" in out and "95% interval" in out
