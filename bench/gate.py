@@ -6,7 +6,8 @@ Runs ``memory.prefilter.prefilter`` over every item (text + context) and, in the
 same run, the first-person keyword baseline from ../shared/eval/README.md, and
 reports for both: precision, recall and F1 of "passes" (action != SKIP) against
 ``durable``, skip rate (share of non-durable turns skipped), counts, FORCE count and
-p50/p95 time per call in microseconds. ``--by-reason`` adds a breakdown by decision
+p50/p95 time per call in microseconds, with 95% bootstrap intervals of recall and skip
+rate over the items (bench/stats.py). ``--by-reason`` adds a breakdown by decision
 reason, which is where to look before changing a rule. The readable table goes
 first; the LAST line is one JSON object with all figures per file, for scripts/CI.
 
@@ -27,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import stats
 from bench.evaldata import EvalDataError, GateFile, default_eval_dir, load_gate
 from memory.prefilter import GateAction, GateDecision, prefilter
 
@@ -70,6 +72,8 @@ class GateMetrics:
     f1: float | None
     skip_rate: float | None  # share of non-durable items skipped; None when there are none
     pass_rate: float | None  # share of all items passed (what the LLM step will see)
+    recall_ci95: tuple[float, float] | None = None  # bootstrap over the durable items
+    skip_rate_ci95: tuple[float, float] | None = None  # bootstrap over the non-durable items
 
 
 def gate_metrics(durable: Sequence[bool], passed: Sequence[bool], forced: Sequence[bool] = ()) -> GateMetrics:
@@ -100,7 +104,13 @@ def gate_metrics(durable: Sequence[bool], passed: Sequence[bool], forced: Sequen
         f1=f1,
         skip_rate=tn / (fp + tn) if fp + tn else None,
         pass_rate=(tp + fp) / len(durable) if durable else None,
+        recall_ci95=_interval([p for d, p in zip(durable, passed) if d]),
+        skip_rate_ci95=_interval([not p for d, p in zip(durable, passed) if not d]),
     )
+
+
+def _interval(indicators: Sequence[bool]) -> tuple[float, float] | None:
+    return stats.mean_interval([float(x) for x in indicators]) if indicators else None
 
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -166,19 +176,24 @@ def _fmt(x: float | None) -> str:
     return "  -  " if x is None else f"{x:.3f}"
 
 
+def _span(ci: tuple[float, float] | None) -> str:
+    return "-" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}"
+
+
 def format_table(gate: GateFile, reports: dict[str, MethodReport], by_reason: bool) -> str:
     m0 = next(iter(reports.values())).metrics
     lines = [
         f"{gate.name}  ({gate.language}, {m0.items} items: {m0.durable} durable, {m0.not_durable} not)  {gate.path}",
         f"  {'method':<10} {'prec':>6} {'recall':>6} {'F1':>6} {'skip':>6} {'pass%':>6} "
-        f"{'TP':>5} {'FP':>5} {'FN':>5} {'TN':>5} {'FORCE':>5} {'p50us':>7} {'p95us':>7}",
+        f"{'TP':>5} {'FP':>5} {'FN':>5} {'TN':>5} {'FORCE':>5} {'p50us':>7} {'p95us':>7} "
+        f"{'recall 95%':>12} {'skip 95%':>12}",
     ]
     for name, r in reports.items():
         m = r.metrics
         lines.append(
             f"  {name:<10} {_fmt(m.precision):>6} {_fmt(m.recall):>6} {_fmt(m.f1):>6} {_fmt(m.skip_rate):>6} "
             f"{_fmt(m.pass_rate):>6} {m.tp:>5} {m.fp:>5} {m.fn:>5} {m.tn:>5} {m.forced:>5} "
-            f"{r.p50_us:>7.1f} {r.p95_us:>7.1f}"
+            f"{r.p50_us:>7.1f} {r.p95_us:>7.1f} {_span(m.recall_ci95):>12} {_span(m.skip_rate_ci95):>12}"
         )
     if by_reason:
         for name, r in reports.items():
@@ -197,6 +212,8 @@ def report_json(gate: GateFile, reports: dict[str, MethodReport], by_reason: boo
         entry.update(p50_us=round(r.p50_us, 1), p95_us=round(r.p95_us, 1))
         for k in ("precision", "recall", "f1", "skip_rate", "pass_rate"):
             entry[k] = None if entry[k] is None else round(entry[k], 4)
+        for k in ("recall_ci95", "skip_rate_ci95"):
+            entry[k] = None if entry[k] is None else [round(x, 4) for x in entry[k]]
         if by_reason:
             entry["by_reason"] = r.by_reason
         out[name] = entry

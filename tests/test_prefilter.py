@@ -215,6 +215,8 @@ def test_gate_metrics_on_tiny_file(tmp_path: Path) -> None:
     assert m.recall == pytest.approx(2 / 3)
     assert m.f1 == pytest.approx(2 / 3)
     assert m.skip_rate == pytest.approx(3 / 4)
+    low, high = m.skip_rate_ci95  # 4 non-durable items: a wide interval around 3/4
+    assert low < 3 / 4 < high and high - low > 0.4
     # the baseline runs on the same file: keywords "my", 我的... and "remember"
     b = evaluate(gate)["baseline"].metrics
     assert (b.tp, b.fp, b.fn, b.tn) == (2, 1, 1, 3)
@@ -223,8 +225,10 @@ def test_gate_metrics_on_tiny_file(tmp_path: Path) -> None:
 def test_gate_metrics_edge_cases() -> None:
     m = gate_metrics([True, False], [False, False])
     assert m.precision is None and m.recall == 0.0 and m.f1 is None and m.skip_rate == 1.0
+    assert m.recall_ci95 == (0.0, 0.0) and m.skip_rate_ci95 == (1.0, 1.0)
     m = gate_metrics([False, False], [True, False])
     assert m.recall is None and m.precision == 0.0 and m.skip_rate == 0.5
+    assert m.recall_ci95 is None and m.skip_rate_ci95 is not None
     with pytest.raises(ValueError):
         gate_metrics([True], [])
 
@@ -239,6 +243,7 @@ def test_gate_cli_prints_json_last(tmp_path: Path, capsys: pytest.CaptureFixture
     figures = json.loads(last)["files"]["cli"]
     assert figures["prefilter"]["recall"] == 1.0 and figures["prefilter"]["skip_rate"] == 1.0
     assert figures["prefilter"]["by_reason"]["ack"]["not_durable"] == 1
+    assert figures["prefilter"]["recall_ci95"] == [1.0, 1.0]  # one durable item, passed
     assert "p95_us" in figures["baseline"]
 
 
