@@ -117,7 +117,7 @@ def load(store: MemoryStore, data: RetrievalFile, *, reload: bool = False) -> No
         turns = turn_positions(s)
         if not reload and counts.get(user, (0, 0))[0] == len(s.memories):
             if counts[user][1] < len(s.memories):  # written by an older `index_text`
-                _refresh_lex(store, user)
+                store.reindex_lex(user, pause_s=0.0)
             _refresh_turns(store, user, turns)
             continue
         _delete_user_rows(store, user)
@@ -186,23 +186,6 @@ def _delete_user_rows(store: MemoryStore, user: str) -> None:
         conn.execute(
             sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s").format(sql.Identifier(store.table)), [user]
         )
-
-
-def _refresh_lex(store: MemoryStore, user: str) -> None:
-    """Recompute `lex` for rows loaded by an older version (a derived field, no history)."""
-    from psycopg import sql
-    from psycopg.types.json import Jsonb
-
-    t = sql.Identifier(store.table)
-    with store.pool.connection() as conn:
-        rows = conn.execute(
-            sql.SQL("SELECT id, payload->>'data' FROM {} WHERE payload->>'user_id' = %s").format(t), [user]
-        ).fetchall()
-        for mem_id, text in rows:
-            conn.execute(
-                sql.SQL("UPDATE {} SET payload = payload || %s WHERE id = %s").format(t),
-                [Jsonb(lexical.lex_fields(text or "")), mem_id],
-            )
 
 
 # -------------------------------------------------------------- measuring

@@ -35,9 +35,9 @@ from functools import lru_cache
 
 import cn2an
 
-# Stored with `lex` as `lex_v`; bump when `index_text` changes. Rows with an older
-# form are still found by the substring and vector stages and are always scored
-# from their text; bench/retrieval.py refreshes its own rows.
+# Stored with `lex` as `lex_v`; bump when `index_text` changes. Session start rewrites
+# a user's rows of an older form (`MemoryStore.reindex_lex`); until then they are
+# still found by the substring and vector stages, and always scored from their text.
 # 2: numbers and letters are separate words, numbers lose leading zeros; 3: Chinese
 # numerals before a unit are digits.
 LEX_VERSION = 3

@@ -30,6 +30,10 @@ T = TypeVar("T")
 # pool: a stalled database then ties up these threads only, never the event
 # loop's default executor that LiveKit and its plugins also use.
 _IO_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memory-io")
+# Session-start upkeep that can take seconds on a large store (re-indexing rows an
+# older version wrote) runs here, one job at a time, on no thread that the reads or
+# the write queue need.
+_UPKEEP_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-upkeep")
 
 
 # Reads beyond this many in flight fail at once instead of queueing: behind a
@@ -137,12 +141,21 @@ class MemoryService:
         return await run_read(self.recall_sync, user_id, text, context, session_id)
 
     async def prepare(self, user_id: str) -> None:
-        """Compute what retrieval keeps per user (the density of each of the user's
-        memories) at session start, so the first look-up does not pay for it on the
-        reply's clock."""
+        """Session start, in the background: compute what retrieval keeps per user (the
+        density of each of the user's memories), so the first look-up does not pay for
+        it on the reply's clock; then bring the lexical index of the user's older rows
+        up to date (`MemoryStore.reindex_lex`)."""
         # Awaited as a future, not on the read pool: a second of numpy must not hold
         # one of the read slots that the turns' look-ups need.
         await asyncio.wrap_future(self.retriever.prepare_future(user_id))
+        loop = asyncio.get_running_loop()
+        try:
+            count = await loop.run_in_executor(_UPKEEP_POOL, self.store.reindex_lex, user_id)
+        except Exception as exc:  # noqa: BLE001 - old rows stay findable by substring and vector
+            logger.warning("lexical re-index failed: %r", exc)
+            return
+        if count:
+            logger.info("re-indexed %d memories of %s for full-text recall", count, user_id)
 
     async def profile(self, user_id: str) -> list[MemoryRecord]:
         """GATED: the user's durable facts for the session-start profile; NORMAL: none."""

@@ -12,17 +12,20 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
 import unicodedata
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 
 from psycopg import sql
+from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from . import embedder as embedder_mod
-from .lexical import lex_fields
+from .lexical import LEX_VERSION, lex_fields
 from .postgres import embedded_url, ensure_schema, open_pool
 from .settings import ConfigError, EmbedderKind, MemorySettings
 
@@ -196,6 +199,40 @@ class MemoryStore:
         for mem_id in ids:
             self.mem0.delete(mem_id)
         return len(ids)
+
+    def reindex_lex(self, user_id: str, *, limit: int = 20_000, batch: int = 100, pause_s: float = 0.02) -> int:
+        """Rewrite the lexical index (`lex`) of the user's rows that an older version of
+        memory/lexical.py wrote, or that have none; at most `limit` rows. Returns how many.
+
+        After an upgrade that changes the index (numbers as words of their own, Chinese
+        numerals as digits, ...), old rows would otherwise be found by full text only
+        through the words the old index happened to share with the new one. `lex` is
+        derived from the stored text, so this touches neither the text, nor the vector,
+        nor Mem0's history, and a row whose text changed meanwhile is left to its writer.
+        Batches with a pause between them: segmenting is pure Python, and the event loop
+        of the session that runs this must keep the GIL often.
+        """
+        t = sql.Identifier(self.table)
+        # In id order from where the last batch ended: a row that cannot be indexed
+        # (lex_fields gives up on it) is passed once, not fetched again and again.
+        select = sql.SQL(
+            "SELECT id, payload->>'data' FROM {} WHERE payload->>'user_id' = %s "
+            "AND payload->>'lex_v' IS DISTINCT FROM %s AND id > %s ORDER BY id LIMIT %s"
+        ).format(t)
+        update = sql.SQL("UPDATE {} SET payload = payload || %s WHERE id = %s AND payload->>'data' = %s").format(t)
+        done, after = 0, uuid.UUID(int=0)
+        while done < limit:
+            with self.pool.connection() as conn:
+                rows = conn.execute(select, [user_id, str(LEX_VERSION), after, min(batch, limit - done)]).fetchall()
+            if not rows:
+                break
+            after = rows[-1][0]
+            updates = [(Jsonb(lex_fields(text)), row_id, text) for row_id, text in rows if text]
+            with self.pool.connection() as conn, conn.cursor() as cur:
+                cur.executemany(update, updates)
+            done += len(rows)
+            time.sleep(pause_s)
+        return done
 
     # ------------------------------------------------------------------ reads
     def search(

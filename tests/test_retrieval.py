@@ -9,7 +9,9 @@ import pytest
 from psycopg import sql
 
 from memory.retrieval import Retriever
+from memory.settings import MemoryMode
 from memory.store import MemoryStore
+from tests.conftest import make_service
 
 COLOUR = "你喜欢的颜色: 蓝色"
 DISTRACTORS = ("我下周要去上海出差", "我的猫叫咪咪", "明天早上八点开会")
@@ -56,6 +58,57 @@ def test_memory_written_before_the_lexical_field_is_still_found(store: MemorySto
     cands = {c.payload["data"]: c for c in r.candidates(user_id, "颜色", top_k=5)}
     assert cands[COLOUR].stages == {"substring"}
     assert r.retrieve(user_id, "我喜欢的颜色是什么", top_k=1)[0].text == COLOUR
+
+
+def _as_if_indexed_by_an_older_version(store: MemoryStore, *users: str) -> None:
+    with store.pool.connection() as conn:
+        conn.execute(
+            sql.SQL("UPDATE {} SET payload = payload - 'lex' - 'lex_v' WHERE payload->>'user_id' = ANY(%s)").format(
+                sql.Identifier(store.table)
+            ),
+            [list(users)],
+        )
+
+
+def _lex_versions(store: MemoryStore, user: str) -> list[str | None]:
+    with store.pool.connection() as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT payload->>'lex_v' FROM {} WHERE payload->>'user_id' = %s").format(
+                sql.Identifier(store.table)
+            ),
+            [user],
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+async def test_session_start_brings_older_rows_back_into_full_text_recall(
+    store: MemoryStore, user_id: str
+) -> None:
+    other = f"{user_id}-other"
+    seed(store, user_id, COLOUR, *DISTRACTORS)
+    seed(store, other, COLOUR)
+    _as_if_indexed_by_an_older_version(store, user_id, other)
+    r = retriever(store, retrieval_vector=False, retrieval_substring=False)  # full text alone
+    assert COLOUR not in {c.payload["data"] for c in r.candidates(user_id, "颜色", top_k=5)}
+    colour_id = next(m.id for m in store.list_user(user_id) if m.text == COLOUR)
+    history_before = store.history(colour_id)
+
+    await make_service(store, MemoryMode.NORMAL).prepare(user_id)
+
+    found = {c.payload["data"]: c for c in r.candidates(user_id, "颜色", top_k=5)}
+    assert "fulltext" in found[COLOUR].stages
+    assert {m.text for m in store.list_user(user_id)} == {COLOUR, *DISTRACTORS}  # texts as they were
+    assert store.history(colour_id) == history_before  # a derived field: no history entry
+    assert _lex_versions(store, other) == [None]  # another user's rows wait for their own session
+
+
+def test_reindex_works_through_a_backlog_in_bounded_steps(store: MemoryStore, user_id: str) -> None:
+    seed(store, user_id, *DISTRACTORS)
+    _as_if_indexed_by_an_older_version(store, user_id)
+    assert store.reindex_lex(user_id, limit=2, batch=1, pause_s=0) == 2
+    assert sorted(_lex_versions(store, user_id), key=str).count(None) == 1
+    assert store.reindex_lex(user_id, batch=1, pause_s=0) == 1
+    assert store.reindex_lex(user_id) == 0  # nothing left: one cheap query
 
 
 def test_part_of_a_word_gets_a_partial_score(store: MemoryStore, user_id: str) -> None:
