@@ -92,6 +92,7 @@ def preload(store: MemoryStore, user_memories: int, total: int) -> None:
     users' rows reuse those texts and vectors, so the index and the table have
     realistic size without embedding 100,000 texts on every machine.
     """
+    import psycopg
     from pgvector.psycopg import register_vector
     from psycopg import sql
     from psycopg.types.json import Jsonb
@@ -125,7 +126,9 @@ def preload(store: MemoryStore, user_memories: int, total: int) -> None:
     print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
     rng = random.Random(11)
     now = "2026-01-01T00:00:00+00:00"
-    with store.pool.connection() as conn:
+    # A connection of its own: pgvector's adapters, registered for the COPY, would
+    # otherwise stay on a pooled connection and change what later reads get back.
+    with psycopg.connect(store.url) as conn:
         register_vector(conn)
         conn.execute(sql.SQL("TRUNCATE {}").format(table))
         conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(f"{store.table}_hnsw_idx")))

@@ -419,10 +419,9 @@ class Retriever:
                 sql.Identifier(self.store.table)
             )
             with self.store.pool.connection() as conn, conn.cursor(binary=True) as cur:
-                # Binary pgvector values: int16 dims, int16 unused, then big-endian float4s.
                 rows = cur.execute(query, [user_id, _DENSITY_MAX + 1]).fetchall()
             if _DENSITY_MIN <= len(rows) <= _DENSITY_MAX:
-                vectors = np.stack([np.frombuffer(v, dtype=">f4", offset=4) for _, v in rows]).astype(np.float32)
+                vectors = np.stack([_vector_array(v) for _, v in rows]).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
                 values = knn_density(vectors, _DENSITY_K)
                 of = {mem_id: float(d) for (mem_id, _), d in zip(rows, values, strict=True)}
@@ -679,6 +678,15 @@ def calibrated_cosine(cos: float | None, floor: float, ceil: float) -> float:
     if cos is None or ceil <= floor:
         return 0.0
     return min(1.0, max(0.0, (cos - floor) / (ceil - floor)))
+
+
+def _vector_array(value: Any) -> np.ndarray:
+    """A pgvector value read in binary: raw bytes (int16 dims, int16 unused, then
+    big-endian float4s), or pgvector's `Vector` where a connection has its adapters
+    registered (a shared database whose owner configures them)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return np.frombuffer(value, dtype=">f4", offset=4)
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32)
 
 
 def _vector_literal(vector: Sequence[float]) -> str:

@@ -356,6 +356,24 @@ def test_the_density_correction_leaves_too_small_and_too_large_stores_alone(
     assert on == off
 
 
+def test_densities_are_computed_where_connections_hand_back_pgvector_values(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared database whose connections have pgvector's adapters registered (its
+    owner's pool configuration) returns `Vector` objects, not bytes."""
+    import memory.retrieval as retrieval_mod
+    from pgvector.psycopg import register_vector
+    from psycopg_pool import ConnectionPool
+
+    monkeypatch.setattr(retrieval_mod, "_DENSITY_MIN", 2)
+    seed(store, user_id, COLOUR, *DISTRACTORS)
+    plain = retriever(store).prepare(user_id).of
+    with ConnectionPool(store.url, min_size=1, max_size=1, configure=register_vector) as pool:
+        adapted = MemoryStore(store.settings, store.url, pool, store.mem0)
+        assert retriever(adapted).prepare(user_id).of == pytest.approx(plain)
+    assert len(plain) == 4
+
+
 def test_expired_densities_are_served_while_fresh_ones_are_computed_in_the_background(
     store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
