@@ -276,13 +276,12 @@ def metrics(results: Sequence[QueryResult]) -> dict[str, float]:
     if not n:
         return {"n": 0}
     sums: dict[str, float] = defaultdict(float)
+    for k in KS:
+        sums[f"hit@{k}"] = sum(per_query_hits(results, k))
     for r in results:
         relevant = set(r.query.relevant)
-        for k in KS:
-            top = r.ranked[:k]
-            sums[f"hit@{k}"] += any(m in relevant for m in top)
-            if k in (5, 10):
-                sums[f"frac@{k}"] += len(relevant.intersection(top)) / min(k, len(relevant))
+        for k in (5, 10):
+            sums[f"frac@{k}"] += len(relevant.intersection(r.ranked[:k])) / min(k, len(relevant))
         rank = next((i for i, m in enumerate(r.ranked[:10], 1) if m in relevant), None)
         sums["mrr@10"] += 1.0 / rank if rank else 0.0
     out = {"n": n}
@@ -293,7 +292,7 @@ def metrics(results: Sequence[QueryResult]) -> dict[str, float]:
 
 def per_query_hits(results: Sequence[QueryResult], k: int) -> list[int]:
     """1 for each query with a relevant memory in its top k, else 0, in query order."""
-    return [int(any(m in set(r.query.relevant) for m in r.ranked[:k])) for r in results]
+    return [int(not set(r.query.relevant).isdisjoint(r.ranked[:k])) for r in results]
 
 
 def intervals(results: Sequence[QueryResult]) -> dict[str, list[float]]:

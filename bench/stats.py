@@ -42,10 +42,12 @@ class Paired:
         return self.low > 0 or self.high < 0
 
 
-def _resampled_means(values: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+def _bootstrap(values: np.ndarray, level: float, resamples: int, seed: int) -> tuple[float, float]:
+    """Percentile interval of the mean of `values` over `resamples` resamplings."""
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(values), size=(resamples, len(values)))
-    return values[picks].mean(axis=1)
+    means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
+    tail = (1.0 - level) / 2
+    return float(np.quantile(means, tail)), float(np.quantile(means, 1.0 - tail))
 
 
 def mean_interval(
@@ -54,9 +56,7 @@ def mean_interval(
     """Percentile-bootstrap interval of the mean of per-query values (e.g. 0/1 hits)."""
     if not values:
         raise ValueError("mean_interval: no values")
-    means = _resampled_means(np.asarray(values, dtype=float), resamples, seed)
-    tail = (1.0 - level) / 2
-    return float(np.quantile(means, tail)), float(np.quantile(means, 1.0 - tail))
+    return _bootstrap(np.asarray(values, dtype=float), level, resamples, seed)
 
 
 def paired(
@@ -66,12 +66,11 @@ def paired(
     if len(a) != len(b) or not a:
         raise ValueError(f"paired: need two equal, non-empty lists of per-query values (got {len(a)} and {len(b)})")
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    diffs = _resampled_means(y - x, resamples, seed)
-    tail = (1.0 - level) / 2
+    low, high = _bootstrap(y - x, level, resamples, seed)
     return Paired(
         diff=float((y - x).mean()),
-        low=float(np.quantile(diffs, tail)),
-        high=float(np.quantile(diffs, 1.0 - tail)),
+        low=low,
+        high=high,
         better=int(((y > 0) & (x <= 0)).sum()),
         worse=int(((x > 0) & (y <= 0)).sum()),
     )
