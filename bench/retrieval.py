@@ -17,7 +17,8 @@ e.g. `full,retrieval_lexical_weight=0.4`. Reported per method: hit@1/5/10,
 frac@5/10, MRR@10 overall and per category, p50/p95 query time, a 95%
 bootstrap interval for each hit@k, and each method's paired difference in hit@5
 from the first method named (bench/stats.py: on a 76-query file one query is 1.3
-points, so an interval says whether a gap is an effect); with --calibrate, the
+points, so an interval says whether a gap is an effect), and how many queries
+were decided by under 0.001 of fused score (`close_calls`); with --calibrate, the
 score quantiles used to set MEMORY_RETRIEVAL_THRESHOLD. The last line of the
 output is one JSON object with every figure.
 """
@@ -70,6 +71,7 @@ METHODS: dict[str, dict[str, Any]] = {
 }
 DEFAULT_DATA_DIR = Path("/tmp/bench-memory")
 KS = (1, 5, 10)
+CLOSE_EPS = 0.001  # "decided by less than this": see `close_calls`
 
 
 def parse_method(spec: str) -> tuple[str, dict[str, Any]]:
@@ -259,7 +261,7 @@ def calibration(
             (hits[0].score if hits else 0.0)
             for r in results
             for hits in [retriever.retrieve(user_for(stores[(stores.index(r.query.store_id) + 1) % len(stores)]),
-                                            r.query.query, top_k=k)]  # fmt: skip
+                                            r.query.query, top_k=k)]
         )
         out.update({f"foreign_top1_p{p:02d}": _quantile(foreign, p / 100) for p in (50, 90, 99)})
     return out
@@ -302,6 +304,28 @@ def intervals(results: Sequence[QueryResult]) -> dict[str, list[float]]:
     return {f"hit@{k}_ci95": [round(x, 4) for x in stats.mean_interval(per_query_hits(results, k))] for k in KS}
 
 
+def close_calls(results: Sequence[QueryResult], k: int = 5, eps: float = CLOSE_EPS) -> dict[str, Any]:
+    """Queries whose hit@k is decided by less than `eps` of fused score: a hit whose
+    best relevant memory leads the memory ranked k+1 by less, or a miss whose best
+    relevant memory (within the returned list) trails the k-th by less.
+
+    These are the queries a rounding difference between machines, or a 1% change of
+    any weight, turns over; the interval says how wide the noise is, this says where.
+    """
+    hits = misses = 0
+    for r in results:
+        best = next((i for i, m in enumerate(r.ranked) if m in r.query.relevant), None)
+        if best is None or len(r.scores) != len(r.ranked):
+            continue
+        if best < k:
+            close = len(r.scores) > k and r.scores[best] - r.scores[k] < eps
+            hits += close
+        else:
+            close = r.scores[k - 1] - r.scores[best] < eps
+            misses += close
+    return {"eps": eps, "hits": hits, "misses": misses}
+
+
 def compare(base: Sequence[QueryResult], other: Sequence[QueryResult], k: int = 5) -> dict[str, Any]:
     """`other`'s paired difference in hit@k from `base` (the same queries, in order)."""
     p = stats.paired(per_query_hits(base, k), per_query_hits(other, k))
@@ -324,8 +348,9 @@ def summarise(results: Sequence[QueryResult]) -> dict[str, Any]:
     by_cat: dict[str, list[QueryResult]] = defaultdict(list)
     for r in results:
         by_cat[r.query.category].append(r)
+    overall = {**metrics(results), "hits@5": sum(per_query_hits(results, 5)), **intervals(results)}
     return {
-        "overall": {**metrics(results), "hits@5": sum(per_query_hits(results, 5)), **intervals(results)},
+        "overall": {**overall, "close@5": close_calls(results)},
         "categories": {c: metrics(rs) for c, rs in sorted(by_cat.items())},
         **timing(results),
     }
@@ -346,7 +371,9 @@ def print_table(name: str, k: int, summaries: dict[str, dict[str, Any]]) -> None
         overall = summ["overall"]
         if "hit@5_ci95" in overall:
             low, high = overall["hit@5_ci95"]
-            print(f"{'':<28} hit@5 {overall['hits@5']}/{overall['n']}, 95% interval {low:.3f}-{high:.3f}")
+            close = overall["close@5"]
+            print(f"{'':<28} hit@5 {overall['hits@5']}/{overall['n']}, 95% interval {low:.3f}-{high:.3f}; "
+                  f"decided by < {close['eps']} of score: {close['hits']} hits, {close['misses']} misses")  # fmt: skip
         if "calibration" in summ:
             print(f"{'':<28} scores: " + ", ".join(f"{k} {v:.3f}" for k, v in summ["calibration"].items()))
     paired = [(m, s[key]) for m, s in summaries.items() for key in s if key.startswith("vs ")]

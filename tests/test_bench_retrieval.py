@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from bench import stats
+from bench.evaldata import Query
+from bench.retrieval import QueryResult, close_calls
 from bench.retrieval import main as retrieval_main
 
 
@@ -56,6 +58,25 @@ def test_bad_input_names_what_is_wrong() -> None:
         stats.paired([1, 0], [1, 0, 1])
 
 
+def _result(relevant: str, ranked: str, scores: list[float]) -> QueryResult:
+    query = Query(id="q", store_id="s", query="?", relevant=(relevant,), category="c")
+    return QueryResult(query, list(ranked), 1.0, scores)
+
+
+def test_close_calls_are_the_queries_a_rounding_difference_turns_over() -> None:
+    six = "abcdef"
+    results = [
+        _result("e", six, [0.9, 0.8, 0.7, 0.6, 0.5003, 0.5]),  # hit at 5, 0.0003 above the 6th: close
+        _result("f", six, [0.9, 0.8, 0.7, 0.6, 0.5003, 0.5]),  # miss at 6, 0.0003 below the 5th: close
+        _result("e", six, [0.9, 0.8, 0.7, 0.6, 0.55, 0.5]),  # hit by 0.05: safe
+        _result("a", six, [0.9, 0.8, 0.7, 0.6, 0.5003, 0.5]),  # hit at 1: safe
+        _result("z", six, [0.9, 0.8, 0.7, 0.6, 0.5003, 0.5]),  # relevant not returned: safe miss
+        _result("a", "a", [0.9]),  # nothing ranked 6th to fall behind
+    ]
+    assert close_calls(results) == {"eps": 0.001, "hits": 1, "misses": 1}
+    assert close_calls(results, eps=0.1) == {"eps": 0.1, "hits": 2, "misses": 1}
+
+
 def test_benchmark_reports_counts_intervals_and_paired_differences(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -88,9 +109,11 @@ def test_benchmark_reports_counts_intervals_and_paired_differences(
         assert overall["hits@5"] == round(overall["hit@5"] * 4)
         low, high = overall["hit@5_ci95"]
         assert low <= overall["hit@5"] <= high
+        close = overall["close@5"]
+        assert close["hits"] <= overall["hits@5"] and close["misses"] <= 4 - overall["hits@5"]
     versus = figures["full"]["vs dense"]
     gained = figures["full"]["overall"]["hits@5"] - figures["dense"]["overall"]["hits@5"]
     assert versus["better"] - versus["worse"] == gained
     assert versus["ci95"][0] <= versus["hit@5_diff"] <= versus["ci95"][1]
     assert "vs dense" not in figures["dense"]
-    assert "paired against dense" in out and "95% interval" in out
+    assert "paired against dense" in out and "95% interval" in out and "decided by < 0.001" in out
