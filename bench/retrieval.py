@@ -17,10 +17,11 @@ e.g. `full,retrieval_lexical_weight=0.4`. Reported per method: hit@1/5/10,
 frac@5/10, MRR@10 overall and per category, p50/p95 query time, a 95%
 bootstrap interval for each hit@k, and each method's paired difference in hit@5
 from the first method named (bench/stats.py: on a 76-query file one query is 1.3
-points, so an interval says whether a gap is an effect), and how many queries
-were decided by under 0.001 of fused score (`close_calls`); with --calibrate, the
-score quantiles used to set MEMORY_RETRIEVAL_THRESHOLD. The last line of the
-output is one JSON object with every figure.
+points, so an interval says whether a gap is an effect), on files with several
+stores a hit@5 interval over stores (how far the figure may move on other users),
+and how many queries were decided by under 0.001 of fused score (`close_calls`);
+with --calibrate, the score quantiles used to set MEMORY_RETRIEVAL_THRESHOLD. The
+last line of the output is one JSON object with every figure.
 """
 
 from __future__ import annotations
@@ -297,11 +298,21 @@ def per_query_hits(results: Sequence[QueryResult], k: int) -> list[int]:
     return [int(not set(r.query.relevant).isdisjoint(r.ranked[:k])) for r in results]
 
 
-def intervals(results: Sequence[QueryResult]) -> dict[str, list[float]]:
-    """95% bootstrap interval of each hit@k over the queries."""
+def intervals(results: Sequence[QueryResult]) -> dict[str, Any]:
+    """95% bootstrap interval of each hit@k over the queries, and of hit@5 over the
+    stores when there are several (`hit@5_ci95_stores`, with their number): the
+    held-out halves hold other users, so that is how far the figure may move there."""
     if not results:
         return {}
-    return {f"hit@{k}_ci95": [round(x, 4) for x in stats.mean_interval(per_query_hits(results, k))] for k in KS}
+    out: dict[str, Any] = {
+        f"hit@{k}_ci95": [round(x, 4) for x in stats.mean_interval(per_query_hits(results, k))] for k in KS
+    }
+    stores = [r.query.store_id for r in results]
+    if len(set(stores)) > 1:
+        low, high = stats.mean_interval(per_query_hits(results, 5), groups=stores)
+        out["hit@5_ci95_stores"] = [round(low, 4), round(high, 4)]
+        out["stores"] = len(set(stores))
+    return out
 
 
 def close_calls(results: Sequence[QueryResult], k: int = 5, eps: float = CLOSE_EPS) -> dict[str, Any]:
@@ -372,8 +383,12 @@ def print_table(name: str, k: int, summaries: dict[str, dict[str, Any]]) -> None
         if "hit@5_ci95" in overall:
             low, high = overall["hit@5_ci95"]
             close = overall["close@5"]
-            print(f"{'':<28} hit@5 {overall['hits@5']}/{overall['n']}, 95% interval {low:.3f}-{high:.3f}; "
-                  f"decided by < {close['eps']} of score: {close['hits']} hits, {close['misses']} misses")  # fmt: skip
+            line = f"hit@5 {overall['hits@5']}/{overall['n']}, 95% interval {low:.3f}-{high:.3f} over queries"
+            if "hit@5_ci95_stores" in overall:
+                s_low, s_high = overall["hit@5_ci95_stores"]
+                line += f", {s_low:.3f}-{s_high:.3f} over its {overall['stores']} stores"
+            print(f"{'':<28} {line}; decided by < {close['eps']} of score: {close['hits']} hits, "
+                  f"{close['misses']} misses")  # fmt: skip
         if "calibration" in summ:
             print(f"{'':<28} scores: " + ", ".join(f"{k} {v:.3f}" for k, v in summ["calibration"].items()))
     paired = [(m, s[key]) for m, s in summaries.items() for key in s if key.startswith("vs ")]

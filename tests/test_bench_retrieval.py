@@ -51,11 +51,27 @@ def test_paired_difference_tells_an_effect_from_noise() -> None:
     assert not noise.clear
 
 
+def test_interval_over_stores_widens_when_stores_differ() -> None:
+    # Two users answered every time, two never: 38 of 76 either way, but on other users
+    # the figure could be anywhere, and only the interval over stores says so.
+    hits = [1] * 38 + [0] * 38
+    stores = ["a"] * 19 + ["b"] * 19 + ["c"] * 19 + ["d"] * 19
+    q_low, q_high = stats.mean_interval(hits)
+    s_low, s_high = stats.mean_interval(hits, groups=stores)
+    assert s_low < q_low - 0.1 and s_high > q_high + 0.1
+    # One query per store is the plain bootstrap over queries.
+    assert stats.mean_interval(hits, groups=list(range(76))) == pytest.approx((q_low, q_high))
+
+
 def test_bad_input_names_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="no values"):
         stats.mean_interval([])
     with pytest.raises(ValueError, match="got 2 and 3"):
         stats.paired([1, 0], [1, 0, 1])
+    with pytest.raises(ValueError, match="at least two groups"):
+        stats.mean_interval([1, 0, 1], groups=["u1", "u1", "u1"])
+    with pytest.raises(ValueError, match="got 2 for 3 values"):
+        stats.mean_interval([1, 0, 1], groups=["u1", "u2"])
 
 
 def _result(relevant: str, ranked: str, scores: list[float]) -> QueryResult:
@@ -94,11 +110,16 @@ def test_benchmark_reports_counts_intervals_and_paired_differences(
         ("q3", "what is my pet's name", ["m4"]),
         ("q4", "编程", ["m2"]),
     ]
+    # A second user, so the figures come with an interval over stores too.
+    other = [("n1", "My brother Leo lives in Porto."), ("n2", "我对花生过敏")]
+    other_queries = [("q5", "Where does Leo live?", ["n1"]), ("q6", "我对什么过敏", ["n2"])]
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps({
         "name": "tiny-bench-check", "language": "mixed",
-        "stores": [{"store_id": "u1", "memories": [{"id": i, "text": t} for i, t in memories]}],
-        "queries": [{"id": i, "store_id": "u1", "query": q, "relevant": r, "category": "c"} for i, q, r in queries],
+        "stores": [{"store_id": u, "memories": [{"id": i, "text": t} for i, t in ms]}
+                   for u, ms in (("u1", memories), ("u2", other))],
+        "queries": [{"id": i, "store_id": u, "query": q, "relevant": r, "category": "c"}
+                    for u, qs in (("u1", queries), ("u2", other_queries)) for i, q, r in qs],
     }, ensure_ascii=False), encoding="utf-8")  # fmt: skip
 
     assert retrieval_main(["--data", str(path), "--data-dir", str(data_dir), "--method", "dense", "full"]) == 0
@@ -106,14 +127,17 @@ def test_benchmark_reports_counts_intervals_and_paired_differences(
     figures = json.loads(out.strip().splitlines()[-1])["methods"]
     for method in ("dense", "full"):
         overall = figures[method]["overall"]
-        assert overall["hits@5"] == round(overall["hit@5"] * 4)
+        assert overall["hits@5"] == round(overall["hit@5"] * 6)
         low, high = overall["hit@5_ci95"]
         assert low <= overall["hit@5"] <= high
+        s_low, s_high = overall["hit@5_ci95_stores"]
+        assert overall["stores"] == 2 and s_low <= overall["hit@5"] <= s_high
         close = overall["close@5"]
-        assert close["hits"] <= overall["hits@5"] and close["misses"] <= 4 - overall["hits@5"]
+        assert close["hits"] <= overall["hits@5"] and close["misses"] <= 6 - overall["hits@5"]
     versus = figures["full"]["vs dense"]
     gained = figures["full"]["overall"]["hits@5"] - figures["dense"]["overall"]["hits@5"]
     assert versus["better"] - versus["worse"] == gained
     assert versus["ci95"][0] <= versus["hit@5_diff"] <= versus["ci95"][1]
     assert "vs dense" not in figures["dense"]
     assert "paired against dense" in out and "95% interval" in out and "decided by < 0.001" in out
+    assert "over its 2 stores" in out
