@@ -29,7 +29,7 @@ from . import metrics
 from .prefetch import RecallResult, Recaller
 from .prompts import load_prompt
 from .service import MemoryService, RememberReport, Turn
-from .store import MemoryRecord, now_iso
+from .store import MemoryRecord, now_iso, validate_user_id
 from .write_queue import DurableWriteQueue
 
 logger = logging.getLogger("memory.livekit")
@@ -78,8 +78,7 @@ class MemorySession:
         budget_s: float | None = None,
         queue: DurableWriteQueue | None = None,
     ) -> None:
-        if not user_id or not user_id.strip():
-            raise ValueError("user_id is empty: use the participant identity")
+        validate_user_id(user_id)  # at session start, not on every write's retry
         self.service = service
         self.user_id = user_id
         self.session_id = session_id or uuid.uuid4().hex

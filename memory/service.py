@@ -20,7 +20,7 @@ from .gatekeeper import Gatekeeper, GateOutcome
 from .recall_intent import needs_memory
 from .retrieval import Retriever
 from .settings import MemoryMode, MemorySettings
-from .store import InvalidMemoryText, MemoryRecord, MemoryStore, WriteResult
+from .store import InvalidMemoryText, MemoryRecord, MemoryStore, WriteResult, clean_text
 
 logger = logging.getLogger("memory.service")
 
@@ -171,7 +171,7 @@ class MemoryService:
     # ----------------------------------------------------------------- write
     async def remember(self, turn: Turn) -> RememberReport:
         """Store what this mode keeps of a turn. Bad input is dropped with a reason."""
-        text = turn.text.strip()
+        text = clean_text(turn.text).strip()  # also what GATED keeps as `source_text`
         if not text:
             return RememberReport(dropped="empty")
         if len(text) > self.settings.max_turn_chars:

@@ -15,11 +15,13 @@ import os
 import time
 import unicodedata
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 
+import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
@@ -32,6 +34,7 @@ from .settings import ConfigError, EmbedderKind, MemorySettings
 logger = logging.getLogger("memory.store")
 
 MAX_TEXT_CHARS = 4000
+MAX_USER_ID_CHARS = 256
 
 
 class InvalidMemoryText(ValueError):
@@ -84,16 +87,48 @@ def canonical_key(text: str) -> str:
     return folded.rstrip(".。!！?？ ")
 
 
+def clean_text(text: str) -> str:
+    """Text Postgres can store: NUL characters removed (JSONB and text refuse them) and
+    unpaired surrogates (a broken transcript) replaced, so that one odd character is
+    never an error that a retry could not fix."""
+    return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+
+
 def validate_text(text: str, *, what: str = "memory text") -> str:
     """Reject empty or oversized text with an error that says which."""
     if not isinstance(text, str):
         raise InvalidMemoryText(f"{what} must be a string, got {type(text).__name__}")
-    cleaned = text.replace("\x00", "").strip()
+    cleaned = clean_text(text).strip()
     if not cleaned:
         raise InvalidMemoryText(f"{what} is empty")
     if len(cleaned) > MAX_TEXT_CHARS:
         raise InvalidMemoryText(f"{what} is {len(cleaned)} characters; the limit is {MAX_TEXT_CHARS}")
     return cleaned
+
+
+def validate_user_id(user_id: object) -> str:
+    """Reject a user id that the store could never index, with an error that says why.
+
+    Ids are LiveKit participant identities; one with a NUL or control character, or
+    longer than `MAX_USER_ID_CHARS`, would otherwise fail inside Postgres on every
+    retry of every write."""
+    if not isinstance(user_id, str) or not user_id.strip():
+        raise InvalidMemoryText("user id is empty: use the participant identity")
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in user_id):
+        raise InvalidMemoryText(f"user id {user_id[:40]!r} contains a control character")
+    if len(user_id) > MAX_USER_ID_CHARS:
+        raise InvalidMemoryText(f"user id is {len(user_id)} characters; the limit is {MAX_USER_ID_CHARS}")
+    return user_id
+
+
+@contextmanager
+def _refusals_named() -> Iterator[None]:
+    """A write the database refuses for its content (a data exception, a size limit)
+    would fail the same way on every retry: raise it as `InvalidMemoryText`."""
+    try:
+        yield
+    except (psycopg.errors.DataError, psycopg.errors.ProgramLimitExceeded) as exc:
+        raise InvalidMemoryText(f"the database refused the memory: {type(exc).__name__}: {exc}") from exc
 
 
 class MemoryStore:
@@ -140,13 +175,15 @@ class MemoryStore:
     ) -> WriteResult:
         """Store text as it is (NORMAL turns). With `write_id`, a replay is a NOOP."""
         text = validate_text(text)
+        validate_user_id(user_id)
         if write_id and (existing := self._find_by_write_id(user_id, write_id)):
             return WriteResult("NOOP", existing, text)
         meta = dict(metadata or {})
         meta.update(lex_fields(text))  # normalised, segmented form for full-text recall
         if write_id:
             meta["write_id"] = write_id
-        out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
+        with _refusals_named():
+            out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
         results = out.get("results") or []
         return WriteResult("ADD", results[0]["id"] if results else None, text)
 
@@ -167,6 +204,7 @@ class MemoryStore:
         history keeps the old value and search sees only the current one.
         """
         text = validate_text(text, what="fact text")
+        validate_user_id(user_id)
         if category not in self.settings.durable_categories:
             raise InvalidMemoryText(
                 f"category {category!r} is not one of {', '.join(self.settings.durable_categories)}"
@@ -183,10 +221,11 @@ class MemoryStore:
         if write_id:
             meta["write_id"] = write_id
         current = self.find_slot(user_id, slot) if slot else None
-        if current is not None:
-            self.mem0.update(current.id, text, metadata=meta)
-            return WriteResult("UPDATE", current.id, text)
-        out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
+        with _refusals_named():
+            if current is not None:
+                self.mem0.update(current.id, text, metadata=meta)
+                return WriteResult("UPDATE", current.id, text)
+            out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
         results = out.get("results") or []
         return WriteResult("ADD", results[0]["id"] if results else None, text)
 

@@ -74,3 +74,33 @@ def test_forget_user_removes_everything_searchable(store: MemoryStore, user_id: 
     assert store.delete_user(user_id) == 2
     assert store.list_user(user_id) == []
     assert store.search(user_id, "dog") == []
+
+
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [("bob\x00", "control character"), ("u" * 3000, "limit is 256"), ("  ", "empty")],
+    ids=["nul", "long", "blank"],
+)
+def test_bad_user_id_is_refused_by_name_and_nothing_stored_is_lost(
+    store: MemoryStore, user_id: str, bad: str, named: str
+) -> None:
+    store.add_raw(user_id, "I have a cat called Miso")
+    with pytest.raises(InvalidMemoryText, match=named):
+        store.add_raw(bad, "I like tea")
+    with pytest.raises(InvalidMemoryText, match=named):
+        store.upsert_fact(bad, "User likes tea", category="preferences")
+    assert [r.text for r in store.list_user(user_id)] == ["I have a cat called Miso"]
+
+
+def test_odd_characters_are_stored_cleaned_not_refused(store: MemoryStore, user_id: str) -> None:
+    # A NUL or a lone surrogate in a transcript would make Postgres refuse the row on
+    # every retry; the text is stored without them.
+    store.add_raw(user_id, "My locker code is 12\x0034", metadata={"source_text": "ok"})
+    store.upsert_fact(user_id, "User's locker is number 7\ud800", category="personal_facts", slot="locker")
+    assert sorted(r.text for r in store.list_user(user_id)) == ["My locker code is 1234", "User's locker is number 7?"]
+
+
+def test_a_value_the_database_refuses_is_named_not_retried(store: MemoryStore, user_id: str) -> None:
+    with pytest.raises(InvalidMemoryText, match="database refused"):
+        store.add_raw(user_id, "I like tea", metadata={"source_text": "bad\x00"})
+    assert store.list_user(user_id) == []

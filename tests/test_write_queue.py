@@ -348,6 +348,33 @@ async def test_bad_input_is_dead_lettered_and_later_turns_still_written(
     assert len(again.dead_letters()) == 3 and sum(calls.values()) == 4
 
 
+async def test_odd_input_never_blocks_the_turns_behind_it(tmp_path: Path, store: MemoryStore, user_id: str) -> None:
+    # A GATED turn with a NUL (kept as the fact's `source_text`) and a turn of a user id
+    # no index can hold used to fail inside Postgres on every retry, forever, with
+    # every later turn of every session on the machine waiting behind them.
+    gated = make_service(store, MemoryMode.GATED)
+    normal = make_service(store, MemoryMode.NORMAL)
+
+    async def remember(turn: Turn) -> object:
+        return await (gated if turn.session_id == "gated" else normal).remember(turn)
+
+    queue = DurableWriteQueue(tmp_path / "journal.sqlite3", remember, base_backoff_s=0.05, max_backoff_s=0.2)
+    nul = dataclasses.replace(make_turn(user_id, "Please remember that my locker code is 12\x0034"), session_id="gated")
+    bad_user = make_turn("x" * 3000, "I like tea")
+    good = make_turn(user_id, "My dog is called Rex")
+    for turn in (nul, bad_user, good):
+        queue.enqueue(turn)
+    queue.start()
+    try:
+        assert await queue.drain(15.0) is True
+    finally:
+        await queue.aclose(1.0)
+    texts = [r.text for r in store.list_user(user_id)]
+    assert "My dog is called Rex" in texts
+    assert any("1234" in t for t in texts) and not any("\x00" in t for t in texts)
+    assert queue.retried == 0 and queue.pending_count() == 0
+
+
 # --------------------------------------------------------------------------- 5
 async def test_enqueue_is_idempotent_on_turn_id(tmp_path: Path, store: MemoryStore, user_id: str) -> None:
     calls: Counter[str] = Counter()
