@@ -88,7 +88,7 @@ class MemorySession:
         self._profile_task: asyncio.Task[None] | None = None
         # Completed turns go through a journal on disk, so an outage or a crash loses nothing.
         self.queue = queue or DurableWriteQueue(
-            service.settings.data_dir / "write_queue.sqlite3", self._remember
+            service.settings.journal_path, self._remember
         )
         self._recent: deque[str] = deque(maxlen=2)
         # The user's own earlier turns, which shape each look-up (Retriever.retrieve).

@@ -67,7 +67,8 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
     memory text (for substring recall of short and Chinese queries) and a
     full-text index on the lexical form `lex` that the store writes with each
     memory (Postgres cannot segment Chinese by itself), and a turn index to
-    find the turns said just before and after a recalled one.
+    find the turns said just before and after a recalled one; and the table of
+    "forget me" requests.
     """
     t = sql.Identifier(table)
     with pool.connection() as conn:
@@ -97,4 +98,16 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
                     unique, sql.Identifier(f"{table}_{suffix}"), t, using
                 )
             )
+        # "Forget me": when each user last asked. A turn said before it that is still
+        # on its way (a journal on any worker of the fleet) is refused (store.py).
+        conn.execute(
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (user_id TEXT PRIMARY KEY, forgotten_at TIMESTAMPTZ NOT NULL)").format(
+                sql.Identifier(forgets_table(table))
+            )
+        )
         conn.commit()
+
+
+def forgets_table(table: str) -> str:
+    """The table of "forget me" requests kept beside a memory table."""
+    return f"{table}_forgets"

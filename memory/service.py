@@ -168,6 +168,21 @@ class MemoryService:
             limit=self.settings.profile_max_items,
         )
 
+    # ---------------------------------------------------------------- forget
+    def forget(self, user_id: str) -> int:
+        """"Forget me": the user's memories, their Mem0 history, and the user's turns
+        still waiting in this machine's write journal. Returns how many memories went.
+
+        Turns of the user on their way anywhere else (another machine's journal) are
+        refused when they arrive: the store records the request before deleting.
+        """
+        from .write_queue import purge_user  # write_queue imports this module
+
+        removed = self.store.delete_user(user_id)
+        purged = purge_user(self.settings.journal_path, user_id)
+        logger.info("forgot %s: %d memories, %d journal rows", user_id, removed, purged)
+        return removed
+
     # ----------------------------------------------------------------- write
     async def remember(self, turn: Turn) -> RememberReport:
         """Store what this mode keeps of a turn. Bad input is dropped with a reason."""
@@ -186,7 +201,12 @@ class MemoryService:
                 meta["seq"] = turn.seq
             try:
                 result = await run_io(
-                    self.store.add_raw, turn.user_id, text, metadata=meta, write_id=turn.turn_id
+                    self.store.add_raw,
+                    turn.user_id,
+                    text,
+                    metadata=meta,
+                    write_id=turn.turn_id,
+                    said_at=turn.created_at,
                 )
             except InvalidMemoryText as exc:
                 return RememberReport(dropped=str(exc))
@@ -204,6 +224,7 @@ class MemoryService:
                     slot=fact.slot,
                     metadata={**meta, "source_text": text[:500]},
                     write_id=f"{turn.turn_id}:{index}",
+                    said_at=turn.created_at,
                 )
             except InvalidMemoryText as exc:
                 logger.warning("dropped fact %r: %s", fact.text[:60], exc)

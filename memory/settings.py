@@ -95,6 +95,11 @@ class MemorySettings:
     def pgdata(self) -> Path:
         return self.data_dir / "pg"
 
+    @property
+    def journal_path(self) -> Path:
+        """The write journal that every worker process on this machine shares."""
+        return self.data_dir / "write_queue.sqlite3"
+
 
 def _choice(env: Mapping[str, str], name: str, enum: type[Enum], default: Enum) -> Enum:
     raw = env.get(name, "").strip()

@@ -28,7 +28,7 @@ from psycopg_pool import ConnectionPool
 
 from . import embedder as embedder_mod
 from .lexical import LEX_VERSION, lex_fields
-from .postgres import embedded_url, ensure_schema, open_pool
+from .postgres import embedded_url, ensure_schema, forgets_table, open_pool
 from .settings import ConfigError, EmbedderKind, MemorySettings
 
 logger = logging.getLogger("memory.store")
@@ -39,6 +39,10 @@ MAX_USER_ID_CHARS = 256
 
 class InvalidMemoryText(ValueError):
     """Text that cannot be stored (empty or too long); names what was wrong."""
+
+
+class ForgottenTurn(InvalidMemoryText):
+    """A turn said before the user asked to be forgotten: never to be stored."""
 
 
 @dataclass(frozen=True)
@@ -172,10 +176,13 @@ class MemoryStore:
         *,
         metadata: dict[str, Any] | None = None,
         write_id: str | None = None,
+        said_at: str | None = None,
     ) -> WriteResult:
-        """Store text as it is (NORMAL turns). With `write_id`, a replay is a NOOP."""
+        """Store text as it is (NORMAL turns). With `write_id`, a replay is a NOOP; with
+        `said_at`, a turn said before the user asked to be forgotten is `ForgottenTurn`."""
         text = validate_text(text)
         validate_user_id(user_id)
+        self._refuse_if_forgotten(user_id, said_at)
         if write_id and (existing := self._find_by_write_id(user_id, write_id)):
             return WriteResult("NOOP", existing, text)
         meta = dict(metadata or {})
@@ -185,7 +192,9 @@ class MemoryStore:
         with _refusals_named():
             out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
         results = out.get("results") or []
-        return WriteResult("ADD", results[0]["id"] if results else None, text)
+        mem_id = results[0]["id"] if results else None
+        self._undo_if_forgotten(user_id, said_at, mem_id)
+        return WriteResult("ADD", mem_id, text)
 
     def upsert_fact(
         self,
@@ -196,6 +205,7 @@ class MemoryStore:
         slot: str | None = None,
         metadata: dict[str, Any] | None = None,
         write_id: str | None = None,
+        said_at: str | None = None,
     ) -> WriteResult:
         """Store a canonical fact: skip a restatement, supersede the same slot.
 
@@ -205,6 +215,7 @@ class MemoryStore:
         """
         text = validate_text(text, what="fact text")
         validate_user_id(user_id)
+        self._refuse_if_forgotten(user_id, said_at)
         if category not in self.settings.durable_categories:
             raise InvalidMemoryText(
                 f"category {category!r} is not one of {', '.join(self.settings.durable_categories)}"
@@ -224,20 +235,91 @@ class MemoryStore:
         with _refusals_named():
             if current is not None:
                 self.mem0.update(current.id, text, metadata=meta)
+                self._undo_if_forgotten(user_id, said_at, current.id)
                 return WriteResult("UPDATE", current.id, text)
             out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
         results = out.get("results") or []
-        return WriteResult("ADD", results[0]["id"] if results else None, text)
+        mem_id = results[0]["id"] if results else None
+        self._undo_if_forgotten(user_id, said_at, mem_id)
+        return WriteResult("ADD", mem_id, text)
 
     def delete(self, memory_id: str) -> None:
         self.mem0.delete(memory_id)
 
     def delete_user(self, user_id: str) -> int:
-        """Remove every memory of a user ("forget me"); returns how many."""
-        ids = [r.id for r in self.list_user(user_id, limit=100_000)]
-        for mem_id in ids:
-            self.mem0.delete(mem_id)
+        """"Forget me": every memory of the user, everywhere it is kept; returns how many.
+
+        - The request is recorded first (`{table}_forgets`), in its own commit: a turn
+          said before it that is still on its way (a worker's journal during an outage,
+          a write in flight) is then refused by `add_raw` / `upsert_fact`, on any worker
+          of the fleet, and a write that raced past that check undoes itself.
+        - The rows go in one statement (no cap), then Mem0's history of them (its
+          SQLite file keeps every old and new text, and `Memory.delete` adds to it),
+          then the entities Mem0 linked to the user when a fact was updated.
+        The caller also purges the local write journal (`MemoryService.forget`).
+        """
+        validate_user_id(user_id)
+        with self.pool.connection() as conn:
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (user_id, forgotten_at) VALUES (%s, now()) "
+                    "ON CONFLICT (user_id) DO UPDATE SET forgotten_at = now()"
+                ).format(sql.Identifier(forgets_table(self.table))),
+                [user_id],
+            )
+            conn.commit()
+            rows = conn.execute(
+                sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s RETURNING id::text").format(
+                    sql.Identifier(self.table)
+                ),
+                [user_id],
+            ).fetchall()
+            entities = f"{self.table}_entities"
+            if conn.execute("SELECT to_regclass(%s)", [entities]).fetchone()[0] is not None:
+                conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s").format(sql.Identifier(entities)),
+                    [user_id],
+                )
+            conn.commit()
+        ids = [r[0] for r in rows]
+        self._purge_history(ids)
         return len(ids)
+
+    def _purge_history(self, ids: Sequence[str]) -> None:
+        """Remove Mem0's history of these memories. Mem0 2.2 has no call for it: this
+        is its own SQLite connection, under its own lock."""
+        db = self.mem0.db
+        with db._lock:
+            for start in range(0, len(ids), 500):
+                chunk = list(ids[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                db.connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
+            db.connection.commit()
+
+    def _forgotten(self, user_id: str, said_at: str | None) -> bool:
+        """Did the user ask to be forgotten at or after `said_at` (an ISO time)?"""
+        if said_at is None:
+            return False
+        query = sql.SQL("SELECT forgotten_at >= %s::timestamptz FROM {} WHERE user_id = %s").format(
+            sql.Identifier(forgets_table(self.table))
+        )
+        with self.pool.connection() as conn:
+            row = conn.execute(query, [said_at, user_id]).fetchone()
+        return bool(row and row[0])
+
+    def _refuse_if_forgotten(self, user_id: str, said_at: str | None) -> None:
+        if self._forgotten(user_id, said_at):
+            raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
+
+    def _undo_if_forgotten(self, user_id: str, said_at: str | None, mem_id: str | None) -> None:
+        """A forget that came between the check and the write: take the write back."""
+        if mem_id and self._forgotten(user_id, said_at):
+            with self.pool.connection() as conn:
+                conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE id = %s::uuid").format(sql.Identifier(self.table)), [mem_id]
+                )
+            self._purge_history([mem_id])
+            raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
 
     def reindex_lex(self, user_id: str, *, limit: int = 20_000, batch: int = 100, pause_s: float = 0.02) -> int:
         """Rewrite the lexical index (`lex`) of the user's rows that an older version of

@@ -68,6 +68,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,22 @@ def decode_turn(payload: str) -> Turn:
     kwargs = {k: v for k, v in data.items() if k in names}
     kwargs["context"] = tuple(kwargs.get("context") or ())
     return Turn(**kwargs)
+
+
+def purge_user(path: Path, user_id: str) -> int:
+    """"Forget me" on this machine: drop the user's rows from the journal at `path`,
+    pending and dead-lettered alike (both hold the text). Returns how many.
+
+    A row being written at this moment goes too; if its write still lands, the store
+    refuses or undoes it (`MemoryStore.delete_user` records the request first).
+    """
+    if not Path(path).exists():
+        return 0
+    with closing(sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)) as conn:
+        rows = conn.execute(
+            "DELETE FROM pending_writes WHERE json_extract(payload, '$.user_id') = ? RETURNING seq", (user_id,)
+        ).fetchall()
+    return len(rows)
 
 
 def _pid_alive(pid: int | None) -> bool:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+import sqlite3
+from contextlib import closing
+from datetime import datetime, timedelta, timezone
 
-from memory.store import InvalidMemoryText, MemoryStore
+import pytest
+from psycopg.types.json import Jsonb
+
+from memory.store import ForgottenTurn, InvalidMemoryText, MemoryStore, now_iso
 
 
 def test_raw_write_is_found_again_only_by_its_user(store: MemoryStore, user_id: str) -> None:
@@ -68,12 +73,77 @@ def test_unknown_category_is_refused_by_name(store: MemoryStore, user_id: str) -
         store.upsert_fact(user_id, "User heard a rumour", category="gossip")
 
 
+def history_rows_mentioning(store: MemoryStore, needle: str) -> list[tuple]:
+    """Every row of Mem0's history file, in any table, with `needle` in any column."""
+    with closing(sqlite3.connect(store.settings.mem0_dir / "history.db")) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return [row for t in tables for row in conn.execute(f"SELECT * FROM {t}") if needle in repr(row)]
+
+
 def test_forget_user_removes_everything_searchable(store: MemoryStore, user_id: str) -> None:
-    store.add_raw(user_id, "My PIN hint is my dog's birthday")
-    store.upsert_fact(user_id, "User's dog is Rex", category="relationships", slot="dog_name")
+    other = user_id + "-other"
+    store.add_raw(user_id, "My PIN hint is my dog's birthday FORGET-ME-1")
+    store.upsert_fact(user_id, "User's dog is Rex FORGET-ME-2", category="relationships", slot="dog_name")
+    store.upsert_fact(user_id, "User's dog is Bello FORGET-ME-3", category="relationships", slot="dog_name")
+    kept = store.add_raw(other, "My dog is called Rex too")
+    assert history_rows_mentioning(store, "FORGET-ME-")  # Mem0 keeps every old and new text
     assert store.delete_user(user_id) == 2
     assert store.list_user(user_id) == []
     assert store.search(user_id, "dog") == []
+    # Nothing of the user's text is left in Mem0's history (it logs deletes with the text).
+    assert history_rows_mentioning(store, "FORGET-ME-") == []
+    # Another user's memory and its history are untouched.
+    assert [r.text for r in store.list_user(other)] == ["My dog is called Rex too"]
+    assert [h["event"] for h in store.history(kept.id)] == ["ADD"]
+
+
+def test_forget_user_removes_the_entities_mem0_linked(store: MemoryStore, user_id: str) -> None:
+    # Mem0 links entities of an updated fact in `<table>_entities` when it can extract
+    # them (with spaCy installed); its rows carry the user id and the entity's text.
+    entities = f"{store.table}_entities"
+    with store.pool.connection() as conn:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {entities} (id UUID PRIMARY KEY, vector vector(384), payload JSONB)")
+        for owner in (user_id, user_id + "-other"):
+            conn.execute(
+                f"INSERT INTO {entities} (id, payload) VALUES (gen_random_uuid(), %s)",
+                [Jsonb({"data": "Berlin", "entity_type": "LOCATION", "user_id": owner})],
+            )
+    store.delete_user(user_id)
+    with store.pool.connection() as conn:
+        owners = [r[0] for r in conn.execute(f"SELECT payload->>'user_id' FROM {entities}").fetchall()]
+    assert user_id not in owners and user_id + "-other" in owners
+
+
+def test_turns_said_before_forget_are_refused_and_later_ones_kept(store: MemoryStore, user_id: str) -> None:
+    before = now_iso()
+    store.add_raw(user_id, "I live at 12 Main St")
+    store.delete_user(user_id)
+    # A turn said before the request, arriving late (a journal on another machine).
+    with pytest.raises(ForgottenTurn, match="asked to be forgotten"):
+        store.add_raw(user_id, "My phone number is 555-0100", said_at=before, write_id="late-1")
+    with pytest.raises(ForgottenTurn):
+        store.upsert_fact(user_id, "User's phone is 555-0100", category="personal_facts", said_at=before)
+    assert store.list_user(user_id) == []
+    # What the user says afterwards is remembered again.
+    later = (datetime.now(timezone.utc) + timedelta(seconds=1)).isoformat()
+    store.add_raw(user_id, "I like jazz", said_at=later)
+    assert [r.text for r in store.list_user(user_id)] == ["I like jazz"]
+
+
+def test_a_write_racing_the_forget_takes_itself_back(store: MemoryStore, user_id: str, monkeypatch) -> None:
+    said_at = now_iso()
+    real_add = store.mem0.add
+
+    def forget_then_add(*args, **kwargs):  # the forget lands between the check and the write
+        store.delete_user(user_id)
+        return real_add(*args, **kwargs)
+
+    monkeypatch.setattr(store.mem0, "add", forget_then_add)
+    with pytest.raises(ForgottenTurn):
+        store.add_raw(user_id, "My address is SECRET-RACE", said_at=said_at)
+    monkeypatch.undo()
+    assert store.list_user(user_id) == []
+    assert history_rows_mentioning(store, "SECRET-RACE") == []
 
 
 @pytest.mark.parametrize(

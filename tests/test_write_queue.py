@@ -26,7 +26,7 @@ import psycopg
 
 from memory.service import Turn
 from memory.settings import MemoryMode
-from memory.store import MemoryStore, now_iso
+from memory.store import InvalidMemoryText, MemoryStore, now_iso
 from memory.write_queue import DurableWriteQueue, decode_turn, encode_turn
 from tests.conftest import make_service
 
@@ -373,6 +373,55 @@ async def test_odd_input_never_blocks_the_turns_behind_it(tmp_path: Path, store:
     assert "My dog is called Rex" in texts
     assert any("1234" in t for t in texts) and not any("\x00" in t for t in texts)
     assert queue.retried == 0 and queue.pending_count() == 0
+
+
+async def test_forget_drops_the_users_waiting_and_dead_turns_not_others(
+    tmp_path: Path, store: MemoryStore, user_id: str
+) -> None:
+    other = user_id + "-other"
+    service = make_service(store, MemoryMode.NORMAL)
+    service.settings = dataclasses.replace(service.settings, data_dir=tmp_path)  # its own journal
+    down = True
+
+    async def remember(turn: Turn) -> object:
+        if "DEAD-LETTER" in turn.text:
+            raise InvalidMemoryText("refused")  # dead-lettered, text kept for inspection
+        if down:
+            raise ConnectionError("store is down")
+        return await service.remember(turn)
+
+    queue = DurableWriteQueue(service.settings.journal_path, remember, base_backoff_s=0.05, max_backoff_s=0.1)
+    dead = make_turn(user_id, "DEAD-LETTER my phone is 555-0100")
+    waiting = make_turn(user_id, "My address is 12 Main St")
+    theirs = make_turn(other, "My cat is called Miso")
+    for turn in (dead, waiting, theirs):
+        queue.enqueue(turn)
+    queue.start()
+    try:
+        await wait_until(lambda: queue.dead_lettered == 1 and queue.retried >= 1, what="the outage to bite")
+        assert await asyncio.to_thread(service.forget, user_id) == 0  # nothing had reached the store
+        assert [r[0] for r in journal_rows(service.settings.journal_path)] == [theirs.turn_id]
+        down = False
+        assert await queue.drain(10.0) is True
+    finally:
+        await queue.aclose(1.0)
+    assert store.list_user(user_id) == [] and queue.dead_letters() == []
+    assert [r.text for r in store.list_user(other)] == ["My cat is called Miso"]
+
+
+def test_forget_command_names_a_bad_id_and_forgets_a_good_one(
+    store: MemoryStore, user_id: str, monkeypatch, capsys
+) -> None:
+    from memory.forget import main as forget_main
+
+    store.add_raw(user_id, "My locker code is 4711")
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
+    monkeypatch.setenv("MEMORY_COLLECTION", store.settings.collection)
+    assert forget_main(["bad\x07id"]) == 2
+    assert "control character" in capsys.readouterr().err
+    assert forget_main([user_id]) == 0
+    assert f"forgot {user_id}: 1 memories" in capsys.readouterr().out
+    assert store.list_user(user_id) == []
 
 
 # --------------------------------------------------------------------------- 5
