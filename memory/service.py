@@ -26,10 +26,15 @@ logger = logging.getLogger("memory.service")
 
 T = TypeVar("T")
 
-# Store calls block a thread (psycopg, the embedder). They get their own small
-# pool: a stalled database then ties up these threads only, never the event
-# loop's default executor that LiveKit and its plugins also use.
-_IO_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memory-io")
+# Store calls block a thread (psycopg, the embedder). They get small pools of their
+# own: a stalled database then ties up these threads only, never the event loop's
+# default executor that LiveKit and its plugins also use. Reads and writes do not
+# share one: a write that hangs (a store that takes reads but blocks writes: a
+# table lock, a primary waiting on a dead synchronous standby) leaves its thread
+# behind each time its attempt times out, and must never take the threads the
+# turns' look-ups need. Timed-out write attempts queue up here instead, and are
+# no-ops when they finally run (write ids).
+_WRITE_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-write")
 # Session-start upkeep that can take seconds on a large store (re-indexing rows an
 # older version wrote) runs here, one job at a time, on no thread that the reads or
 # the write queue need.
@@ -38,8 +43,8 @@ _UPKEEP_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-upke
 
 # Reads beyond this many in flight fail at once instead of queueing: behind a
 # hung store, a queued look-up could only ever answer long after its turn.
-# One thread stays free for the write queue.
 MAX_READS_IN_FLIGHT = 3
+_READ_POOL = ThreadPoolExecutor(max_workers=MAX_READS_IN_FLIGHT, thread_name_prefix="memory-read")
 _reads_lock = threading.Lock()
 _reads_in_flight = 0
 
@@ -48,10 +53,10 @@ class StoreBusy(RuntimeError):
     """Every read slot is taken (the store is slow or hung): no memory this turn."""
 
 
-async def run_io(fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
-    """Run a blocking store call on the memory I/O pool."""
+async def run_write(fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
+    """Run a blocking store write on the write pool (never on a read's thread)."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_IO_POOL, functools.partial(fn, *args, **kwargs))
+    return await loop.run_in_executor(_WRITE_POOL, functools.partial(fn, *args, **kwargs))
 
 
 async def run_read(fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
@@ -71,7 +76,7 @@ async def run_read(fn: Callable[..., T], /, *args: object, **kwargs: object) -> 
         with _reads_lock:
             _reads_in_flight -= 1
 
-    future = _IO_POOL.submit(functools.partial(fn, *args, **kwargs))
+    future = _READ_POOL.submit(functools.partial(fn, *args, **kwargs))
     future.add_done_callback(release)
     return await asyncio.wrap_future(future)
 
@@ -200,7 +205,7 @@ class MemoryService:
             if turn.seq is not None:
                 meta["seq"] = turn.seq
             try:
-                result = await run_io(
+                result = await run_write(
                     self.store.add_raw,
                     turn.user_id,
                     text,
@@ -216,7 +221,7 @@ class MemoryService:
         report = RememberReport(gate=outcome)
         for index, fact in enumerate(outcome.facts):
             try:
-                result = await run_io(
+                result = await run_write(
                     self.store.upsert_fact,
                     turn.user_id,
                     fact.text,

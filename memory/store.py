@@ -4,7 +4,7 @@ Writes go through Mem0 (`infer=False`: one embedding, no LLM call) so its
 history table keeps every ADD/UPDATE/DELETE. Look-ups by user, slot, category
 or write id are plain SQL on the same table: Mem0 has no indexed way to ask
 "the current fact for this slot", and we need it for supersede-not-duplicate.
-All methods are synchronous and thread-safe; async callers use `service.run_io`.
+All methods are synchronous and thread-safe; async callers use `service.run_read` / `run_write`.
 """
 
 from __future__ import annotations

@@ -424,6 +424,36 @@ def test_forget_command_names_a_bad_id_and_forgets_a_good_one(
     assert store.list_user(user_id) == []
 
 
+async def test_writes_that_hang_never_take_the_look_ups_threads(
+    tmp_path: Path, store: MemoryStore, user_id: str
+) -> None:
+    # The store answers reads but blocks writes (a table lock here; in production a
+    # primary waiting on a dead synchronous standby). Each timed-out write attempt
+    # leaves its thread behind; look-ups must still get theirs.
+    store.add_raw(user_id, "My dog is called Rex")
+    service = make_service(store, MemoryMode.NORMAL)
+    queue = DurableWriteQueue(
+        tmp_path / "journal.sqlite3", service.remember, attempt_timeout_s=0.2, base_backoff_s=0.02, max_backoff_s=0.05
+    )
+    locker = psycopg.connect(store.url)
+    locker.execute(f'LOCK TABLE "{store.table}" IN SHARE MODE')  # SELECT passes, INSERT waits
+    queue.start()
+    try:
+        for i in range(6):
+            queue.enqueue(make_turn(user_id, f"I went hiking on day {i}"))
+        await wait_until(lambda: queue.retried >= 6, what="six write attempts to time out")
+        for question in ("What is my dog called?", "who is Rex", "tell me about my dog"):
+            found = await asyncio.wait_for(service.recall(user_id, question), 5.0)
+            assert "My dog is called Rex" in [r.text for r in found]
+    finally:
+        locker.rollback()
+        locker.close()
+        drained = await queue.drain(15.0)
+        await queue.aclose(1.0)
+    assert drained  # and once the lock goes, every turn is written
+    assert len(store.list_user(user_id)) == 7
+
+
 # --------------------------------------------------------------------------- 5
 async def test_enqueue_is_idempotent_on_turn_id(tmp_path: Path, store: MemoryStore, user_id: str) -> None:
     calls: Counter[str] = Counter()
