@@ -96,6 +96,7 @@ class MemorySession:
         # entry, and a look-up for that turn leaves it out (`earlier_turns`).
         self._user_turns: deque[str] = deque(maxlen=service.settings.retrieval_context_turns + 1)
         self._current_committed = False  # is the newest entry the turn being answered?
+        self._turn_finals: list[str] = []  # final transcripts of the turn being spoken
         self._seq = 0
         self.turns: list[TurnLog] = []
         self.write_reports: list[RememberReport] = []
@@ -132,9 +133,18 @@ class MemorySession:
             logger.warning("retrieval warm-up failed: %r", exc)
 
     def _on_transcribed(self, ev: UserInputTranscribedEvent) -> None:
+        """Prefetch for what the user has said so far in this turn.
+
+        A turn the user speaks with a pause in it reaches us as several final
+        transcripts, one per segment, and LiveKit commits them joined: the look-up
+        must be for the words so far (earlier finals plus this one), or the reply
+        would find no prefetch for its words and wait out its budget."""
         self._current_committed = False  # a new turn is being spoken
-        if self.service.wants_recall(ev.transcript):
-            self.recaller.prefetch(ev.transcript, final=ev.is_final)
+        so_far = " ".join([*self._turn_finals, ev.transcript.strip()]).strip()
+        if ev.is_final and ev.transcript.strip():
+            self._turn_finals.append(ev.transcript.strip())
+        if self.service.wants_recall(so_far):
+            self.recaller.prefetch(so_far, final=ev.is_final)
 
     def _on_item_added(self, ev: ConversationItemAddedEvent) -> None:
         item = ev.item
@@ -155,6 +165,7 @@ class MemorySession:
             self.queue.enqueue(turn)
             self._user_turns.append(text)
             self._current_committed = True
+            self._turn_finals = []
         if item.role in ("user", "assistant") and text:
             self._recent.append(f"{item.role}: {text}")
 

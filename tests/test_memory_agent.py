@@ -129,6 +129,21 @@ async def test_normal_stores_spoken_turn_and_recalls_it_next_session_for_that_us
         assert "Anna" not in json.dumps(run.requests[-1].messages)
 
 
+async def test_a_turn_spoken_with_a_pause_uses_the_look_up_started_while_speaking(
+    store: MemoryStore, user_id: str
+) -> None:
+    # STT sends a turn with a pause in it as two final segments; LiveKit commits them
+    # joined. The look-up started from the segments must be the one the reply uses.
+    store.add_raw(user_id, "My dog is called Rex")
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        await run.harness.user_says_segments(["My dog is getting old.", "What is my dog called?"])
+        log = run.memory.turns[-1]
+        assert log.text == "My dog is getting old. What is my dog called?"
+        assert log.recall is not None and log.recall.prefetched
+        assert "My dog is called Rex" in recalled_text(run.requests[-1])
+        one_request_per_turn(run, 1)
+
+
 async def test_injected_memory_is_not_kept_in_the_conversation_history(store: MemoryStore, user_id: str) -> None:
     store.add_raw(user_id, "My dog is called Rex")
     async with voice_session(store, MemoryMode.NORMAL, user_id) as run:

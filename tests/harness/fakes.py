@@ -135,6 +135,18 @@ class ScriptedSTT(stt.STT):
         self._emit(stream, SpeechEventType.FINAL_TRANSCRIPT, final)
         self._emit(stream, SpeechEventType.END_OF_SPEECH)
 
+    async def speak_segments(self, segments: list[str], gap: float = 0.03) -> None:
+        """One utterance with pauses in it: each segment as an INTERIM then its own
+        FINAL (as streaming STTs send a turn the user pauses in), then END_OF_SPEECH."""
+        stream = await self.wait_for_stream()
+        self._emit(stream, SpeechEventType.START_OF_SPEECH)
+        for text in segments:
+            await asyncio.sleep(gap)
+            self._emit(stream, SpeechEventType.INTERIM_TRANSCRIPT, text)
+            await asyncio.sleep(gap)
+            self._emit(stream, SpeechEventType.FINAL_TRANSCRIPT, text)
+        self._emit(stream, SpeechEventType.END_OF_SPEECH)
+
     def _emit(
         self, stream: ScriptedRecognizeStream, kind: stt.SpeechEventType, text: str = ""
     ) -> None:

@@ -161,6 +161,18 @@ class VoiceHarness:
         await self._await(user_item, f"the user message {text!r} to be committed")
         return await self._finish_turn(start, n_requests)
 
+    async def user_says_segments(self, segments: list[str], *, gap: float = 0.03) -> TurnResult:
+        """Speak one user turn that STT delivers as several final segments."""
+        start = len(self.events)
+        n_requests = self.llm.count
+        user_item = self._future(
+            lambda e: e.name == "conversation_item_added" and e.payload["role"] == "user"
+        )
+        self.audio_input.push_silence()
+        await self.stt.speak_segments(segments, gap)
+        await self._await(user_item, f"the user message {segments!r} to be committed")
+        return await self._finish_turn(start, n_requests)
+
     async def user_types(self, text: str) -> RunResult[None]:
         """Typed (text) input through ``session.run``; returns the finished run."""
         run = self.session.run(user_input=text)
