@@ -230,6 +230,12 @@ class MemorySession:
                 last_user += 1
 
         if is_new_turn and self.service.wants_recall(log.text):
+            # Typed input brings no transcript to say a new turn began, and reaches
+            # llm_node before LiveKit commits it: the flag still speaks of the turn
+            # before. The newest earlier turn is the one being answered only if it is
+            # this text.
+            if self._current_committed and self._user_turns and self._user_turns[-1] != log.text.strip():
+                self._current_committed = False
             log.recall = await self.recaller.get(log.text)
             fresh = [r for r in log.recall.records if r.id not in shown]
             if fresh:

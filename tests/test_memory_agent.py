@@ -179,6 +179,17 @@ async def test_earlier_turns_of_the_session_shape_recall_and_raw_turns_keep_thei
     assert stored["What should I wear to the wedding?"]["seq"] == 1
 
 
+async def test_typed_turns_are_looked_up_with_the_turn_before_them(store: MemoryStore, user_id: str) -> None:
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        await run.harness.user_types("I'm going to a wedding on Saturday")
+        await run.harness.user_types("What should I wear?")
+        assert run.service.contexts[-1] == ("I'm going to a wedding on Saturday",)
+        await run.harness.user_says("And shoes?")  # spoken after typed
+        assert run.service.contexts[-1] == ("I'm going to a wedding on Saturday", "What should I wear?")
+        await run.harness.user_types("What about a tie?")  # typed after spoken
+        assert run.service.contexts[-1][-2:] == ("What should I wear?", "And shoes?")
+
+
 async def test_typed_input_is_stored_and_gets_memory(store: MemoryStore, user_id: str) -> None:
     async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
         await run.harness.user_types("My favourite food is ramen")
