@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 
-from dotenv import load_dotenv
+from dotenv import find_dotenv, load_dotenv
 from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, cli, room_io
 from livekit.plugins import openai, silero
 
@@ -19,12 +19,13 @@ from memory import heap, lexical
 from memory.embedder import local_model
 from memory.gatekeeper import Gatekeeper
 from memory.livekit_glue import MemoryAgent, MemorySession
+from memory.postgres import storage_problems
 from memory.service import MemoryService
 from memory.settings import EmbedderKind, MemoryMode, load_settings, startup_problems
 from memory.store import MemoryStore
 
 logger = logging.getLogger("agent")
-load_dotenv()
+load_dotenv(find_dotenv(usecwd=True))  # the .env of the directory the worker starts in
 
 
 def _openai_kwargs() -> dict[str, str]:
@@ -46,9 +47,17 @@ def prewarm(proc: JobProcess) -> None:
     heap.settle()
 
 
+def _env(name: str, default: str) -> str:
+    """A variable, or its default when unset or empty (as the memory variables read)."""
+    return os.environ.get(name, "").strip() or default
+
+
 def _prometheus_port() -> int | None:
     raw = os.environ.get("PROMETHEUS_PORT", "").strip()
-    return int(raw) if raw.isdigit() else None
+    try:
+        return int(raw) if raw else None
+    except ValueError:  # a fraction or a word: start-up refuses it, naming the variable
+        return None
 
 
 # With PROMETHEUS_PORT set, LiveKit serves its metrics and ours (memory/metrics.py) there.
@@ -67,11 +76,11 @@ async def entrypoint(ctx: JobContext) -> None:
     user_id = participant.identity
     ctx.log_context_fields = {"room": ctx.room.name, "user_id": user_id}
 
-    chat_model = os.environ.get("OPENAI_LLM_MODEL", "gpt-4.1-mini")
+    chat_model = _env("OPENAI_LLM_MODEL", "gpt-4.1-mini")
     gatekeeper = None
     if settings.mode is MemoryMode.GATED:
         gatekeeper = Gatekeeper(
-            openai.LLM(model=os.environ.get("MEMORY_LLM_MODEL") or chat_model, **_openai_kwargs())
+            openai.LLM(model=_env("MEMORY_LLM_MODEL", chat_model), **_openai_kwargs())
         )
     service = MemoryService(store, settings, gatekeeper=gatekeeper)
     memory = MemorySession(service, user_id=user_id, session_id=ctx.job.id)
@@ -79,14 +88,14 @@ async def entrypoint(ctx: JobContext) -> None:
     session = AgentSession(
         vad=ctx.proc.userdata["vad"],
         stt=openai.STT(
-            model=os.environ.get("OPENAI_STT_MODEL", "gpt-4o-mini-transcribe"),
-            language=os.environ.get("OPENAI_STT_LANGUAGE", "en"),
+            model=_env("OPENAI_STT_MODEL", "gpt-4o-mini-transcribe"),
+            language=_env("OPENAI_STT_LANGUAGE", "en"),
             **_openai_kwargs(),
         ),
         llm=openai.LLM(model=chat_model, **_openai_kwargs()),
         tts=openai.TTS(
-            model=os.environ.get("OPENAI_TTS_MODEL", "gpt-4o-mini-tts"),
-            voice=os.environ.get("OPENAI_TTS_VOICE", "ash"),
+            model=_env("OPENAI_TTS_MODEL", "gpt-4o-mini-tts"),
+            voice=_env("OPENAI_TTS_VOICE", "ash"),
             **_openai_kwargs(),
         ),
     )
@@ -104,6 +113,9 @@ async def entrypoint(ctx: JobContext) -> None:
 def main() -> None:
     command = sys.argv[1] if len(sys.argv) > 1 else None
     problems = startup_problems(command, os.environ)
+    if not problems and command in ("dev", "start", "connect", "console"):
+        settings = load_settings(os.environ, dotenv=False)
+        problems = storage_problems(settings.data_dir, settings.database_url)
     if problems:
         sys.exit("agent.py: cannot start:\n  " + "\n  ".join(problems))
     cli.run_app(server)

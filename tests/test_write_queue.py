@@ -410,11 +410,12 @@ async def test_forget_drops_the_users_waiting_and_dead_turns_not_others(
 
 
 def test_forget_command_names_a_bad_id_and_forgets_a_good_one(
-    store: MemoryStore, user_id: str, monkeypatch, capsys
+    tmp_path: Path, store: MemoryStore, user_id: str, monkeypatch, capsys
 ) -> None:
     from memory.forget import main as forget_main
 
     store.add_raw(user_id, "My locker code is 4711")
+    monkeypatch.chdir(tmp_path)  # no developer's .env: the command reads the one where it runs
     monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
     monkeypatch.setenv("MEMORY_COLLECTION", store.settings.collection)
     assert forget_main(["bad\x07id"]) == 2
