@@ -212,6 +212,10 @@ class MemoryStore:
         A fact whose text is already stored for the user is a NOOP. A fact for a
         slot that already holds another value UPDATEs that row in place, so Mem0's
         history keeps the old value and search sees only the current one.
+
+        The look-ups and the write run under a per-user lock in Postgres: two writers
+        of one user (two sessions at once, on any workers) would otherwise both find
+        the slot empty and both add, leaving "Anna" and "Maria" as the sister.
         """
         text = validate_text(text, what="fact text")
         validate_user_id(user_id)
@@ -220,6 +224,21 @@ class MemoryStore:
             raise InvalidMemoryText(
                 f"category {category!r} is not one of {', '.join(self.settings.durable_categories)}"
             )
+        with self.pool.connection() as lock, lock.transaction():
+            # Held until this transaction ends; Mem0 writes on connections of its own.
+            lock.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"memory-facts:{user_id}"])
+            return self._upsert_fact_locked(user_id, text, category, slot, metadata, write_id, said_at)
+
+    def _upsert_fact_locked(
+        self,
+        user_id: str,
+        text: str,
+        category: str,
+        slot: str | None,
+        metadata: dict[str, Any] | None,
+        write_id: str | None,
+        said_at: str | None,
+    ) -> WriteResult:
         key = canonical_key(text)
         for rec in self.list_user(user_id, categories=[category]):
             if canonical_key(rec.text) == key:

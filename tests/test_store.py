@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from datetime import datetime, timedelta, timezone
 
@@ -174,3 +176,27 @@ def test_a_value_the_database_refuses_is_named_not_retried(store: MemoryStore, u
     with pytest.raises(InvalidMemoryText, match="database refused"):
         store.add_raw(user_id, "I like tea", metadata={"source_text": "bad\x00"})
     assert store.list_user(user_id) == []
+
+
+def test_two_writers_of_one_slot_at_once_leave_one_value(store: MemoryStore, user_id: str, monkeypatch) -> None:
+    # Two sessions of the user write the same slot at the same moment. Without a lock
+    # both would find it empty (the barrier lets both look first) and both add.
+    barrier = threading.Barrier(2)
+    real_find = store.find_slot
+
+    def find_together(user: str, slot: str | None):  # type: ignore[no-untyped-def]
+        try:
+            barrier.wait(timeout=1.0)  # with the lock, the second writer is not here yet
+        except threading.BrokenBarrierError:
+            pass
+        return real_find(user, slot)
+
+    monkeypatch.setattr(store, "find_slot", find_together)
+    names = ["Anna", "Maria"]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(
+            lambda n: store.upsert_fact(user_id, f"User's sister is {n}", category="relationships", slot="sister"),
+            names,
+        ))  # fmt: skip
+    assert sorted(r.event for r in results) == ["ADD", "UPDATE"]
+    assert len(store.list_user(user_id)) == 1
