@@ -132,6 +132,15 @@ class MemorySession:
         except Exception as exc:  # look-ups go uncorrected and start it again
             logger.warning("retrieval warm-up failed: %r", exc)
 
+    async def _refresh_profile(self) -> None:
+        """GATED stored or superseded a fact: the profile shown with every request must
+        not go on saying the old value ("lives in Paris" after "I moved to Berlin").
+        Runs in the write queue's task, off the reply path; a failed read keeps the old."""
+        try:
+            self.profile = await self.service.profile(self.user_id)
+        except Exception as exc:  # noqa: BLE001 - the next write tries again
+            logger.warning("profile refresh failed: %r", exc)
+
     def _on_transcribed(self, ev: UserInputTranscribedEvent) -> None:
         """Prefetch for what the user has said so far in this turn.
 
@@ -178,6 +187,8 @@ class MemorySession:
             metrics.GATE.labels(gate.decision.action.value, gate.decision.reason).inc()
         for write in report.writes:
             metrics.WRITES.labels(write.event).inc()
+        if self.profile is not None and any(w.event != "NOOP" for w in report.writes):
+            await self._refresh_profile()
         metrics.QUEUE_PENDING.set(self.queue.pending_count())
         logger.info(
             "memory write",

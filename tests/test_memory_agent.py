@@ -251,6 +251,23 @@ async def test_gated_profile_is_fetched_once_and_injected_once_per_request(store
         assert PROFILE_MESSAGE_ID not in {m.id for m in run.harness.session.history.messages()}
 
 
+async def test_gated_profile_says_the_new_value_once_a_fact_is_superseded(store: MemoryStore, user_id: str) -> None:
+    store.upsert_fact(user_id, "User lives in Paris", category="personal_facts", slot="home_city")
+    extraction = scripted_extraction(
+        {"I moved to Berlin last week": [{"text": "User lives in Berlin", "category": "personal_facts", "slot": "home_city"}]}
+    )
+    async with voice_session(store, MemoryMode.GATED, user_id, extraction=extraction) as run:
+        await run.harness.user_says("Hello")
+        (first,) = memory_blocks(run.requests[-1], "user_profile")
+        assert "Paris" in run.requests[-1].messages[first][1]
+        await run.harness.user_says("I moved to Berlin last week")
+        assert await run.memory.drain(10.0)
+        await run.harness.user_says("Where do I live?")
+        (idx,) = memory_blocks(run.requests[-1], "user_profile")
+        profile = run.requests[-1].messages[idx][1]
+        assert "User lives in Berlin" in profile and "Paris" not in profile
+
+
 async def test_gated_profile_is_bounded(store: MemoryStore, user_id: str) -> None:
     for i in range(40):
         store.upsert_fact(user_id, f"User likes hobby number {i} very much indeed", category="preferences", slot=f"hobby_{i}")
