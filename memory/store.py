@@ -110,6 +110,16 @@ def validate_text(text: str, *, what: str = "memory text") -> str:
     return cleaned
 
 
+def _said_before(said_at: str | None, other: object) -> bool:
+    """Was `said_at` strictly earlier than `other` (ISO times; False when either is unknown)?"""
+    if said_at is None or not isinstance(other, str):
+        return False
+    try:
+        return datetime.fromisoformat(said_at) < datetime.fromisoformat(other)
+    except (TypeError, ValueError):  # naive against aware, or not a time: no claim
+        return False
+
+
 def validate_user_id(user_id: object) -> str:
     """Reject a user id that the store could never index, with an error that says why.
 
@@ -251,6 +261,10 @@ class MemoryStore:
         if write_id:
             meta["write_id"] = write_id
         current = self.find_slot(user_id, slot) if slot else None
+        if current is not None and _said_before(said_at, current.metadata.get("timestamp")):
+            # An older statement arriving late (a journal replayed after a newer session
+            # wrote): "my sister is Anna" must not undo the later "she is Maria".
+            return WriteResult("NOOP", current.id, text)
         with _refusals_named():
             if current is not None:
                 self.mem0.update(current.id, text, metadata=meta)

@@ -200,3 +200,21 @@ def test_two_writers_of_one_slot_at_once_leave_one_value(store: MemoryStore, use
         ))  # fmt: skip
     assert sorted(r.event for r in results) == ["ADD", "UPDATE"]
     assert len(store.list_user(user_id)) == 1
+
+
+def test_an_older_statement_arriving_late_does_not_undo_a_newer_one(store: MemoryStore, user_id: str) -> None:
+    earlier = now_iso()
+    later = (datetime.now(timezone.utc) + timedelta(seconds=5)).isoformat()
+    meta = {"timestamp": later}
+    store.upsert_fact(user_id, "User's sister is Maria", category="relationships", slot="sister",
+                      metadata=meta, said_at=later)  # fmt: skip
+    # Session 1's "Anna", said first, written last (its journal row was replayed).
+    late = store.upsert_fact(user_id, "User's sister is Anna", category="relationships", slot="sister",
+                             metadata={"timestamp": earlier}, said_at=earlier)  # fmt: skip
+    assert late.event == "NOOP"
+    assert [r.text for r in store.list_user(user_id)] == ["User's sister is Maria"]
+    # A newer statement still supersedes.
+    newest = (datetime.now(timezone.utc) + timedelta(seconds=10)).isoformat()
+    store.upsert_fact(user_id, "User's sister is Lena", category="relationships", slot="sister",
+                      metadata={"timestamp": newest}, said_at=newest)  # fmt: skip
+    assert [r.text for r in store.list_user(user_id)] == ["User's sister is Lena"]
