@@ -20,6 +20,7 @@ from memory.embedder import local_model
 from memory.gatekeeper import Gatekeeper
 from memory.livekit_glue import MemoryAgent, MemorySession
 from memory.postgres import storage_problems
+from memory.retrieval import Retriever
 from memory.service import MemoryService
 from memory.settings import EmbedderKind, MemoryMode, load_settings, startup_problems
 from memory.store import MemoryStore
@@ -43,7 +44,10 @@ def prewarm(proc: JobProcess) -> None:
         local_model()
     lexical.warm_up()
     proc.userdata["settings"] = settings
-    proc.userdata["store"] = MemoryStore.open(settings)
+    proc.userdata["store"] = store = MemoryStore.open(settings)
+    # One per process, shared by its sessions: its per-user densities are then
+    # computed once per process and user (as the README says), not once per session.
+    proc.userdata["retriever"] = Retriever(store, settings)
     heap.settle()
 
 
@@ -82,7 +86,7 @@ async def entrypoint(ctx: JobContext) -> None:
         gatekeeper = Gatekeeper(
             openai.LLM(model=_env("MEMORY_LLM_MODEL", chat_model), **_openai_kwargs())
         )
-    service = MemoryService(store, settings, gatekeeper=gatekeeper)
+    service = MemoryService(store, settings, gatekeeper=gatekeeper, retriever=ctx.proc.userdata["retriever"])
     memory = MemorySession(service, user_id=user_id, session_id=ctx.job.id)
 
     session = AgentSession(

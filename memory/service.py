@@ -152,7 +152,10 @@ class MemoryService:
         up to date (`MemoryStore.reindex_lex`)."""
         # Awaited as a future, not on the read pool: a second of numpy must not hold
         # one of the read slots that the turns' look-ups need.
-        await asyncio.wrap_future(self.retriever.prepare_future(user_id))
+        # Shielded: the computation is shared (one retriever per process), and a session
+        # that closes while waiting must not cancel it for the others: a cancelled one
+        # would stay registered as running and the user would get no densities again.
+        await asyncio.shield(asyncio.wrap_future(self.retriever.prepare_future(user_id)))
         loop = asyncio.get_running_loop()
         try:
             count = await loop.run_in_executor(_UPKEEP_POOL, self.store.reindex_lex, user_id)

@@ -40,7 +40,9 @@ still be running in a thread); that one keeps its lease until it expires.
 Ordering and outages. Rows are written one at a time, oldest first. When a
 write fails, the same row is retried after the backoff and later turns wait
 behind it (order matters: a later "my sister is Maria" must supersede an
-earlier "my sister is Anna", never the reverse), so a dead store costs one
+earlier "my sister is Anna", never the reverse; across queues, as when a row
+is taken over after a newer session wrote, the store compares the turns' times,
+`MemoryStore.upsert_fact`), so a dead store costs one
 attempt per backoff period, not one per queued turn. The backoff is
 exponential with jitter and capped at `max_backoff_s`, so recovery after a
 long outage takes at most about that long.

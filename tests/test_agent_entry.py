@@ -33,6 +33,8 @@ def test_prewarm_loads_vad_embedder_and_store_once_per_process(
         assert isinstance(store, MemoryStore)
         assert proc.userdata["settings"].mode.value == "GATED"
         assert proc.userdata["vad"] is not None
+        # one retriever per process over that store: sessions share its per-user densities
+        assert proc.userdata["retriever"].store is store
         # the store is usable at once: a write and a search, offline
         store.add_raw("prewarm-user", "I keep bees on my roof")
         assert store.search("prewarm-user", "bees")[0].text == "I keep bees on my roof"

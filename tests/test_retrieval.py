@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 
 import pytest
 from psycopg import sql
 
+from memory import retrieval as retrieval_mod
 from memory.retrieval import Retriever
 from memory.settings import MemoryMode
 from memory.store import MemoryStore
@@ -338,6 +340,27 @@ def test_a_look_up_before_the_densities_are_ready_is_not_held_up(
     release.set()
     waiting.join(timeout=10)
     assert len(r.density(user_id).of) == 25  # and the next turn has them
+
+
+async def test_a_session_closing_during_its_start_leaves_the_shared_densities_to_the_others(
+    store: MemoryStore, user_id: str
+) -> None:
+    # One retriever per worker process: a session that closes while its start-up waits
+    # for the user's densities must not cancel that computation for the other sessions.
+    seed(store, user_id, *[f"I walked the dog at {hour} o'clock" for hour in range(1, 25)], COLOUR)
+    shared = retriever(store)
+    closing_session = make_service(store, MemoryMode.NORMAL, retriever=shared)
+    hold = threading.Event()
+    busy = retrieval_mod._DENSITY_WORKER.submit(hold.wait, 30)  # this user's computation waits its turn
+    start = asyncio.create_task(closing_session.prepare(user_id))
+    await asyncio.sleep(0)  # the session start is now waiting on the computation
+    start.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await start
+    hold.set()
+    busy.result(timeout=10)
+    density = await asyncio.to_thread(shared.prepare, user_id)  # the next session of this process
+    assert len(density.of) == 25
 
 
 @pytest.mark.parametrize("too", ["small", "large"])
