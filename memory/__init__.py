@@ -11,3 +11,7 @@ import os
 os.environ["MEM0_TELEMETRY"] = "False"
 # Mem0 logs a warning per call when spaCy is absent; we do not use its NLP path.
 logging.getLogger("mem0.utils.spacy_models").setLevel(logging.ERROR)
+# Mem0 logs every memory's text at INFO ("Updating memory with data=..."), and LiveKit's
+# CLI runs the root logger at INFO: users' words would sit in the worker's logs, where
+# "forget me" cannot reach them. Its warnings and errors still come through.
+logging.getLogger("mem0").setLevel(logging.WARNING)

@@ -125,11 +125,16 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
             )
         # "Forget me": when each user last asked. A turn said before it that is still
         # on its way (a journal on any worker of the fleet) is refused (store.py).
+        # With the ids (never the text) of the memories each request removed: every
+        # machine purges its own Mem0 history file of them.
+        forgets = sql.Identifier(forgets_table(table))
         conn.execute(
-            sql.SQL("CREATE TABLE IF NOT EXISTS {} (user_id TEXT PRIMARY KEY, forgotten_at TIMESTAMPTZ NOT NULL)").format(
-                sql.Identifier(forgets_table(table))
-            )
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (user_id TEXT PRIMARY KEY, forgotten_at TIMESTAMPTZ NOT NULL, "
+                "memory_ids TEXT[] NOT NULL DEFAULT '{{}}')"
+            ).format(forgets)
         )
+        conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS memory_ids TEXT[] NOT NULL DEFAULT '{{}}'").format(forgets))
         conn.commit()
 
 

@@ -235,7 +235,7 @@ class MemoryService:
                     said_at=turn.created_at,
                 )
             except InvalidMemoryText as exc:
-                logger.warning("dropped fact %r: %s", fact.text[:60], exc)
+                logger.warning("dropped a fact (%s): %s", fact.category, exc)  # not its text: logs outlive a forget
                 continue
             report.writes.append(result)
         return report

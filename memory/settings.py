@@ -273,15 +273,18 @@ _OURS = ("MEMORY_", "MEM0_")  # prefixes no other tool here uses: a name we do n
 
 
 def unknown_variables(env: Mapping[str, str]) -> list[str]:
-    """Problems for set variables with our prefixes that nothing reads (MEM0_SETTINGS, say):
-    without this the worker would start in its defaults without a word."""
+    """Problems for set variables with our prefixes that nothing reads and that are one
+    slip away from one we do (MEM0_SETTINGS, MEMORY_TOPK): without this the worker would
+    start in its defaults without a word. Other such names are left alone: platforms set
+    their own (Kubernetes' MEMORY_DB_SERVICE_HOST for a service "memory-db", MEMORY_LIMIT)."""
     import difflib
 
     out = []
     for name in sorted(env):
         if name.startswith(_OURS) and name not in VARIABLES | _MEM0_OWN | _REPLACED.keys():
-            near = difflib.get_close_matches(name, sorted(VARIABLES), n=1)
-            out.append(f"{name} is not a variable this worker reads" + (f"; did you mean {near[0]}?" if near else ""))
+            near = difflib.get_close_matches(name, sorted(VARIABLES), n=1, cutoff=0.85)
+            if near:
+                out.append(f"{name} is not a variable this worker reads; did you mean {near[0]}?")
     return out
 
 

@@ -34,7 +34,7 @@ from .settings import ConfigError, EmbedderKind, MemorySettings
 logger = logging.getLogger("memory.store")
 
 MAX_TEXT_CHARS = 4000
-MAX_USER_ID_CHARS = 256
+MAX_USER_ID_BYTES = 1024
 
 
 class InvalidMemoryText(ValueError):
@@ -123,15 +123,16 @@ def _said_before(said_at: str | None, other: object) -> bool:
 def validate_user_id(user_id: object) -> str:
     """Reject a user id that the store could never index, with an error that says why.
 
-    Ids are LiveKit participant identities; one with a NUL or control character, or
-    longer than `MAX_USER_ID_CHARS`, would otherwise fail inside Postgres on every
-    retry of every write."""
+    Ids are LiveKit participant identities; one with a NUL or a broken surrogate, or
+    longer than `MAX_USER_ID_BYTES` in UTF-8 (the user index holds at most about 2.7 kB
+    a row), would otherwise fail inside Postgres on every retry of every write."""
     if not isinstance(user_id, str) or not user_id.strip():
         raise InvalidMemoryText("user id is empty: use the participant identity")
-    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in user_id):
-        raise InvalidMemoryText(f"user id {user_id[:40]!r} contains a control character")
-    if len(user_id) > MAX_USER_ID_CHARS:
-        raise InvalidMemoryText(f"user id is {len(user_id)} characters; the limit is {MAX_USER_ID_CHARS}")
+    if "\x00" in user_id or any(unicodedata.category(ch) == "Cs" for ch in user_id):
+        raise InvalidMemoryText(f"user id {user_id[:40]!r} contains a NUL or a broken surrogate character")
+    size = len(user_id.encode("utf-8"))
+    if size > MAX_USER_ID_BYTES:
+        raise InvalidMemoryText(f"user id is {size} bytes in UTF-8; the limit is {MAX_USER_ID_BYTES}")
     return user_id
 
 
@@ -173,7 +174,12 @@ class MemoryStore:
         except Exception:
             pool.close()
             raise
-        return cls(settings, url, pool, mem0)
+        store = cls(settings, url, pool, mem0)
+        try:
+            store.purge_forgotten_history()  # forgets run on another machine of the fleet
+        except Exception as exc:  # noqa: BLE001 - the next start, or the forget command, tries again
+            logger.warning("purging the history of forgotten memories failed: %r", exc)
+        return store
 
     def close(self) -> None:
         self.pool.close()
@@ -192,7 +198,7 @@ class MemoryStore:
         `said_at`, a turn said before the user asked to be forgotten is `ForgottenTurn`."""
         text = validate_text(text)
         validate_user_id(user_id)
-        self._refuse_if_forgotten(user_id, said_at)
+        self._refuse_if_forgotten(user_id, said_at, write_id)
         if write_id and (existing := self._find_by_write_id(user_id, write_id)):
             return WriteResult("NOOP", existing, text)
         meta = dict(metadata or {})
@@ -229,7 +235,7 @@ class MemoryStore:
         """
         text = validate_text(text, what="fact text")
         validate_user_id(user_id)
-        self._refuse_if_forgotten(user_id, said_at)
+        self._refuse_if_forgotten(user_id, said_at, write_id)
         if category not in self.settings.durable_categories:
             raise InvalidMemoryText(
                 f"category {category!r} is not one of {', '.join(self.settings.durable_categories)}"
@@ -307,6 +313,14 @@ class MemoryStore:
                 ),
                 [user_id],
             ).fetchall()
+            # Ids only (no text): every machine's Mem0 history file is purged of them,
+            # by this command run there or by the next worker start there.
+            conn.execute(
+                sql.SQL("UPDATE {} SET memory_ids = memory_ids || %s WHERE user_id = %s").format(
+                    sql.Identifier(forgets_table(self.table))
+                ),
+                [[r[0] for r in rows], user_id],
+            )
             entities = f"{self.table}_entities"
             if conn.execute("SELECT to_regclass(%s)", [entities]).fetchone()[0] is not None:
                 conn.execute(
@@ -314,6 +328,22 @@ class MemoryStore:
                     [user_id],
                 )
             conn.commit()
+            forgotten = conn.execute(
+                sql.SQL("SELECT memory_ids FROM {} WHERE user_id = %s").format(
+                    sql.Identifier(forgets_table(self.table))
+                ),
+                [user_id],
+            ).fetchone()
+        self._purge_history(forgotten[0] if forgotten else [])
+        return len(rows)
+
+    def purge_forgotten_history(self) -> int:
+        """Purge this machine's Mem0 history of every memory a forget removed, wherever
+        the forget ran (`open` does this at each worker start). Returns how many ids."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                sql.SQL("SELECT unnest(memory_ids) FROM {}").format(sql.Identifier(forgets_table(self.table)))
+            ).fetchall()
         ids = [r[0] for r in rows]
         self._purge_history(ids)
         return len(ids)
@@ -323,6 +353,7 @@ class MemoryStore:
         is its own SQLite connection, under its own lock."""
         db = self.mem0.db
         with db._lock:
+            db.connection.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left readable
             for start in range(0, len(ids), 500):
                 chunk = list(ids[start : start + 500])
                 marks = ",".join("?" * len(chunk))
@@ -340,9 +371,23 @@ class MemoryStore:
             row = conn.execute(query, [said_at, user_id]).fetchone()
         return bool(row and row[0])
 
-    def _refuse_if_forgotten(self, user_id: str, said_at: str | None) -> None:
-        if self._forgotten(user_id, said_at):
-            raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
+    def _refuse_if_forgotten(self, user_id: str, said_at: str | None, write_id: str | None) -> None:
+        """Refuse a turn said before a forget. An earlier attempt of the same write that
+        landed after the forget and then failed before it could undo itself (a lost
+        connection, a killed worker) left its row: it goes now."""
+        if not self._forgotten(user_id, said_at):
+            return
+        if write_id:
+            with self.pool.connection() as conn:
+                rows = conn.execute(
+                    sql.SQL(
+                        "DELETE FROM {} WHERE payload->>'user_id' = %s "
+                        "AND (payload->>'write_id' = %s OR starts_with(payload->>'write_id', %s)) RETURNING id::text"
+                    ).format(sql.Identifier(self.table)),
+                    [user_id, write_id, write_id.split(":")[0] + ":"],  # a turn's facts: "<turn>:<n>"
+                ).fetchall()
+            self._purge_history([r[0] for r in rows])
+        raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
 
     def _undo_if_forgotten(self, user_id: str, said_at: str | None, mem_id: str | None) -> None:
         """A forget that came between the check and the write: take the write back."""

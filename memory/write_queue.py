@@ -146,9 +146,13 @@ def purge_user(path: Path, user_id: str) -> int:
     if not Path(path).exists():
         return 0
     with closing(sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)) as conn:
+        conn.execute("PRAGMA secure_delete = ON")  # the freed pages are zeroed, not left readable
         rows = conn.execute(
             "DELETE FROM pending_writes WHERE json_extract(payload, '$.user_id') = ? RETURNING seq", (user_id,)
         ).fetchall()
+        # The write-ahead log still holds the pages as they were: fold it into the
+        # database and empty it (best effort: a reader mid-transaction keeps it).
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return len(rows)
 
 

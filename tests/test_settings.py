@@ -115,6 +115,10 @@ def test_a_misspelt_variable_fails_fast_with_the_likely_name(name: str, hint: st
     problems = startup_problems("download-files", {name: "GATED"})
     assert problems == [f"{name} is not a variable this worker reads; did you mean {hint}?"]
     assert startup_problems("download-files", {"MEM0_TELEMETRY": "False", "MEM0_DIR": "/x"}) == []
+    # Names a platform sets (Kubernetes services "memory-db" and "mem0", a memory limit) pass.
+    platform = {"MEMORY_DB_SERVICE_HOST": "10.0.0.1", "MEMORY_DB_PORT": "tcp://10.0.0.1:5432",
+                "MEM0_PORT": "tcp://10.0.0.2:8000", "MEMORY_LIMIT": "2G"}  # fmt: skip
+    assert startup_problems("download-files", platform) == []
 
 
 @pytest.mark.parametrize("name", ["MEMORY_TOP_K", "MEMORY_RETRIEVAL_POOL", "PROMETHEUS_PORT"])

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from datetime import datetime, timedelta, timezone
 
+import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
@@ -150,8 +153,8 @@ def test_a_write_racing_the_forget_takes_itself_back(store: MemoryStore, user_id
 
 @pytest.mark.parametrize(
     ("bad", "named"),
-    [("bob\x00", "control character"), ("u" * 3000, "limit is 256"), ("  ", "empty")],
-    ids=["nul", "long", "blank"],
+    [("bob\x00", "NUL"), ("u" * 1025, "limit is 1024"), ("用" * 342, "1026 bytes"), ("  ", "empty")],
+    ids=["nul", "long", "long-in-utf8", "blank"],
 )
 def test_bad_user_id_is_refused_by_name_and_nothing_stored_is_lost(
     store: MemoryStore, user_id: str, bad: str, named: str
@@ -218,3 +221,56 @@ def test_an_older_statement_arriving_late_does_not_undo_a_newer_one(store: Memor
     store.upsert_fact(user_id, "User's sister is Lena", category="relationships", slot="sister",
                       metadata={"timestamp": newest}, said_at=newest)  # fmt: skip
     assert [r.text for r in store.list_user(user_id)] == ["User's sister is Lena"]
+
+
+def test_a_forget_run_on_one_machine_reaches_another_machines_history_at_its_next_start(
+    store: MemoryStore, user_id: str, tmp_path
+) -> None:
+    # Two machines of a fleet share the database, each with its own Mem0 history file.
+    other = dataclasses.replace(store.settings, data_dir=tmp_path, database_url=store.url)
+    machine_b = MemoryStore.open(other)
+    try:
+        machine_b.add_raw(user_id, "My PIN is FLEET-SECRET-1")
+    finally:
+        machine_b.close()
+    assert store.delete_user(user_id) == 1  # the operator runs the forget on machine A
+
+    def b_history() -> list[tuple]:
+        with closing(sqlite3.connect(other.mem0_dir / "history.db")) as conn:
+            return [row for row in conn.execute("SELECT * FROM history") if "FLEET-SECRET" in repr(row)]
+
+    assert b_history()  # machine B's file is out of A's reach...
+    MemoryStore.open(other).close()  # ...until B's next worker start
+    assert b_history() == []
+
+
+def test_a_write_that_landed_after_the_forget_but_could_not_undo_itself_goes_on_its_retry(
+    store: MemoryStore, user_id: str, monkeypatch
+) -> None:
+    said_at = now_iso()
+    real_add = store.mem0.add
+
+    def forget_then_add(*args, **kwargs):  # type: ignore[no-untyped-def]
+        store.delete_user(user_id)
+        return real_add(*args, **kwargs)
+
+    def connection_lost(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(store.mem0, "add", forget_then_add)
+    monkeypatch.setattr(store, "_undo_if_forgotten", connection_lost)
+    with pytest.raises(psycopg.OperationalError):  # transient: the write queue retries it
+        store.add_raw(user_id, "My address is UNDO-GAP", said_at=said_at, write_id="turn-9")
+    monkeypatch.undo()
+    assert [r.text for r in store.list_user(user_id)] == ["My address is UNDO-GAP"]
+    with pytest.raises(ForgottenTurn):  # the retry is refused, and takes the row with it
+        store.add_raw(user_id, "My address is UNDO-GAP", said_at=said_at, write_id="turn-9")
+    assert store.list_user(user_id) == []
+    assert history_rows_mentioning(store, "UNDO-GAP") == []
+
+
+def test_memory_text_stays_out_of_the_logs(store: MemoryStore, user_id: str, caplog) -> None:
+    caplog.set_level(logging.INFO)  # LiveKit's CLI runs the worker's root logger at INFO
+    store.upsert_fact(user_id, "User lives in LOGGED-CITY-A", category="personal_facts", slot="home")
+    store.upsert_fact(user_id, "User lives in LOGGED-CITY-B", category="personal_facts", slot="home")
+    assert [r.name for r in caplog.records if "LOGGED-CITY" in r.getMessage()] == []

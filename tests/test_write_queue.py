@@ -27,7 +27,7 @@ import psycopg
 from memory.service import Turn
 from memory.settings import MemoryMode
 from memory.store import InvalidMemoryText, MemoryStore, now_iso
-from memory.write_queue import DurableWriteQueue, decode_turn, encode_turn
+from memory.write_queue import DurableWriteQueue, decode_turn, encode_turn, purge_user
 from tests.conftest import make_service
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -409,6 +409,20 @@ async def test_forget_drops_the_users_waiting_and_dead_turns_not_others(
     assert [r.text for r in store.list_user(other)] == ["My cat is called Miso"]
 
 
+def test_purged_turns_leave_no_readable_text_in_the_journal_files(tmp_path: Path, user_id: str) -> None:
+    async def never(turn: Turn) -> None:  # the queue is not started: the turn waits on disk
+        raise AssertionError
+
+    journal = tmp_path / "journal.sqlite3"
+    queue = DurableWriteQueue(journal, never)  # a live worker keeps the journal open
+    queue.enqueue(make_turn(user_id, "My address is JOURNAL-SECRET 12 Main St"))
+    queue.enqueue(make_turn(user_id + "-other", "I like tea"))
+    assert purge_user(journal, user_id) == 1
+    files = [f for f in tmp_path.iterdir() if f.name.startswith("journal.sqlite3")]
+    assert [f.name for f in files if b"JOURNAL-SECRET" in f.read_bytes()] == []
+    assert [r[0] for r in journal_rows(journal)] and queue.pending_count() == 1  # the other user's turn stays
+
+
 def test_forget_command_names_a_bad_id_and_forgets_a_good_one(
     tmp_path: Path, store: MemoryStore, user_id: str, monkeypatch, capsys
 ) -> None:
@@ -418,8 +432,8 @@ def test_forget_command_names_a_bad_id_and_forgets_a_good_one(
     monkeypatch.chdir(tmp_path)  # no developer's .env: the command reads the one where it runs
     monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
     monkeypatch.setenv("MEMORY_COLLECTION", store.settings.collection)
-    assert forget_main(["bad\x07id"]) == 2
-    assert "control character" in capsys.readouterr().err
+    assert forget_main(["bad\x00id"]) == 2
+    assert "NUL" in capsys.readouterr().err
     assert forget_main([user_id]) == 0
     assert f"forgot {user_id}: 1 memories" in capsys.readouterr().out
     assert store.list_user(user_id) == []
