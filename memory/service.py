@@ -220,6 +220,9 @@ class MemoryService:
                 return RememberReport(dropped=str(exc))
             return RememberReport(writes=[result])
 
+        if await run_write(self.store.forgotten, turn.user_id, turn.created_at):
+            # Said before the user asked to be forgotten: not even the extraction model sees it.
+            return RememberReport(dropped="the user asked to be forgotten after this was said")
         outcome = await self.gatekeeper.review(text, turn.context)
         report = RememberReport(gate=outcome)
         for index, fact in enumerate(outcome.facts):

@@ -360,7 +360,7 @@ class MemoryStore:
                 db.connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
             db.connection.commit()
 
-    def _forgotten(self, user_id: str, said_at: str | None) -> bool:
+    def forgotten(self, user_id: str, said_at: str | None) -> bool:
         """Did the user ask to be forgotten at or after `said_at` (an ISO time)?"""
         if said_at is None:
             return False
@@ -375,7 +375,7 @@ class MemoryStore:
         """Refuse a turn said before a forget. An earlier attempt of the same write that
         landed after the forget and then failed before it could undo itself (a lost
         connection, a killed worker) left its row: it goes now."""
-        if not self._forgotten(user_id, said_at):
+        if not self.forgotten(user_id, said_at):
             return
         if write_id:
             with self.pool.connection() as conn:
@@ -391,7 +391,7 @@ class MemoryStore:
 
     def _undo_if_forgotten(self, user_id: str, said_at: str | None, mem_id: str | None) -> None:
         """A forget that came between the check and the write: take the write back."""
-        if mem_id and self._forgotten(user_id, said_at):
+        if mem_id and self.forgotten(user_id, said_at):
             with self.pool.connection() as conn:
                 conn.execute(
                     sql.SQL("DELETE FROM {} WHERE id = %s::uuid").format(sql.Identifier(self.table)), [mem_id]

@@ -16,9 +16,9 @@ import pytest
 
 from memory.gatekeeper import Gatekeeper
 from memory.livekit_glue import PROFILE_MESSAGE_ID, MemoryAgent, MemorySession
-from memory.service import MemoryService
+from memory.service import MemoryService, Turn
 from memory.settings import MemoryMode
-from memory.store import MemoryStore
+from memory.store import MemoryStore, now_iso
 from tests.conftest import make_service
 from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
 
@@ -266,6 +266,20 @@ async def test_gated_profile_says_the_new_value_once_a_fact_is_superseded(store:
         (idx,) = memory_blocks(run.requests[-1], "user_profile")
         profile = run.requests[-1].messages[idx][1]
         assert "User lives in Berlin" in profile and "Paris" not in profile
+
+
+async def test_a_gated_turn_said_before_a_forget_never_reaches_the_extraction_model(
+    store: MemoryStore, user_id: str
+) -> None:
+    extraction = scripted_extraction({})
+    service = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(extraction))
+    said = now_iso()
+    store.delete_user(user_id)  # the journal held the turn through an outage; then "forget me"
+    report = await service.remember(
+        Turn(user_id, "My sister is called Anna and she lives in Lisbon", "s", "t-1", said)
+    )
+    assert report.dropped is not None and "forgotten" in report.dropped
+    assert extraction.count == 0 and store.list_user(user_id) == []
 
 
 async def test_gated_profile_is_bounded(store: MemoryStore, user_id: str) -> None:
