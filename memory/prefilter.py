@@ -177,8 +177,18 @@ def _may_force(t: str) -> bool:
     return any(h in t for h in _FORCE_HINTS)
 
 
-# "记住了吗 / 你还记得...吗" are questions, "记不住" is a complaint: not orders.
-_FORCE_ZH_NOT = re.compile(r"记住了?吗|记得.*[吗呢]|记不住|没记住")
+# "记住了吗 / 你还记得...吗 / 你记得我叫什么" are questions, "记不住" is a complaint: not orders.
+_FORCE_ZH_NOT = re.compile(r"记住了?吗|记[住下]了?没|记得.*(?:[吗呢？?]|什么|谁|哪|几|多少|怎么)|记不住|没记住")
+# Not a request to store, in either language: the opposite one ("don't write this
+# down", 别帮我记下来, 不用记住), or a question that starts like an order
+# ("Remember my sister's name?"). Otherwise FORCE would keep the turn verbatim,
+# password and all, even when extraction rightly finds nothing to keep.
+_NOT_A_REQUEST = re.compile(
+    r"\b(?:don't|dont|do not|never|no need to|you don't need to|you do not need to)\s+"
+    r"(?:remember|memori[sz]e|note|write|save|store|keep)\b"
+    r"|(?:^|[.!?;,]\s*)(?:please\s+)?remember\b[^.!?]*\?"
+    r"|(?:别|不要|不用|不必|无需|甭|别再)(?:帮我|给我|替我|你)?(?:记|写下|存)"
+)
 
 
 # ==================================================================================
@@ -646,7 +656,11 @@ def prefilter(text: str, context: Sequence[str] = ()) -> GateDecision:
     t = normalise(text)
     if not _HAS_WORD.search(t):
         return GateDecision(GateAction.SKIP, "empty")
-    if _may_force(t) and (_FORCE_EN.search(t) or (_FORCE_ZH.search(t) and not _FORCE_ZH_NOT.search(t))):
+    if (
+        _may_force(t)
+        and (_FORCE_EN.search(t) or (_FORCE_ZH.search(t) and not _FORCE_ZH_NOT.search(t)))
+        and not _NOT_A_REQUEST.search(t)
+    ):
         return GateDecision(GateAction.FORCE, "explicit_remember")
 
     clauses = _clauses(t)

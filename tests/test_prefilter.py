@@ -86,9 +86,22 @@ def test_forces_explicit_remember_requests(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     ["I remember my first car", "Remember when we talked about Paris?", "Do you remember my sister's name?",
-     "你还记得我吗", "我记不住这些单词"],
+     "你还记得我吗", "我记不住这些单词",
+     # questions that start like an order: forcing them stored the question itself as a fact
+     "Remember my sister's name?", "Remember that time we went skiing?", "你记得我叫什么", "记得我妹妹叫什么",
+     "记住了没有", "你记住了没"],
 )
 def test_recall_and_reminiscing_are_not_forced(text: str) -> None:
+    assert prefilter(text).action is not FORCE
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["别帮我记下来，我的密码是1234", "不要帮我记住这个", "不用帮我记住", "Don't write this down, my password is 1234",
+     "You don't need to remember this: my PIN is 4711", "No need to note that"],
+)
+def test_asking_not_to_be_remembered_is_never_forced(text: str) -> None:
+    # FORCE keeps the turn verbatim even when extraction finds nothing (password and all).
     assert prefilter(text).action is not FORCE
 
 
