@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from livekit.agents import llm
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from .prefilter import GateAction, GateDecision, prefilter
 from .prompts import load_prompt
@@ -41,10 +41,6 @@ class Fact(BaseModel):
     slot: str | None = None
 
 
-class Extraction(BaseModel):
-    facts: list[Fact] = Field(default_factory=list)
-
-
 @dataclass(frozen=True)
 class GateOutcome:
     """The gatekeeper's verdict on one turn (logged, and what the store receives)."""
@@ -55,35 +51,64 @@ class GateOutcome:
     error: str | None = None
 
 
-_SLOT_RE = re.compile(r"[^0-9a-z_\u4e00-\u9fff]+")
+_SLOT_RE = re.compile(r"[^\w]+")  # letters of any script, digits and _ stay
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
-def normalise_slot(slot: str | None) -> str | None:
-    """snake_case, bounded: the slot is a key, not free text."""
-    if not slot:
+def normalise_slot(slot: object) -> str | None:
+    """snake_case, bounded: the slot is a key, not free text. "homeCity", "Home City" and
+    "home-city" are one slot, or a new value would never supersede the old one."""
+    if slot is None or isinstance(slot, bool):
         return None
-    cleaned = _SLOT_RE.sub("_", slot.strip().lower()).strip("_")
+    cleaned = _SLOT_RE.sub("_", _CAMEL.sub("_", str(slot).strip()).lower()).strip("_")
     return cleaned[:64] or None
 
 
-def parse_extraction(raw: str, categories: Sequence[str] = DURABLE_CATEGORIES) -> list[Fact]:
-    """Parse the LLM's JSON; drop facts with unknown categories; never raise on junk."""
+def normalise_category(category: object) -> str:
+    """"Personal Facts", "personal-facts" -> personal_facts."""
+    return re.sub(r"[\s\-]+", "_", str(category).strip().lower()) if isinstance(category, str) else ""
+
+
+def _json_payload(raw: str) -> object:
+    """The first JSON value in the output: fenced or not, with or without text around it."""
     text = raw.strip()
     if text.startswith("```"):
         text = text.strip("`").removeprefix("json").strip()
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end < start:
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
         raise ValueError(f"extraction output is not JSON: {raw[:80]!r}")
     try:
-        data = Extraction.model_validate(json.loads(text[start : end + 1]))
-    except (json.JSONDecodeError, ValidationError) as exc:
-        raise ValueError(f"extraction output has the wrong shape: {exc}") from exc
+        value, _ = json.JSONDecoder().raw_decode(text[min(starts) :])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"extraction output is not JSON: {exc}") from exc
+    return value
+
+
+def parse_extraction(raw: str, categories: Sequence[str] = DURABLE_CATEGORIES) -> list[Fact]:
+    """Parse the LLM's JSON, in the shapes models really return: {"facts": [...]}, a bare
+    list, one bare fact, another key for the list. Each item stands alone: one with an
+    unknown category, no text or an odd slot is dropped, not the whole turn's facts.
+    Raises ValueError only when there is no JSON at all (junk)."""
+    data = _json_payload(raw)
+    if isinstance(data, dict):
+        lists = [v for k, v in data.items() if isinstance(v, list) and k in ("facts", "memories", "items")]
+        items: list[object] = lists[0] if lists else ([data] if "text" in data else [])
+    elif isinstance(data, list):
+        items = data
+    else:
+        raise ValueError(f"extraction output has the wrong shape: {type(data).__name__}")
     facts = []
-    for fact in data.facts[:MAX_FACTS_PER_TURN]:
-        category = fact.category.strip().lower()
-        if category not in categories or not fact.text.strip():
+    for item in items:
+        if not isinstance(item, dict):
             continue
-        facts.append(Fact(text=fact.text.strip(), category=category, slot=normalise_slot(fact.slot)))
+        text, category = item.get("text"), normalise_category(item.get("category"))
+        if not isinstance(text, str) or not text.strip() or len(text.strip()) > MAX_FACT_CHARS:
+            continue
+        if category not in categories:
+            continue
+        facts.append(Fact(text=text.strip(), category=category, slot=normalise_slot(item.get("slot"))))
+        if len(facts) == MAX_FACTS_PER_TURN:
+            break
     return facts
 
 

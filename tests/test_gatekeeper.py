@@ -1,0 +1,55 @@
+"""The extraction output as models really write it: every fact that is there is kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory.gatekeeper import normalise_slot, parse_extraction
+
+FACT = '{"text": "User\'s sister is Anna", "category": "relationships", "slot": "sister_name"}'
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"facts": [' + FACT + "]}",
+        "```json\n{\"facts\": [" + FACT + "]}\n```",
+        "[" + FACT + "]",  # a bare list
+        FACT,  # one bare fact
+        '{"memories": [' + FACT + "]}",  # another key for the list
+        '{"facts": [' + FACT + ']}\nI kept the sister {as asked}.',  # text with braces after it
+    ],
+    ids=["object", "fenced", "list", "bare-fact", "memories-key", "trailing-text"],
+)
+def test_each_shape_a_model_returns_keeps_the_fact(raw: str) -> None:
+    facts = parse_extraction(raw)
+    assert [(f.text, f.category, f.slot) for f in facts] == [("User's sister is Anna", "relationships", "sister_name")]
+
+
+def test_one_bad_item_does_not_cost_the_others() -> None:
+    raw = (
+        '{"facts": [{"text": "User likes blue", "category": "preferences", "slot": "favorite_color"},'
+        ' {"text": null, "category": "preferences"}, {"text": "x", "category": null},'
+        ' {"text": "' + "y" * 400 + '", "category": "goals"}, {"text": "User runs", "category": "gossip"},'
+        ' {"text": "用户住在柏林", "category": "Personal Facts", "slot": 7}]}'
+    )
+    facts = parse_extraction(raw)
+    assert [(f.text, f.category, f.slot) for f in facts] == [
+        ("User likes blue", "preferences", "favorite_color"),
+        ("用户住在柏林", "personal_facts", "7"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("slot", "expected"),
+    [("homeCity", "home_city"), ("Home City", "home_city"), ("home-city", "home_city"), ("妹妹的名字", "妹妹的名字"),
+     ("любимый цвет", "любимый_цвет"), ("café", "café"), ("", None), (None, None)],
+)
+def test_slot_spellings_of_one_key_are_one_slot(slot: str | None, expected: str | None) -> None:
+    assert normalise_slot(slot) == expected
+
+
+@pytest.mark.parametrize("raw", ["no json here", '"just a string"', "{not json"])
+def test_junk_is_refused_by_name(raw: str) -> None:
+    with pytest.raises(ValueError, match="extraction output"):
+        parse_extraction(raw)
