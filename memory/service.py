@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -119,6 +120,10 @@ class MemoryService:
         self.mode = settings.mode
         self.gatekeeper = gatekeeper or Gatekeeper(None)
         self.retriever = retriever or Retriever(store, settings)
+        # GATED: the gatekeeper's verdict per turn, kept until the turn's facts are all
+        # written, so a store write that fails and is retried does not call the
+        # extraction model again (cost, and a reworded answer would add a duplicate).
+        self._reviewed: OrderedDict[str, GateOutcome] = OrderedDict()
 
     # ------------------------------------------------------------------ read
     def wants_recall(self, text: str) -> bool:
@@ -223,7 +228,12 @@ class MemoryService:
         if await run_write(self.store.forgotten, turn.user_id, turn.created_at):
             # Said before the user asked to be forgotten: not even the extraction model sees it.
             return RememberReport(dropped="the user asked to be forgotten after this was said")
-        outcome = await self.gatekeeper.review(text, turn.context)
+        outcome = self._reviewed.get(turn.turn_id)
+        if outcome is None:
+            outcome = await self.gatekeeper.review(text, turn.context)
+            self._reviewed[turn.turn_id] = outcome
+            while len(self._reviewed) > 256:
+                self._reviewed.popitem(last=False)
         report = RememberReport(gate=outcome)
         for index, fact in enumerate(outcome.facts):
             try:
@@ -241,4 +251,5 @@ class MemoryService:
                 logger.warning("dropped a fact (%s): %s", fact.category, exc)  # not its text: logs outlive a forget
                 continue
             report.writes.append(result)
+        self._reviewed.pop(turn.turn_id, None)
         return report

@@ -282,6 +282,32 @@ async def test_a_gated_turn_said_before_a_forget_never_reaches_the_extraction_mo
     assert extraction.count == 0 and store.list_user(user_id) == []
 
 
+async def test_a_gated_write_retried_after_a_store_failure_does_not_ask_the_model_again(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = "My sister is called Anna"
+    extraction = scripted_extraction(
+        {text: [{"text": "User's sister is Anna", "category": "relationships", "slot": "sister_name"}]}
+    )
+    service = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(extraction))
+    real_upsert, failures = store.upsert_fact, [ConnectionError("store is down")] * 2
+
+    def flaky(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if failures:
+            raise failures.pop()
+        return real_upsert(*args, **kwargs)
+
+    monkeypatch.setattr(store, "upsert_fact", flaky)
+    turn = Turn(user_id, text, "s", "t-flaky", now_iso())
+    for _ in range(2):  # what the write queue does: the same turn again after a failure
+        with pytest.raises(ConnectionError):
+            await service.remember(turn)
+    report = await service.remember(turn)
+    assert [w.event for w in report.writes] == ["ADD"]
+    assert extraction.count == 1
+    assert [r.text for r in store.list_user(user_id)] == ["User's sister is Anna"]
+
+
 async def test_gated_profile_is_bounded(store: MemoryStore, user_id: str) -> None:
     for i in range(40):
         store.upsert_fact(user_id, f"User likes hobby number {i} very much indeed", category="preferences", slot=f"hobby_{i}")
