@@ -18,12 +18,12 @@ from collections.abc import Sequence
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from memory.service import MemoryService
 from memory.settings import ConfigError, load_settings
-from memory.store import InvalidMemoryText, MemoryStore
+from memory.store import InvalidMemoryText, MemoryStore, memory_user_id
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memory.forget", description=__doc__.split("\n\n")[0])
-    ap.add_argument("user_ids", nargs="+", metavar="USER_ID", help="LiveKit participant identity")
+    ap.add_argument("user_ids", nargs="+", metavar="USER_ID", help="LiveKit participant identity, as given to the agent")
     args = ap.parse_args(argv)
     try:
         settings = load_settings()
@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         service = MemoryService(store, settings)
         for user_id in args.user_ids:
             try:
-                removed = service.forget(user_id)
+                removed = service.forget(memory_user_id(user_id))  # as the sessions keep it
             except InvalidMemoryText as exc:
                 print(f"{user_id!r}: {exc}", file=sys.stderr)
                 return 2

@@ -166,7 +166,7 @@ def _digits(numeral: re.Match[str]) -> str:
     """The numeral as digits (cn2an), or as it was when it is no number ("万万")."""
     try:
         return str(cn2an.cn2an(numeral.group(0).replace("两", "二"), "normal"))
-    except ValueError:
+    except Exception:  # noqa: BLE001 - cn2an raises KeyError too ("七十〇年"); any failure keeps the text
         return numeral.group(0)
 
 

@@ -29,7 +29,7 @@ from . import metrics
 from .prefetch import RecallResult, Recaller
 from .prompts import load_prompt
 from .service import MemoryService, RememberReport, Turn
-from .store import MemoryRecord, now_iso, validate_user_id
+from .store import MemoryRecord, memory_user_id, now_iso
 from .write_queue import DurableWriteQueue
 
 logger = logging.getLogger("memory.livekit")
@@ -38,20 +38,29 @@ PROFILE_MESSAGE_ID = "memory_profile"
 RECALL_MESSAGE_ID = "memory_recall"
 
 
+def _memory_line(rec: MemoryRecord) -> str:
+    tag = ", ".join(x for x in (rec.category, (rec.updated_at or rec.created_at or "")[:10]) if x)
+    # Memory text is untrusted data: keep it on one line so it cannot fake the block's end.
+    text = " ".join(rec.text.replace("<", "‹").replace(">", "›").split())
+    return f"- {text}" + (f" ({tag})" if tag else "")
+
+
+def fit_memories(records: list[MemoryRecord], max_chars: int) -> list[MemoryRecord]:
+    """The records whose lines fit in `max_chars`, in order; one too long is passed over,
+    not the end of the list."""
+    kept, used = [], 0
+    for rec in records:
+        size = len(_memory_line(rec)) + 1
+        if used + size - 1 <= max_chars:
+            kept.append(rec)
+            used += size
+    return kept
+
+
 def format_memories(records: list[MemoryRecord], *, max_chars: int | None = None) -> str:
     """One memory a line, with its category and date, bounded in length."""
-    lines: list[str] = []
-    used = 0
-    for rec in records:
-        tag = ", ".join(x for x in (rec.category, (rec.updated_at or rec.created_at or "")[:10]) if x)
-        # Memory text is untrusted data: keep it on one line so it cannot fake the block's end.
-        text = " ".join(rec.text.replace("<", "‹").replace(">", "›").split())
-        line = f"- {text}" + (f" ({tag})" if tag else "")
-        if max_chars is not None and used + len(line) > max_chars:
-            break
-        lines.append(line)
-        used += len(line) + 1
-    return "\n".join(lines)
+    shown = records if max_chars is None else fit_memories(records, max_chars)
+    return "\n".join(_memory_line(rec) for rec in shown)
 
 
 @dataclass
@@ -78,9 +87,8 @@ class MemorySession:
         budget_s: float | None = None,
         queue: DurableWriteQueue | None = None,
     ) -> None:
-        validate_user_id(user_id)  # at session start, not on every write's retry
         self.service = service
-        self.user_id = user_id
+        self.user_id = memory_user_id(user_id)  # the participant identity, as the store keeps it
         self.session_id = session_id or uuid.uuid4().hex
         budget = service.settings.recall_budget_ms / 1000 if budget_s is None else budget_s
         self.recaller = Recaller(self._fetch, budget_s=budget, context=lambda: tuple(self.earlier_turns()))
@@ -228,14 +236,14 @@ class MemorySession:
 
         shown: set[str] = set()
         if self.profile:
-            block = load_prompt("user_profile").format(
-                memories=format_memories(self.profile, max_chars=self.service.settings.profile_max_chars)
-            )
+            # Only what fits is shown, and only what is shown is left out of recall below.
+            fitting = fit_memories(self.profile, self.service.settings.profile_max_chars)
+            block = load_prompt("user_profile").format(memories=format_memories(fitting))
             pos = 0
             while pos < len(items) and getattr(items[pos], "role", None) in ("system", "developer"):
                 pos += 1
             items.insert(pos, llm.ChatMessage(role="system", content=[block], id=PROFILE_MESSAGE_ID))
-            shown = {r.id for r in self.profile}
+            shown = {r.id for r in fitting}
             log.profile_injected = True
             if last_user is not None:
                 last_user += 1

@@ -75,13 +75,16 @@ _ABOUT_ME_ZH = re.compile(
 )
 
 # Question form (mirrors the pre-filter, kept local so this module reads on its own).
+# A spoken question often opens with a filler ("so where do I live", "okay what am I
+# allergic to") and transcripts often drop the "?".
+_LEAD_EN = r"^(?:(?:so|and|okay|ok|um|uh|well|hey|but|oh|also|then|now|right)[\s,]+)*"
 _QUESTION_EN = re.compile(
-    r"\?|^(?:what|what's|whats|where|where's|when|who|who's|whose|why|how|how's|which)\b"
-    r"|^(?:do|does|did|is|are|was|were|am|can|could|would|will|should|have|has)"
+    r"\?|" + _LEAD_EN + r"(?:what|what's|whats|where|where's|when|who|who's|whose|why|how|how's|which)\b"
+    r"|" + _LEAD_EN + r"(?:do|does|did|is|are|was|were|am|can|could|would|will|should|have|has)"
     r"(?:n't)? (?:i|my|you|we|our|it|there|the)\b"
 )
-_QUESTION_ZH = re.compile(
-    r"\?|[吗嘛么]$|什么|怎么|怎样|为什么|为啥|哪|谁|几[个点时天岁号月年次]|多少|多久|多大|是不是|有没有|是否|呢$"
+_QUESTION_ZH = re.compile(  # 啥 is everyday spoken 什么 (我叫啥, 我爱吃啥)
+    r"\?|[吗嘛么]$|什么|啥|怎么|怎样|为什么|哪|谁|几[个点时天岁号月年次]|多少|多久|多大|是不是|有没有|是否|呢$"
 )
 # First person, minus request formulas ("tell me a joke", "can I ask", 帮我查一下).
 _FP_EN = re.compile(r"\b(?:i|me|my|mine|myself|we|us|our|ours|i'm|im|i've|i'd|i'll|we're|we've)\b")

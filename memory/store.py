@@ -120,6 +120,27 @@ def _said_before(said_at: str | None, other: object) -> bool:
         return False
 
 
+def memory_user_id(identity: str) -> str:
+    """The id a participant's memories are kept under: the identity itself, or, for one
+    the store could not keep as it is, a hash of it ("lk-" and 40 hex digits).
+
+    Mem0 trims ids and refuses those with whitespace inside, while our own SQL reads the
+    id as given: "alice " would write under "alice" and read under "alice ", and
+    participant "alice" would be shown alice 's memories. Identities with whitespace, a
+    NUL, a broken surrogate, or over `MAX_USER_ID_BYTES` are therefore hashed; every
+    other identity is used unchanged. Raises `InvalidMemoryText` for a blank one.
+    """
+    if not isinstance(identity, str) or not identity.strip():
+        raise InvalidMemoryText("user id is empty: use the participant identity")
+    try:
+        validate_user_id(identity)
+        if not any(ch.isspace() for ch in identity):
+            return identity
+    except InvalidMemoryText:
+        pass
+    return "lk-" + hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
 def validate_user_id(user_id: object) -> str:
     """Reject a user id that the store could never index, with an error that says why.
 
@@ -128,6 +149,9 @@ def validate_user_id(user_id: object) -> str:
     a row), would otherwise fail inside Postgres on every retry of every write."""
     if not isinstance(user_id, str) or not user_id.strip():
         raise InvalidMemoryText("user id is empty: use the participant identity")
+    if any(ch.isspace() for ch in user_id):
+        raise InvalidMemoryText(f"user id {user_id[:40]!r} contains whitespace, which Mem0 trims or refuses: "
+                                "map the identity with memory_user_id")  # fmt: skip
     if "\x00" in user_id or any(unicodedata.category(ch) == "Cs" for ch in user_id):
         raise InvalidMemoryText(f"user id {user_id[:40]!r} contains a NUL or a broken surrogate character")
     size = len(user_id.encode("utf-8"))

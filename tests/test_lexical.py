@@ -132,3 +132,11 @@ def test_chinese_numerals_before_a_unit_match_digits() -> None:
     assert keywords("规模是四千人") == keywords("规模是4000人") == ["规模", "4000", "人"]
     assert keywords("他二十五岁") == keywords("他25岁")
     assert normalise("我们一起去一个人也行有一点累") == "我们一起去一个人也行有一点累"  # no numbers there
+
+
+@pytest.mark.parametrize("text", ["七十〇年", "二十零年", "十十一月"])
+def test_numerals_the_converter_cannot_read_are_kept_as_written(text: str) -> None:
+    # cn2an raises KeyError on these; a stored row with one used to break every look-up
+    # that had it among its candidates.
+    assert "七十〇年" in lexical.normalise("我生于七十〇年") and lexical.normalise(text, pronouns=False) == text
+    assert lexical.analyse(text).words and lexical.keywords(text)

@@ -144,6 +144,18 @@ async def test_a_turn_spoken_with_a_pause_uses_the_look_up_started_while_speakin
         one_request_per_turn(run, 1)
 
 
+async def test_an_identity_with_a_trailing_space_is_another_user(store: MemoryStore, user_id: str) -> None:
+    # Mem0 trims ids: "alice " used to write under "alice", whose sessions then saw it.
+    async with voice_session(store, MemoryMode.NORMAL, user_id + " ") as run:
+        await run.harness.user_says("My secret diagnosis is diabetes")
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        await run.harness.user_says("What is my diagnosis?")
+        assert "diabetes" not in json.dumps(run.requests[-1].messages)
+    async with voice_session(store, MemoryMode.NORMAL, user_id + " ") as run:
+        await run.harness.user_says("What is my diagnosis?")
+        assert "My secret diagnosis is diabetes" in recalled_text(run.requests[-1])
+
+
 async def test_injected_memory_is_not_kept_in_the_conversation_history(store: MemoryStore, user_id: str) -> None:
     store.add_raw(user_id, "My dog is called Rex")
     async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
@@ -306,6 +318,20 @@ async def test_a_gated_write_retried_after_a_store_failure_does_not_ask_the_mode
     assert [w.event for w in report.writes] == ["ADD"]
     assert extraction.count == 1
     assert [r.text for r in store.list_user(user_id)] == ["User's sister is Anna"]
+
+
+async def test_a_fact_the_bounded_profile_leaves_out_is_still_recalled(store: MemoryStore, user_id: str) -> None:
+    dog = "User's dog is called Rex, a very old and very sleepy golden retriever"
+    store.upsert_fact(user_id, dog, category="relationships", slot="dog_name")
+    for i in range(10):  # newer facts fill the 600 characters of the profile first (12 items are fetched)
+        store.upsert_fact(
+            user_id, f"User likes hobby number {i} very much indeed, most weekends", category="preferences", slot=f"h{i}"
+        )
+    async with voice_session(store, MemoryMode.GATED, user_id) as run:
+        await run.harness.user_says("What is my dog called?")
+        (idx,) = memory_blocks(run.requests[-1], "user_profile")
+        assert "Rex" not in run.requests[-1].messages[idx][1]  # cut from the profile...
+        assert dog in recalled_text(run.requests[-1])  # ...so recall brings it
 
 
 async def test_gated_profile_is_bounded(store: MemoryStore, user_id: str) -> None:

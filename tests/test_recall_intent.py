@@ -30,6 +30,11 @@ from memory.recall_intent import RECALL_REASONS, needs_memory, recall_reason
         ("我喜欢的颜色是什么", "personal_question"),
         ("我上次跟你说的那家餐厅叫什么？", "recall_request"),
         ("你了解我吗？", "about_me"),
+        # spoken: 啥 for 什么, and questions opened by a filler with no "?"
+        ("我养的狗叫啥", "personal_question"),
+        ("我爱吃啥", "personal_question"),
+        ("so where do I live", "personal_question"),
+        ("okay what am I allergic to", "personal_question"),
     ],
 )
 def test_identity_relationship_preference_and_recall_questions(text: str, reason: str) -> None:

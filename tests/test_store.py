@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from memory.store import ForgottenTurn, InvalidMemoryText, MemoryStore, now_iso
+from memory.store import ForgottenTurn, InvalidMemoryText, MemoryStore, memory_user_id, now_iso, validate_user_id
 
 
 def test_raw_write_is_found_again_only_by_its_user(store: MemoryStore, user_id: str) -> None:
@@ -153,8 +153,9 @@ def test_a_write_racing_the_forget_takes_itself_back(store: MemoryStore, user_id
 
 @pytest.mark.parametrize(
     ("bad", "named"),
-    [("bob\x00", "NUL"), ("u" * 1025, "limit is 1024"), ("用" * 342, "1026 bytes"), ("  ", "empty")],
-    ids=["nul", "long", "long-in-utf8", "blank"],
+    [("bob\x00", "NUL"), ("u" * 1025, "limit is 1024"), ("用" * 342, "1026 bytes"), ("  ", "empty"),
+     ("alice ", "whitespace")],
+    ids=["nul", "long", "long-in-utf8", "blank", "whitespace"],
 )
 def test_bad_user_id_is_refused_by_name_and_nothing_stored_is_lost(
     store: MemoryStore, user_id: str, bad: str, named: str
@@ -274,3 +275,13 @@ def test_memory_text_stays_out_of_the_logs(store: MemoryStore, user_id: str, cap
     store.upsert_fact(user_id, "User lives in LOGGED-CITY-A", category="personal_facts", slot="home")
     store.upsert_fact(user_id, "User lives in LOGGED-CITY-B", category="personal_facts", slot="home")
     assert [r.name for r in caplog.records if "LOGGED-CITY" in r.getMessage()] == []
+
+
+def test_every_identity_maps_to_an_id_the_store_keeps_and_no_two_collide() -> None:
+    odd = ["alice ", " alice", "John Smith", "bob\x00", "u" * 2000, "line\nbreak"]
+    ids = [memory_user_id(i) for i in odd]
+    assert all(validate_user_id(i) == i for i in ids)  # each one the store accepts as it is
+    assert len(set(ids)) == len(odd) and "alice" not in ids  # distinct, and never another's id
+    assert memory_user_id("alice") == "alice" and memory_user_id("用户-42") == "用户-42"  # the rest unchanged
+    with pytest.raises(InvalidMemoryText, match="empty"):
+        memory_user_id("   ")
