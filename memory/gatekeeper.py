@@ -115,7 +115,9 @@ def parse_extraction(raw: str, categories: Sequence[str] = DURABLE_CATEGORIES) -
 class Gatekeeper:
     """Pre-filter, then (only if needed) one structured LLM extraction call."""
 
-    def __init__(self, extraction_llm: llm.LLM | None, *, timeout_s: float = 15.0) -> None:
+    def __init__(self, extraction_llm: llm.LLM | None, *, timeout_s: float = 8.0) -> None:
+        # Under the write queue's 10 s per attempt, so a slow model ends as this call's
+        # own, named timeout (ExtractionUnavailable) with time left for the writes.
         self._llm = extraction_llm
         self._timeout_s = timeout_s
         self._prompt = load_prompt("extract_facts")

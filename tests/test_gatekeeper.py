@@ -53,3 +53,13 @@ def test_slot_spellings_of_one_key_are_one_slot(slot: str | None, expected: str 
 def test_junk_is_refused_by_name(raw: str) -> None:
     with pytest.raises(ValueError, match="extraction output"):
         parse_extraction(raw)
+
+
+def test_a_slow_model_is_cut_by_the_gatekeeper_before_the_write_attempt_times_out(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import inspect
+
+    from memory.gatekeeper import Gatekeeper
+    from memory.write_queue import DurableWriteQueue
+
+    attempt = inspect.signature(DurableWriteQueue).parameters["attempt_timeout_s"].default
+    assert Gatekeeper(None)._timeout_s < attempt - 1.0  # a second left for the store writes
