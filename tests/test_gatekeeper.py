@@ -55,7 +55,7 @@ def test_junk_is_refused_by_name(raw: str) -> None:
         parse_extraction(raw)
 
 
-def test_a_slow_model_is_cut_by_the_gatekeeper_before_the_write_attempt_times_out(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_slow_model_is_cut_by_the_gatekeeper_before_the_write_attempt_times_out() -> None:
     import inspect
 
     from memory.gatekeeper import Gatekeeper
