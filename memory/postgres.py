@@ -134,7 +134,9 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
                 "memory_ids TEXT[] NOT NULL DEFAULT '{{}}')"
             ).format(forgets)
         )
-        conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS memory_ids TEXT[] NOT NULL DEFAULT '{{}}'").format(forgets))
+        conn.execute(
+            sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS memory_ids TEXT[] NOT NULL DEFAULT '{{}}'").format(forgets)
+        )
         conn.commit()
 
 
