@@ -372,6 +372,20 @@ class MemoryStore:
         self._purge_history(ids)
         return len(ids)
 
+    def _remove(self, user_id: str, condition: sql.Composable, params: Sequence[Any]) -> list[str]:
+        """Delete the user's rows matching `condition`, and Mem0's history of them (one
+        statement; `Memory.delete` would log each text once more). Returns their ids."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s AND ({}) RETURNING id::text").format(
+                    sql.Identifier(self.table), condition
+                ),
+                [user_id, *params],
+            ).fetchall()
+        ids = [r[0] for r in rows]
+        self._purge_history(ids)
+        return ids
+
     def _purge_history(self, ids: Sequence[str]) -> None:
         """Remove Mem0's history of these memories. Mem0 2.2 has no call for it: this
         is its own SQLite connection, under its own lock."""
@@ -402,25 +416,17 @@ class MemoryStore:
         if not self.forgotten(user_id, said_at):
             return
         if write_id:
-            with self.pool.connection() as conn:
-                rows = conn.execute(
-                    sql.SQL(
-                        "DELETE FROM {} WHERE payload->>'user_id' = %s "
-                        "AND (payload->>'write_id' = %s OR starts_with(payload->>'write_id', %s)) RETURNING id::text"
-                    ).format(sql.Identifier(self.table)),
-                    [user_id, write_id, write_id.split(":")[0] + ":"],  # a turn's facts: "<turn>:<n>"
-                ).fetchall()
-            self._purge_history([r[0] for r in rows])
+            self._remove(
+                user_id,
+                sql.SQL("payload->>'write_id' = %s OR starts_with(payload->>'write_id', %s)"),
+                [write_id, write_id.split(":")[0] + ":"],  # and the turn's other facts: "<turn>:<n>"
+            )
         raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
 
     def _undo_if_forgotten(self, user_id: str, said_at: str | None, mem_id: str | None) -> None:
         """A forget that came between the check and the write: take the write back."""
         if mem_id and self.forgotten(user_id, said_at):
-            with self.pool.connection() as conn:
-                conn.execute(
-                    sql.SQL("DELETE FROM {} WHERE id = %s::uuid").format(sql.Identifier(self.table)), [mem_id]
-                )
-            self._purge_history([mem_id])
+            self._remove(user_id, sql.SQL("id = %s::uuid"), [mem_id])
             raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
 
     def reindex_lex(self, user_id: str, *, limit: int = 20_000, batch: int = 100, pause_s: float = 0.02) -> int:
