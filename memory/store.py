@@ -392,6 +392,9 @@ class MemoryStore:
         db = self.mem0.db
         with db._lock:
             db.connection.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left readable
+            # Every worker start purges all forgotten ids (most already gone): by index,
+            # not a scan of the whole history per batch. Mem0 makes no such index.
+            db.connection.execute("CREATE INDEX IF NOT EXISTS history_by_memory_id ON history (memory_id)")
             for start in range(0, len(ids), 500):
                 chunk = list(ids[start : start + 500])
                 marks = ",".join("?" * len(chunk))
