@@ -252,7 +252,7 @@ _COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
 
 
 # Every variable the worker reads (.env.example lists the same, with comments; a test
-# keeps the two equal), and those Mem0 reads itself.
+# keeps the two equal); below it, those Mem0 reads itself.
 VARIABLES: frozenset[str] = frozenset(
     """LIVEKIT_URL LIVEKIT_API_KEY LIVEKIT_API_SECRET OPENAI_API_KEY OPENAI_BASE_URL OPENAI_LLM_MODEL
     OPENAI_STT_MODEL OPENAI_STT_LANGUAGE OPENAI_TTS_MODEL OPENAI_TTS_VOICE PROMETHEUS_PORT MEM0_SETTING
@@ -269,7 +269,7 @@ _MEM0_OWN = frozenset(
     "MEM0_API_KEY MEM0_DIR MEM0_SOURCE MEM0_CLIENT_STACK MEM0_APPLICATION MEM0_TELEMETRY "
     "MEM0_TELEMETRY_SAMPLE_RATE".split()
 )
-_OURS = ("MEMORY_", "MEM0_")  # prefixes no other tool here uses: a name we do not know is a typo
+_OURS = ("MEMORY_", "MEM0_")  # our prefixes: an unknown name close to one of ours is a typo
 
 
 def unknown_variables(env: Mapping[str, str]) -> list[str]:
