@@ -20,6 +20,7 @@ from memory.embedder import local_model
 from memory.gatekeeper import Gatekeeper
 from memory.livekit_glue import MemoryAgent, MemorySession
 from memory.postgres import storage_problems
+from memory.prompts import load_prompt
 from memory.retrieval import Retriever
 from memory.service import MemoryService
 from memory.settings import EmbedderKind, MemoryMode, load_settings, startup_problems
@@ -111,7 +112,9 @@ async def entrypoint(ctx: JobContext) -> None:
         room=ctx.room,
         room_options=room_io.RoomOptions(participant_identity=user_id),
     )
-    session.generate_reply(instructions="Greet the user briefly.")
+    # The first reply: it waits for the user's profile within the recall budget, so a
+    # returning user is greeted as someone known (MemorySession.prepare_chat_ctx).
+    session.generate_reply(instructions=load_prompt("greeting"))
 
 
 def main() -> None:

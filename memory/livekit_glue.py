@@ -94,6 +94,7 @@ class MemorySession:
         self.recaller = Recaller(self._fetch, budget_s=budget, context=lambda: tuple(self.earlier_turns()))
         self.profile: list[MemoryRecord] | None = None
         self._profile_task: asyncio.Task[None] | None = None
+        self._profile_loaded = asyncio.Event()  # fetched, or failed: no more reason to wait
         # Completed turns go through a journal on disk, so an outage or a crash loses nothing.
         self.queue = queue or DurableWriteQueue(
             service.settings.journal_path, self._remember
@@ -135,6 +136,7 @@ class MemorySession:
         except Exception as exc:  # a dead store means no profile, never a stuck session
             logger.warning("profile fetch failed: %r", exc)
             self.profile = []
+        self._profile_loaded.set()
         try:
             await self.service.prepare(self.user_id)
         except Exception as exc:  # look-ups go uncorrected and start it again
@@ -223,6 +225,17 @@ class MemorySession:
         return await self.service.recall(self.user_id, text, list(context), self.session_id)
 
     # --------------------------------------------------------------- reading
+    async def _profile_within(self, timeout_s: float) -> None:
+        """A profile still loading is waited for, within the reply's budget: the first
+        reply (the greeting) may come before the session-start fetch is back, and it is
+        the one that should know the user. A slow store costs no more than the budget."""
+        if self._profile_task is None or self._profile_loaded.is_set():
+            return
+        try:
+            await asyncio.wait_for(self._profile_loaded.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            logger.info("profile not ready within the budget; this reply goes without it")
+
     async def prepare_chat_ctx(self, chat_ctx: llm.ChatContext) -> llm.ChatContext:
         """A copy of the context with the profile and this turn's memories added."""
         ctx = chat_ctx.copy()
@@ -233,6 +246,19 @@ class MemorySession:
         )
         is_new_turn = last_user is not None and last_user == len(items) - 1
         log = TurnLog(text=items[last_user].text_content or "" if is_new_turn else "")  # type: ignore[union-attr]
+
+        profile_ready = self._profile_within(self.recaller.budget_s)
+        if is_new_turn and self.service.wants_recall(log.text):
+            # Typed input brings no transcript to say a new turn began, and reaches
+            # llm_node before LiveKit commits it: the flag still speaks of the turn
+            # before. The newest earlier turn is the one being answered only if it is
+            # this text.
+            if self._current_committed and self._user_turns and self._user_turns[-1] != log.text.strip():
+                self._current_committed = False
+            # Both within one budget, side by side: the reply waits for the slower only.
+            log.recall, _ = await asyncio.gather(self.recaller.get(log.text), profile_ready)
+        else:
+            await profile_ready
 
         shown: set[str] = set()
         if self.profile:
@@ -248,14 +274,7 @@ class MemorySession:
             if last_user is not None:
                 last_user += 1
 
-        if is_new_turn and self.service.wants_recall(log.text):
-            # Typed input brings no transcript to say a new turn began, and reaches
-            # llm_node before LiveKit commits it: the flag still speaks of the turn
-            # before. The newest earlier turn is the one being answered only if it is
-            # this text.
-            if self._current_committed and self._user_turns and self._user_turns[-1] != log.text.strip():
-                self._current_committed = False
-            log.recall = await self.recaller.get(log.text)
+        if log.recall is not None:
             fresh = [r for r in log.recall.records if r.id not in shown]
             if fresh:
                 block = load_prompt("recalled_memories").format(memories=format_memories(fresh))

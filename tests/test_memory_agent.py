@@ -7,6 +7,7 @@ generation, as in production with VAD turn detection.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ import pytest
 
 from memory.gatekeeper import Gatekeeper
 from memory.livekit_glue import PROFILE_MESSAGE_ID, MemoryAgent, MemorySession
+from memory.prompts import load_prompt
 from memory.service import MemoryService, Turn
 from memory.settings import MemoryMode
 from memory.store import MemoryStore, now_iso
@@ -343,6 +345,73 @@ async def test_gated_profile_is_bounded(store: MemoryStore, user_id: str) -> Non
         lines = [ln for ln in run.requests[0].messages[idx][1].splitlines() if ln.startswith("- ")]
         assert 0 < len(lines) <= run.service.settings.profile_max_items
         assert sum(len(ln) for ln in lines) <= run.service.settings.profile_max_chars
+
+
+class HeldProfileService(MemoryService):
+    """The real service, whose profile read is held back until `release` is set:
+    a session-start fetch that is not back when the first reply is asked for."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.release = asyncio.Event()
+
+    async def profile(self, user_id: str):  # type: ignore[no-untyped-def]
+        await self.release.wait()
+        return await super().profile(user_id)
+
+
+class GreetingWatch(MemorySession):
+    """Sets `asked` when a reply's context is being prepared."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.asked = asyncio.Event()
+
+    async def prepare_chat_ctx(self, chat_ctx):  # type: ignore[no-untyped-def]
+        self.asked.set()
+        return await super().prepare_chat_ctx(chat_ctx)
+
+
+async def greet(store: MemoryStore, user_id: str, *, budget_s: float, release_when_asked: bool) -> LLMRequest:
+    """Start a GATED session whose profile fetch is still out, have the agent greet
+    the user at once (as agent.py does), and return the greeting's LLM request."""
+    settings = make_service(store, MemoryMode.GATED).settings
+    service = HeldProfileService(store, settings, gatekeeper=Gatekeeper(None))
+    memory = GreetingWatch(service, user_id=user_id, budget_s=budget_s)
+    harness = VoiceHarness(MemoryAgent(memory), preflight=True)
+    memory.attach(harness.session)
+
+    async def release() -> None:
+        await memory.asked.wait()
+        service.release.set()
+
+    releaser = asyncio.ensure_future(release()) if release_when_asked else None
+    try:
+        async with harness:
+            handle = harness.session.generate_reply(instructions=load_prompt("greeting"))
+            await asyncio.wait_for(handle.wait_for_playout(), harness.timeout)
+    finally:
+        service.release.set()
+        if releaser is not None:
+            releaser.cancel()
+        await memory.aclose()
+    return harness.llm.requests[0]
+
+
+async def test_the_greeting_knows_the_user_when_the_profile_is_still_loading(store: MemoryStore, user_id: str) -> None:
+    store.upsert_fact(user_id, "User's name is Mira", category="personal_facts", slot="name")
+    request = await greet(store, user_id, budget_s=BUDGET_S, release_when_asked=True)
+    (idx,) = memory_blocks(request, "user_profile")
+    assert "User's name is Mira" in request.messages[idx][1]
+
+
+async def test_a_profile_that_never_comes_delays_the_greeting_by_the_budget_only(
+    store: MemoryStore, user_id: str
+) -> None:
+    store.upsert_fact(user_id, "User's name is Mira", category="personal_facts", slot="name")
+    # The harness allows each step 10 s: a greeting waiting on the profile unbounded fails it.
+    request = await greet(store, user_id, budget_s=0.2, release_when_asked=False)
+    assert memory_blocks(request, "user_profile") == []
 
 
 async def test_gated_moving_supersedes_the_old_city(store: MemoryStore, user_id: str) -> None:
