@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import time
 import unicodedata
 import uuid
@@ -120,6 +121,9 @@ def _said_before(said_at: str | None, other: object) -> bool:
         return False
 
 
+_HASHED_ID = re.compile(r"lk-[0-9a-f]{40}")
+
+
 def memory_user_id(identity: str) -> str:
     """The id a participant's memories are kept under: the identity itself, or, for one
     the store could not keep as it is, a hash of it ("lk-" and 40 hex digits).
@@ -127,14 +131,16 @@ def memory_user_id(identity: str) -> str:
     Mem0 trims ids and refuses those with whitespace inside, while our own SQL reads the
     id as given: "alice " would write under "alice" and read under "alice ", and
     participant "alice" would be shown alice 's memories. Identities with whitespace, a
-    NUL, a broken surrogate, or over `MAX_USER_ID_BYTES` are therefore hashed; every
-    other identity is used unchanged. Raises `InvalidMemoryText` for a blank one.
+    NUL, a broken surrogate, or over `MAX_USER_ID_BYTES` are therefore hashed; so is
+    one that has the form of a hash itself, or participant "lk-<that hash>" would be
+    shown the memories of the identity that hashes to it. Every other identity is used
+    unchanged. Raises `InvalidMemoryText` for a blank one.
     """
     if not isinstance(identity, str) or not identity.strip():
         raise InvalidMemoryText("user id is empty: use the participant identity")
     try:
         validate_user_id(identity)
-        if not any(ch.isspace() for ch in identity):
+        if not any(ch.isspace() for ch in identity) and not _HASHED_ID.fullmatch(identity):
             return identity
     except InvalidMemoryText:
         pass

@@ -285,3 +285,12 @@ def test_every_identity_maps_to_an_id_the_store_keeps_and_no_two_collide() -> No
     assert memory_user_id("alice") == "alice" and memory_user_id("用户-42") == "用户-42"  # the rest unchanged
     with pytest.raises(InvalidMemoryText, match="empty"):
         memory_user_id("   ")
+
+
+def test_an_identity_shaped_like_a_hashed_one_is_not_given_its_memories(store: MemoryStore, user_id: str) -> None:
+    victim = memory_user_id(f"{user_id} Smith")  # hashed: it has a space
+    store.add_raw(victim, "My home alarm code is due for a change")
+    impostor = memory_user_id(victim)  # a participant who took that hash as identity
+    assert impostor != victim
+    assert store.list_user(impostor) == []
+    assert memory_user_id("lk-guest-7") == "lk-guest-7"  # other "lk-" identities unchanged
