@@ -28,8 +28,9 @@ from livekit.agents.voice.events import ConversationItemAddedEvent, UserInputTra
 from . import metrics
 from .prefetch import RecallResult, Recaller
 from .prompts import load_prompt
-from .service import MemoryService, RememberReport, Turn
-from .store import MemoryRecord, memory_user_id, now_iso
+from .redact import redact_secrets
+from .service import MemoryService, RememberReport, Turn, split_turn
+from .store import MemoryRecord, clean_text, memory_user_id, now_iso
 from .write_queue import DurableWriteQueue
 
 logger = logging.getLogger("memory.livekit")
@@ -170,23 +171,28 @@ class MemorySession:
         if not isinstance(item, llm.ChatMessage):
             return
         text = (item.text_content or "").strip()
+        # What goes to the journal: no secrets, no character the store would refuse.
+        kept, _ = redact_secrets(clean_text(text))
         if item.role == "user" and text:
-            turn = Turn(
-                user_id=self.user_id,
-                text=text,
-                session_id=self.session_id,
-                turn_id=item.id or uuid.uuid4().hex,
-                created_at=now_iso(),
-                context=tuple(self._recent),
-                seq=self._seq,
-            )
-            self._seq += 1
-            self.queue.enqueue(turn)
+            turn_id = item.id or uuid.uuid4().hex
+            for part_no, part in enumerate(split_turn(kept, self.service.settings.max_turn_chars)):
+                self.queue.enqueue(
+                    Turn(
+                        user_id=self.user_id,
+                        text=part,
+                        session_id=self.session_id,
+                        turn_id=turn_id if part_no == 0 else f"{turn_id}/{part_no}",
+                        created_at=now_iso(),
+                        context=tuple(self._recent),
+                        seq=self._seq,
+                    )
+                )
+                self._seq += 1
             self._user_turns.append(text)
             self._current_committed = True
             self._turn_finals = []
         if item.role in ("user", "assistant") and text:
-            self._recent.append(f"{item.role}: {text}")
+            self._recent.append(f"{item.role}: {kept}")
 
     async def _remember(self, turn: Turn) -> RememberReport:
         """The queue's handler: raises on a transient failure so the turn is retried."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import textwrap
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from typing import TypeVar
 
 from .gatekeeper import Gatekeeper, GateOutcome
 from .recall_intent import needs_memory
+from .redact import redact_secrets
 from .retrieval import Retriever
 from .settings import MemoryMode, MemorySettings
 from .store import InvalidMemoryText, MemoryRecord, MemoryStore, WriteResult, clean_text
@@ -95,6 +97,17 @@ class Turn:
     seq: int | None = None  # position among the session's user turns (retrieval finds neighbours by it)
 
 
+def split_turn(text: str, max_chars: int) -> list[str]:
+    """A turn longer than the store keeps in one memory, as several parts that each fit,
+    cut between words where there are any: a long turn loses nothing (only whitespace
+    at the cuts)."""
+    if len(text) <= max_chars:
+        return [text]
+    return textwrap.wrap(
+        text, max_chars, break_long_words=True, break_on_hyphens=False, replace_whitespace=False, expand_tabs=False
+    )
+
+
 @dataclass
 class RememberReport:
     """What the write path did with one turn (for logs, metrics and tests)."""
@@ -102,6 +115,8 @@ class RememberReport:
     writes: list[WriteResult] = field(default_factory=list)
     gate: GateOutcome | None = None
     dropped: str | None = None
+    redacted: list[str] = field(default_factory=list)  # kinds of secret left out, never values
+    cut_from: int | None = None  # the turn's length, when it was cut to `max_turn_chars`
 
 
 class MemoryService:
@@ -139,8 +154,13 @@ class MemoryService:
     def recall_sync(
         self, user_id: str, text: str, context: Sequence[str] = (), session_id: str | None = None
     ) -> list[MemoryRecord]:
+        # A broken transcript (an unpaired surrogate) must not fail the embedder.
         return self.retriever.retrieve(
-            user_id, text, categories=self.recall_categories, context=context, exclude_session=session_id
+            user_id,
+            clean_text(text),
+            categories=self.recall_categories,
+            context=[clean_text(t) for t in context],
+            exclude_session=session_id,
         )
 
     async def recall(
@@ -198,11 +218,19 @@ class MemoryService:
 
     # ----------------------------------------------------------------- write
     async def remember(self, turn: Turn) -> RememberReport:
-        """Store what this mode keeps of a turn. Bad input is dropped with a reason."""
-        text = clean_text(turn.text).strip()  # also what GATED keeps as `source_text`
+        """Store what this mode keeps of a turn, secrets left out. Bad input is dropped
+        with a reason. The glue splits long turns (`split_turn`); one that still comes
+        longer is cut, and says so."""
+        text, secrets = redact_secrets(clean_text(turn.text).strip())
+        report = RememberReport(redacted=secrets)
+        if secrets:
+            logger.info("left secrets out of a memory: %s", ", ".join(sorted(set(secrets))))
         if not text:
-            return RememberReport(dropped="empty")
+            report.dropped = "empty"
+            return report
         if len(text) > self.settings.max_turn_chars:
+            report.cut_from = len(text)
+            logger.warning("turn %s cut to %d of %d characters", turn.turn_id, self.settings.max_turn_chars, len(text))
             text = text[: self.settings.max_turn_chars]
         meta: dict[str, object] = {
             "session_id": turn.session_id,
@@ -222,28 +250,34 @@ class MemoryService:
                     said_at=turn.created_at,
                 )
             except InvalidMemoryText as exc:
-                return RememberReport(dropped=str(exc))
-            return RememberReport(writes=[result])
+                report.dropped = str(exc)
+                return report
+            report.writes.append(result)
+            return report
 
         if await run_write(self.store.forgotten, turn.user_id, turn.created_at):
             # Said before the user asked to be forgotten: not even the extraction model sees it.
-            return RememberReport(dropped="the user asked to be forgotten after this was said")
+            report.dropped = "the user asked to be forgotten after this was said"
+            return report
         outcome = self._reviewed.get(turn.turn_id)
         if outcome is None:
-            outcome = await self.gatekeeper.review(text, turn.context)
+            context = [redact_secrets(clean_text(t))[0] for t in turn.context]
+            outcome = await self.gatekeeper.review(text, context)
             self._reviewed[turn.turn_id] = outcome
             while len(self._reviewed) > 256:
                 self._reviewed.popitem(last=False)
-        report = RememberReport(gate=outcome)
+        report.gate = outcome
         for index, fact in enumerate(outcome.facts):
+            fact_text, more = redact_secrets(fact.text)  # a model that kept one anyway
+            report.redacted += more
             try:
                 result = await run_write(
                     self.store.upsert_fact,
                     turn.user_id,
-                    fact.text,
+                    fact_text,
                     category=fact.category,
                     slot=fact.slot,
-                    metadata={**meta, "source_text": text[:500]},
+                    metadata=meta,  # not the turn itself: GATED keeps the canonical facts only
                     write_id=f"{turn.turn_id}:{index}",
                     said_at=turn.created_at,
                 )

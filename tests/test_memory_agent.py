@@ -8,7 +8,9 @@ generation, as in production with VAD turn detection.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from memory.prompts import load_prompt
 from memory.service import MemoryService, Turn
 from memory.settings import MemoryMode
 from memory.store import MemoryStore, now_iso
+from memory.write_queue import DurableWriteQueue
 from tests.conftest import make_service
 from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
 
@@ -453,13 +456,91 @@ async def test_explicit_remember_request_is_stored_even_if_extraction_finds_noth
     assert [m.text for m in store.list_user(user_id)] == ["请记住我的车位是B12"]
 
 
-async def test_broken_extraction_output_stores_nothing_and_session_goes_on(store: MemoryStore, user_id: str) -> None:
-    extraction = RecordingLLM(lambda _req: "this is not json")
+class RecordingQueue(DurableWriteQueue):
+    """The real journal, keeping a copy of each turn handed to it."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.turns: list[Turn] = []
+
+    def enqueue(self, turn: Turn) -> None:
+        self.turns.append(turn)
+        super().enqueue(turn)
+
+
+def payloads_of(store: MemoryStore, user_id: str) -> str:
+    """Everything the store keeps for a user, as one string: texts and metadata."""
+    from psycopg import sql
+
+    with store.pool.connection() as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT payload::text FROM {} WHERE payload->>'user_id' = %s").format(sql.Identifier(store.table)),
+            [user_id],
+        ).fetchall()
+    return "\n".join(r[0] for r in rows)
+
+
+async def test_a_card_number_said_aloud_reaches_neither_the_journal_nor_the_store(
+    store: MemoryStore, user_id: str
+) -> None:
+    service = make_service(store, MemoryMode.NORMAL)
+    memory = MemorySession(service, user_id=user_id, budget_s=BUDGET_S)
+    memory.queue = queue = RecordingQueue(service.settings.journal_path, memory._remember)
+    harness = VoiceHarness(MemoryAgent(memory), preflight=True)
+    memory.attach(harness.session)
+    async with harness:
+        await harness.user_says("My card number is 4111 1111 1111 1111 and my sister is Anna")
+        await harness.user_says("and my password is hunter2")
+        assert await memory.drain(10.0)
+    await memory.aclose()
+    journaled = json.dumps([dataclasses.asdict(t) for t in queue.turns])
+    kept = payloads_of(store, user_id)
+    for secret in ("4111", "hunter2"):
+        assert secret not in journaled and secret not in kept
+    assert "my sister is Anna" in kept  # the rest of the turn is remembered
+    assert sorted(m.text for m in store.list_user(user_id)) == [  # the marker where each was
+        "My card number is [redacted] and my sister is Anna",
+        "and my password is [redacted]",
+    ]
+
+
+async def test_gated_keeps_no_secret_and_no_copy_of_the_turn(store: MemoryStore, user_id: str) -> None:
+    extraction = scripted_extraction(
+        {"My sister is Anna, and my banking password is [redacted]": [
+            {"text": "User's sister is Anna", "category": "relationships", "slot": "sister_name"}
+        ]}
+    )
+    async with voice_session(store, MemoryMode.GATED, user_id, extraction=extraction) as run:
+        await run.harness.user_says("My sister is Anna, and my banking password is Tr0ub4dor&3")
+        await run.harness.user_says("请记住我的银行卡密码是839201")  # forced: extraction finds nothing
+    kept = payloads_of(store, user_id)
+    assert "Tr0ub4dor" not in kept and "839201" not in kept
+    assert "Tr0ub4dor" not in json.dumps([r.messages for r in extraction.requests])  # nor did the model see it
+    assert sorted(m.text for m in store.list_user(user_id)) == ["User's sister is Anna", "请记住我的银行卡密码是[redacted]"]
+    assert "banking" not in kept  # the fact is kept, not the turn it came from
+
+
+async def test_a_long_typed_turn_is_kept_whole_in_parts(store: MemoryStore, user_id: str) -> None:
+    text = "Let me tell you about my week. " * 70 + "Oh, and my daughter's name is Zoe."
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        await run.harness.user_types(text)
+    parts = [m.text for m in sorted(store.list_user(user_id), key=lambda m: m.metadata["seq"])]
+    limit = run.service.settings.max_turn_chars
+    assert len(parts) == 2 and all(len(p) <= limit for p in parts)
+    assert " ".join(parts).split() == text.split()  # every word, in order
+
+
+async def test_broken_extraction_output_stores_nothing_and_session_goes_on(
+    store: MemoryStore, user_id: str, caplog
+) -> None:
+    caplog.set_level(logging.INFO)
+    extraction = RecordingLLM(lambda _req: "Sure! I'll remember that the user's brother is called Tom.")
     async with voice_session(store, MemoryMode.GATED, user_id, extraction=extraction) as run:
         await run.harness.user_says("My brother is called Tom")
         await run.harness.user_says("Hello again")
         one_request_per_turn(run, 2)
     assert store.list_user(user_id) == []
+    assert "rejected" in caplog.text and "Tom" not in caplog.text  # the model's prose echoes the user's words
 
 
 

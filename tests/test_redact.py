@@ -1,0 +1,57 @@
+"""Secrets are left out of what is remembered, and plain speech is left alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory.redact import MARK, redact_secrets
+
+
+@pytest.mark.parametrize(
+    ("text", "secret", "kind"),
+    [
+        ("My card number is 4111 1111 1111 1111, expiry 12/29", "4111", "card_number"),
+        ("card 5500-0000-0000-0004 please", "5500", "card_number"),
+        ("and the CVV 123", "123", "code"),
+        ("my password is hunter2", "hunter2", "password"),
+        ('My password is "Tr0ub4dor&3".', "Tr0ub4dor&3", "password"),
+        ("Please remember my bank PIN is 4711", "4711", "code"),
+        ("the door code to my flat is 1234.", "1234", "code"),
+        ("here's my api key sk-proj-AbCdEfGhIjKlMnOpQrSt123", "sk-proj", "key"),
+        ("my SSN is 123-45-6789", "6789", "ssn"),
+        ("请记住我的银行卡密码是839201", "839201", "password"),
+        ("验证码：4711", "4711", "password"),
+        ("门禁密码为八三九二", "八三九二", "password"),
+        ("身份证号 11010519491231002X", "11010519491231002X", "id_number"),
+    ],
+)
+def test_a_secret_is_replaced_and_the_rest_kept(text: str, secret: str, kind: str) -> None:
+    out, kinds = redact_secrets(text)
+    assert secret not in out and MARK in out
+    assert kind in kinds
+    assert out.split(MARK)[0] == text[: len(out.split(MARK)[0])]  # what came before it is unchanged
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "call me at 138 0013 8000",
+        "my number is +1 415 555 0100",
+        "my order number is 1234 5678 9012 3456",  # fails the card check digit
+        "身份证号 110105194912310021",  # fails the ID check digit
+        "I was born in 1990 and moved in 2001",
+        "pin the tail on the donkey is fun",
+        "The pin is stuck in the door",
+        "I forgot my password yesterday",
+        "密码是什么来着？",
+        "我的生日是1990年3月7日",
+        "My sister's name is Anna",
+    ],
+)
+def test_plain_speech_is_left_alone(text: str) -> None:
+    assert redact_secrets(text) == (text, [])
+
+
+def test_redacting_twice_changes_nothing_more() -> None:
+    once, _ = redact_secrets("my password is hunter2 and card 4111111111111111")
+    assert redact_secrets(once) == (once, [])
