@@ -76,7 +76,8 @@ def _json_payload(raw: str) -> object:
         text = text.strip("`").removeprefix("json").strip()
     starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
     if not starts:
-        raise ValueError(f"extraction output is not JSON: {raw[:80]!r}")
+        # Its length, never its words: a model's prose answer echoes what the user said.
+        raise ValueError(f"extraction output is not JSON ({len(raw)} characters)")
     try:
         value, _ = json.JSONDecoder().raw_decode(text[min(starts) :])
     except json.JSONDecodeError as exc:

@@ -120,9 +120,17 @@ class DeadLetter:
     payload: str
 
 
+def _describe(exc: BaseException) -> str:
+    """An error for the log without the turn's words: the repr of an encoding error
+    holds the whole text it failed on, and logs outlive a "forget me"."""
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
 def encode_turn(turn: Turn) -> str:
     """The turn as JSON of its dataclass fields (`context` becomes a list)."""
-    return json.dumps(dataclasses.asdict(turn), ensure_ascii=False)
+    # ASCII: an unpaired surrogate from a broken transcript is kept as an escape that
+    # SQLite stores, not an encoding error that would keep the turn out of the journal.
+    return json.dumps(dataclasses.asdict(turn), ensure_ascii=True)
 
 
 def decode_turn(payload: str) -> Turn:
@@ -278,7 +286,7 @@ class DurableWriteQueue:
         try:
             inserted = self._insert(turn)
         except Exception as exc:  # the journal must never break the session
-            logger.error("journal insert failed for turn %s (kept in memory, retried): %r", turn.turn_id, exc)
+            logger.error("journal insert failed for turn %s (kept in memory, retried): %s", turn.turn_id, _describe(exc))
             self._unsaved[turn.turn_id] = turn
             inserted = True
         if inserted:
@@ -474,7 +482,7 @@ class DurableWriteQueue:
             try:
                 self._insert(turn)
             except Exception as exc:
-                logger.warning("journal still refuses turn %s: %r", turn_id, exc)
+                logger.warning("journal still refuses turn %s: %s", turn_id, _describe(exc))
                 return
             del self._unsaved[turn_id]
 

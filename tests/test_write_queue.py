@@ -349,7 +349,7 @@ async def test_bad_input_is_dead_lettered_and_later_turns_still_written(
 
 
 async def test_odd_input_never_blocks_the_turns_behind_it(tmp_path: Path, store: MemoryStore, user_id: str) -> None:
-    # A GATED turn with a NUL (kept as the fact's `source_text`) and a turn of a user id
+    # A GATED turn with a NUL (kept verbatim by the forced write) and a turn of a user id
     # no index can hold used to fail inside Postgres on every retry, forever, with
     # every later turn of every session on the machine waiting behind them.
     gated = make_service(store, MemoryMode.GATED)
@@ -359,7 +359,7 @@ async def test_odd_input_never_blocks_the_turns_behind_it(tmp_path: Path, store:
         return await (gated if turn.session_id == "gated" else normal).remember(turn)
 
     queue = DurableWriteQueue(tmp_path / "journal.sqlite3", remember, base_backoff_s=0.05, max_backoff_s=0.2)
-    nul = dataclasses.replace(make_turn(user_id, "Please remember that my locker code is 12\x0034"), session_id="gated")
+    nul = dataclasses.replace(make_turn(user_id, "Please remember that my locker is number 12\x0034"), session_id="gated")
     bad_user = make_turn("x" * 3000, "I like tea")
     good = make_turn(user_id, "My dog is called Rex")
     for turn in (nul, bad_user, good):
@@ -373,6 +373,39 @@ async def test_odd_input_never_blocks_the_turns_behind_it(tmp_path: Path, store:
     assert "My dog is called Rex" in texts
     assert any("1234" in t for t in texts) and not any("\x00" in t for t in texts)
     assert queue.retried == 0 and queue.pending_count() == 0
+
+
+async def test_a_broken_transcript_is_journaled_and_stored_with_the_turns_after_it(
+    tmp_path: Path, store: MemoryStore, user_id: str, caplog
+) -> None:
+    # An unpaired surrogate (a broken STT transcript) used to be refused by the journal,
+    # so the turn and the two after it (it was their context) lived in memory only,
+    # and the log repeated their words at every retry.
+    caplog.set_level(logging.INFO)
+    normal = make_service(store, MemoryMode.NORMAL)
+    queue = DurableWriteQueue(tmp_path / "journal.sqlite3", normal.remember, base_backoff_s=0.05, max_backoff_s=0.2)
+    broken = make_turn(user_id, "I love the caf\udce9 on 5th street")
+    after = [dataclasses.replace(make_turn(user_id, text), context=(f"user: {broken.text}",))
+             for text in ("My sister is Anna", "She lives in Lisbon")]  # fmt: skip
+    for turn in (broken, *after):
+        queue.enqueue(turn)
+    assert [row[0] for row in journal_rows(tmp_path / "journal.sqlite3")] == [broken.turn_id, *(t.turn_id for t in after)]
+    queue.start()
+    try:
+        assert await queue.drain(15.0) is True
+    finally:
+        await queue.aclose(1.0)
+    texts = sorted(r.text for r in store.list_user(user_id))
+    assert texts == ["I love the caf? on 5th street", "My sister is Anna", "She lives in Lisbon"]
+    assert not [r for r in caplog.records if "caf" in r.getMessage() or "Anna" in r.getMessage()]
+
+
+async def test_a_broken_earlier_turn_does_not_break_the_look_up(store: MemoryStore, user_id: str) -> None:
+    store.add_raw(user_id, "My sister's name is Anna")
+    service = make_service(store, MemoryMode.NORMAL)
+    for text, context in (("what's my sister's name?", ["caf\udce9 was nice"]), ("my sister\ud800's name?", [])):
+        found = await service.recall(user_id, text, context=context)
+        assert [r.text for r in found][:1] == ["My sister's name is Anna"]
 
 
 async def test_forget_drops_the_users_waiting_and_dead_turns_not_others(
