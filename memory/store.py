@@ -285,6 +285,10 @@ class MemoryStore:
         write_id: str | None,
         said_at: str | None,
     ) -> WriteResult:
+        if write_id and (existing := self._find_by_write_id(user_id, write_id)):
+            # A turn replayed (a killed worker's journal, a retry after an outage) whose
+            # extraction words the fact anew: this fact of that turn is already written.
+            return WriteResult("NOOP", existing, text)
         key = canonical_key(text)
         for rec in self.list_user(user_id, categories=[category]):
             if canonical_key(rec.text) == key:

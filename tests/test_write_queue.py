@@ -408,6 +408,40 @@ async def test_a_broken_earlier_turn_does_not_break_the_look_up(store: MemorySto
         assert [r.text for r in found][:1] == ["My sister's name is Anna"]
 
 
+async def test_a_gated_turn_replayed_and_worded_anew_is_written_once_and_blocks_nothing(
+    tmp_path: Path, store: MemoryStore, user_id: str
+) -> None:
+    # A worker stored the fact of a GATED turn and was killed before its journal row was
+    # deleted. Another process replays the row; its extraction call words the fact
+    # differently. The replay used to break the unique write id on every retry, forever,
+    # with every later turn waiting behind it.
+    from memory.gatekeeper import Gatekeeper
+    from tests.test_memory_agent import scripted_extraction
+
+    turn = make_turn(user_id, "By the way I really love hiking in the mountains on weekends")
+    later = make_turn(user_id, "My favourite colour is green, I've always loved it")
+    first = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(scripted_extraction(
+        {turn.text: [{"text": "User loves hiking in the mountains", "category": "preferences"}]})))  # fmt: skip
+    assert [w.event for w in (await first.remember(turn)).writes] == ["ADD"]
+    replaying = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(scripted_extraction({
+        turn.text: [{"text": "User enjoys hiking in the mountains on weekends", "category": "preferences"}],
+        later.text: [{"text": "User's favourite colour is green", "category": "preferences", "slot": "favorite_color"}],
+    })))  # fmt: skip
+    queue = DurableWriteQueue(tmp_path / "journal.sqlite3", replaying.remember, base_backoff_s=0.05, max_backoff_s=0.2)
+    for t in (turn, later):
+        queue.enqueue(t)
+    queue.start()
+    try:
+        assert await queue.drain(15.0) is True
+    finally:
+        await queue.aclose(1.0)
+    assert sorted(m.text for m in store.list_user(user_id)) == [
+        "User loves hiking in the mountains",
+        "User's favourite colour is green",
+    ]
+    assert queue.retried == 0
+
+
 async def test_forget_drops_the_users_waiting_and_dead_turns_not_others(
     tmp_path: Path, store: MemoryStore, user_id: str
 ) -> None:
