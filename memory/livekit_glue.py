@@ -205,7 +205,6 @@ class MemorySession:
             metrics.WRITES.labels(write.event).inc()
         if self.profile is not None and any(w.event != "NOOP" for w in report.writes):
             await self._refresh_profile()
-        metrics.QUEUE_PENDING.set(self.queue.pending_count())
         logger.info(
             "memory write",
             extra={

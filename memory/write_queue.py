@@ -75,6 +75,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import metrics
 from .service import Turn
 from .store import InvalidMemoryText
 
@@ -235,6 +236,9 @@ class DurableWriteQueue:
         # Turns whose journal insert failed (disk full, lock timeout): kept in
         # memory and flushed to the journal by the consumer, never dropped.
         self._unsaved: OrderedDict[str, Turn] = OrderedDict()
+        # Rows the store has but the journal could not delete (disk full): skipped,
+        # and deleted when the journal lets us (a replay of one would be a NOOP).
+        self._written_seqs: set[int] = set()
         # Recently written turn ids: a late duplicate enqueue is ignored.
         self._done: OrderedDict[str, None] = OrderedDict()
         self._done_max = 4096
@@ -291,6 +295,7 @@ class DurableWriteQueue:
             inserted = True
         if inserted:
             self._notify(self._wake)
+            self._count_pending()
 
     def start(self) -> None:
         """Start the consumer on the running loop, first taking over rows left by dead owners."""
@@ -319,11 +324,18 @@ class DurableWriteQueue:
         return int(count) + len(self._unsaved)
 
     def owned_pending_count(self) -> int:
-        """Rows this queue is responsible for (its own and those it took over)."""
-        (count,) = self._execute(
-            "SELECT COUNT(*) FROM pending_writes WHERE state = ? AND owner = ?", (PENDING, self.owner)
-        )[0]
-        return int(count) + len(self._unsaved)
+        """Rows this queue is responsible for (its own and those it took over), less
+        those already written whose delete the journal refused."""
+        rows = self._execute("SELECT seq FROM pending_writes WHERE state = ? AND owner = ?", (PENDING, self.owner))
+        return sum(1 for (seq,) in rows if seq not in self._written_seqs) + len(self._unsaved)
+
+    def _count_pending(self) -> None:
+        """The backlog gauge: set whenever it may have changed, not only on success, so
+        an outage shows as a growing number rather than the last good value."""
+        try:
+            metrics.QUEUE_PENDING.set(self.owned_pending_count())
+        except Exception:  # noqa: BLE001 - a metric must never break the queue
+            pass
 
     def dead_letters(self) -> list[DeadLetter]:
         """Turns that will never be written, oldest first, with the reason (all processes)."""
@@ -403,8 +415,10 @@ class DurableWriteQueue:
                 if stuck:
                     logger.warning("write queue consumer did not stop in 1 s; leaving it")
             self._flush_unsaved()
+            self._delete_written()
             self._release_leases()
             left = self.owned_pending_count()
+            metrics.QUEUE_PENDING.set(0)  # what is left is no longer this process's
             logger.info(
                 "write queue closed",
                 extra={
@@ -459,6 +473,7 @@ class DurableWriteQueue:
             self.replayed += len(rows)
             logger.info("taking over %d pending memory write(s) left by a stopped worker", len(rows))
             self._notify(self._wake)
+            self._count_pending()
         return len(rows)
 
     def _renew_leases(self) -> None:
@@ -487,12 +502,23 @@ class DurableWriteQueue:
             del self._unsaved[turn_id]
 
     def _next_row(self) -> tuple[int, str, str, int] | None:
+        self._delete_written()
+        skip = sorted(self._written_seqs)
         rows = self._execute(
             "SELECT seq, turn_id, payload, attempts FROM pending_writes"
-            " WHERE state = ? AND owner = ? ORDER BY seq LIMIT 1",
-            (PENDING, self.owner),
+            f" WHERE state = ? AND owner = ? AND seq NOT IN ({','.join('?' * len(skip))}) ORDER BY seq LIMIT 1",
+            (PENDING, self.owner, *skip),
         )
         return rows[0] if rows else None
+
+    def _delete_written(self) -> None:
+        """Best effort: the rows already written whose delete the journal refused."""
+        for seq in sorted(self._written_seqs):
+            try:
+                self._execute("DELETE FROM pending_writes WHERE seq = ?", (seq,))
+            except Exception:  # still full: they stay skipped
+                return
+            self._written_seqs.discard(seq)
 
     async def _keep_leases(self) -> None:
         interval = self.lease_s / 3
@@ -512,8 +538,8 @@ class DurableWriteQueue:
                 self._flush_unsaved()
                 row = self._next_row()
                 if row is None:
-                    if self._unsaved:  # the journal refused them: try again later
-                        await asyncio.sleep(self.backoff_delay(1))
+                    if self._unsaved:  # the journal refuses them: straight to the store
+                        await self._write_unsaved()
                     else:
                         await self._wake.wait()
                     continue
@@ -561,22 +587,51 @@ class DurableWriteQueue:
         self._done[turn_id] = None
         while len(self._done) > self._done_max:
             self._done.popitem(last=False)
+        self._count_pending()
         self._notify(self._progress)
 
     async def _delete(self, seq: int) -> None:
-        """The store has the write: the row goes, whoever holds its lease now."""
-        failures = 0
-        while True:
-            try:
-                self._execute("DELETE FROM pending_writes WHERE seq = ?", (seq,))
-                return
-            except Exception as exc:  # if we stopped here, a replay would be a NOOP
-                failures += 1
-                logger.warning("journal delete failed (the store write is done): %r", exc)
-                await asyncio.sleep(self.backoff_delay(failures))
+        """The store has the write: the row goes, whoever holds its lease now. A journal
+        that refuses (disk full) must not stop the writes behind it: the row is skipped
+        and deleted later (a replay of it would be a NOOP)."""
+        try:
+            self._execute("DELETE FROM pending_writes WHERE seq = ?", (seq,))
+        except Exception as exc:
+            logger.warning("journal delete failed (the store write is done; skipped): %s", _describe(exc))
+            self._written_seqs.add(seq)
+
+    async def _write_unsaved(self) -> None:
+        """The oldest turn the journal refused (disk full), written straight to the store:
+        held only in memory, it would be lost with the process."""
+        turn_id, turn = next(iter(self._unsaved.items()))
+        try:
+            await asyncio.wait_for(self.handler(turn), self.attempt_timeout_s)
+        except asyncio.CancelledError:
+            raise
+        except InvalidMemoryText as exc:
+            del self._unsaved[turn_id]
+            self.dead_lettered += 1
+            metrics.DEAD_LETTERS.inc()
+            logger.error("memory write for turn %s dropped (not journaled): %s", turn_id, exc)
+            self._notify(self._progress)
+            return
+        except Exception as exc:  # the store too: wait, then the journal is tried first again
+            self.retried += 1
+            metrics.WRITE_RETRIES.inc()
+            self._failures += 1
+            logger.warning("memory write failed for unjournaled turn %s: %s", turn_id, _describe(exc))
+            await asyncio.sleep(self.backoff_delay(self._failures))
+            return
+        del self._unsaved[turn_id]
+        self.written += 1
+        self._failures = 0
+        self._done[turn_id] = None
+        self._count_pending()
+        self._notify(self._progress)
 
     async def _retry(self, seq: int, turn_id: str, attempt: int, error: str) -> None:
         self.retried += 1
+        metrics.WRITE_RETRIES.inc()
         self._failures += 1
         delay = self.backoff_delay(self._failures)
         logger.warning(
@@ -598,6 +653,7 @@ class DurableWriteQueue:
 
     def _dead_letter(self, seq: int, turn_id: str, attempts: int, error: str) -> None:
         self.dead_lettered += 1
+        metrics.DEAD_LETTERS.inc()
         logger.error(
             "memory write for turn %s dead-lettered (never retried): %s",
             turn_id,
@@ -612,4 +668,5 @@ class DurableWriteQueue:
             )
         except Exception as exc:
             logger.warning("journal update failed: %r", exc)
+        self._count_pending()
         self._notify(self._progress)

@@ -53,6 +53,13 @@ async def wait_until(predicate: Callable[[], bool], *, timeout: float = 15.0, wh
         await asyncio.sleep(0.01)
 
 
+def gauge(name: str) -> float:
+    """A memory metric's value as Prometheus would scrape it from this process."""
+    from prometheus_client import REGISTRY
+
+    return sum(s.value for m in REGISTRY.collect() for s in m.samples if s.name == name)
+
+
 def journal_rows(path: Path) -> list[tuple]:
     """The journal as another process sees it: (turn_id, state, attempts, owner_pid, lease_until)."""
     with closing(sqlite3.connect(path)) as conn:
@@ -93,6 +100,7 @@ async def test_store_outage_mid_session_loses_no_write(
             raise failures[sum(calls.values()) % 2]
         return await service.remember(turn)
 
+    retries_before = gauge("memory_write_retries_total")
     journal = tmp_path / "journal.sqlite3"
     # A small cap stands in for the default 5 s: after 30 failures an uncapped
     # backoff would be 0.002 * 2**29 s (about 12 days) and recovery would never come.
@@ -112,6 +120,8 @@ async def test_store_outage_mid_session_loses_no_write(
         assert {r[1] for r in rows} == {"pending"}
         assert rows[0][2] >= 29  # attempts recorded on the head row
         assert queue.pending_count() == len(turns)
+        assert gauge("memory_write_queue_pending") == len(turns)  # the outage shows on the metrics
+        assert gauge("memory_write_retries_total") >= retries_before + 30
         # Later turns wait behind the head: one attempt per backoff, not one per queued turn.
         assert set(calls) == {turns[0].turn_id}
         assert store.list_user(user_id) == []
@@ -130,6 +140,7 @@ async def test_store_outage_mid_session_loses_no_write(
     assert (queue.written, queue.dead_lettered) == (len(turns), 0)
     assert queue.retried >= 30
     assert journal_rows(journal) == [] and queue.pending_count() == 0
+    assert gauge("memory_write_queue_pending") == 0
     retry_logs = [r.getMessage() for r in caplog.records if r.name == "memory.write_queue"]
     assert any("(attempt 30)" in m for m in retry_logs)
     assert any("ConnectionError" in m for m in retry_logs) and any("OperationalError" in m for m in retry_logs)
@@ -440,6 +451,43 @@ async def test_a_gated_turn_replayed_and_worded_anew_is_written_once_and_blocks_
         "User's favourite colour is green",
     ]
     assert queue.retried == 0
+
+
+class FullDiskQueue(DurableWriteQueue):
+    """The real journal, on a disk that is full while `full` is set: SQLite refuses
+    every insert and delete with "database or disk is full", as it does on a full
+    volume (its reads still work)."""
+
+    full = False
+
+    def _execute(self, sql: str, params: tuple = ()) -> list[tuple]:
+        if self.full and sql.lstrip().upper().startswith(("INSERT", "DELETE")):
+            raise sqlite3.OperationalError("database or disk is full")
+        return super()._execute(sql, params)
+
+
+async def test_a_full_journal_disk_loses_no_turn_while_the_store_is_up(
+    tmp_path: Path, store: MemoryStore, user_id: str
+) -> None:
+    # The journal's delete used to retry forever on a full disk, and turns it refused
+    # waited in memory for the journal only: with the store healthy, none was written
+    # and all were lost when the process ended.
+    normal = make_service(store, MemoryMode.NORMAL)
+    path = tmp_path / "journal.sqlite3"
+    queue = FullDiskQueue(path, normal.remember, base_backoff_s=0.05, max_backoff_s=0.2)
+    turns = [make_turn(user_id, text) for text in ("I have two cats", "I work as a nurse", "I live in Porto")]
+    queue.enqueue(turns[0])  # journaled before the disk filled up
+    queue.full = True
+    for turn in turns[1:]:
+        queue.enqueue(turn)  # refused by the journal
+    queue.start()
+    try:
+        assert await queue.drain(15.0) is True
+        assert sorted(m.text for m in store.list_user(user_id)) == sorted(t.text for t in turns)
+        queue.full = False  # space again: the written row left behind goes at close
+    finally:
+        await queue.aclose(1.0)
+    assert journal_rows(path) == []
 
 
 async def test_forget_drops_the_users_waiting_and_dead_turns_not_others(
