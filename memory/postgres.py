@@ -97,6 +97,10 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
     """
     t = sql.Identifier(table)
     with pool.connection() as conn:
+        # One process at a time: LiveKit starts a worker's job processes together, and
+        # "IF NOT EXISTS" is no guard when two create the same extension at once (the
+        # loser fails on pg_extension's unique index). Held until this transaction ends.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('memory-schema', 0))")
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
         conn.execute(
