@@ -23,8 +23,8 @@ from memory.postgres import storage_problems
 from memory.prompts import load_prompt
 from memory.retrieval import Retriever
 from memory.service import MemoryService
-from memory.settings import EmbedderKind, MemoryMode, load_settings, startup_problems
-from memory.store import MemoryStore
+from memory.settings import EmbedderKind, MemoryMode, MemorySettings, load_settings, startup_problems
+from memory.store import MemoryStore, UnavailableStore
 
 logger = logging.getLogger("agent")
 load_dotenv(find_dotenv(usecwd=True))  # the .env of the directory the worker starts in
@@ -45,11 +45,25 @@ def prewarm(proc: JobProcess) -> None:
         local_model()
     lexical.warm_up()
     proc.userdata["settings"] = settings
-    proc.userdata["store"] = store = MemoryStore.open(settings)
+    proc.userdata["store"] = store = _open_store(settings)
     # One per process, shared by its sessions: its per-user densities are then
     # computed once per process and user (as the README says), not once per session.
     proc.userdata["retriever"] = Retriever(store, settings)
     heap.settle()
+
+
+def _open_store(settings: MemorySettings) -> MemoryStore | UnavailableStore:
+    """The memory store, or a stand-in when it cannot be opened now (a fleet database
+    down while this process starts). Failing here would fail the process, and LiveKit
+    would give up on the job after three: the user would get no agent at all. With the
+    stand-in the session runs without memory and its turns wait in the journal. A bad
+    configuration never gets this far: `main` checks it at start-up."""
+    try:
+        return MemoryStore.open(settings)
+    except Exception as exc:  # noqa: BLE001 - any failure to open means "no memory", never "no agent"
+        reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        logger.error("memory store unavailable; this process runs its session without memory (%s)", reason)
+        return UnavailableStore(settings, reason)
 
 
 def _env(name: str, default: str) -> str:
@@ -72,7 +86,7 @@ server = AgentServer(setup_fnc=prewarm, prometheus_port=_prometheus_port())
 @server.rtc_session()
 async def entrypoint(ctx: JobContext) -> None:
     settings = ctx.proc.userdata["settings"]
-    store: MemoryStore = ctx.proc.userdata["store"]
+    store = ctx.proc.userdata["store"]  # a MemoryStore, or UnavailableStore when it could not be opened
     ctx.log_context_fields = {"room": ctx.room.name}
 
     await ctx.connect()

@@ -112,7 +112,8 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
         configure=_configure,
         open=False,
     )
-    pool.open(wait=True, timeout=CONNECT_TIMEOUT_S * 3)
+    # Well inside LiveKit's 10 s for a job process to initialise (prewarm opens the store).
+    pool.open(wait=True, timeout=CONNECT_TIMEOUT_S + 1)
     return pool
 
 

@@ -173,7 +173,8 @@ class Recaller:
         if not lookup.task.cancelled() and lookup.task.exception() is not None:
             exc = lookup.task.exception()
             # A busy store is expected under load and already bounded: keep it quiet.
-            level = logging.DEBUG if type(exc).__name__ == "StoreBusy" else logging.WARNING
+            # So is a store this process could not open: its start-up logged it once.
+            level = logging.DEBUG if type(exc).__name__ in ("StoreBusy", "StoreUnavailable") else logging.WARNING
             logger.log(level, "memory look-up failed: %r", exc)
         self._interim_running.discard(lookup.task)
         if self._pending_interim is not None and len(self._interim_running) < self._max_interim:

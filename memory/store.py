@@ -46,6 +46,27 @@ class ForgottenTurn(InvalidMemoryText):
     """A turn said before the user asked to be forgotten: never to be stored."""
 
 
+class StoreUnavailable(RuntimeError):
+    """The store could not be opened when this process started (a fleet database down):
+    look-ups find nothing and writes wait in the journal for a process that has one."""
+
+
+class UnavailableStore:
+    """Stands in for a `MemoryStore` that could not be opened: every use raises
+    `StoreUnavailable`, which the read path turns into "no memory this turn" and the
+    write queue into a retry (the turn stays in the journal on disk)."""
+
+    def __init__(self, settings: MemorySettings, reason: str) -> None:
+        self.settings = settings
+        self.reason = reason
+
+    def __getattr__(self, name: str) -> Any:
+        raise StoreUnavailable(f"memory store unavailable since this process started: {self.reason}")
+
+    def close(self) -> None:
+        pass
+
+
 @dataclass(frozen=True)
 class MemoryRecord:
     """One stored memory as the rest of the product sees it."""

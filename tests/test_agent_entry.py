@@ -65,3 +65,53 @@ def test_prewarm_takes_what_it_loaded_out_of_full_garbage_collections(
     finally:
         if "store" in proc.userdata:
             proc.userdata["store"].close()
+
+
+async def test_with_the_database_down_a_session_still_gets_an_agent_and_its_turns_wait_on_disk(
+    data_dir: Path, tmp_path: Path, store, user_id: str, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    """A fleet database down while a job process starts: prewarm used to fail (after
+    9 s), and LiveKit gives up on the job after three processes, so the caller got no
+    agent. Now the session runs without memory, and its turns wait in the journal for
+    a process that has a store."""
+    import logging
+
+    import agent
+    from memory.livekit_glue import MemoryAgent, MemorySession
+    from memory.service import MemoryService
+    from memory.settings import MemoryMode
+    from memory.store import UnavailableStore
+    from memory.write_queue import DurableWriteQueue
+    from tests.conftest import make_service
+    from tests.harness import VoiceHarness
+
+    journal_dir = tmp_path / "worker"
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(journal_dir))
+    # A database that refuses connections: a socket directory with no server in it.
+    monkeypatch.setenv("MEMORY_DATABASE_URL", f"postgresql://memory@/memory?host={tmp_path}")
+    proc = SimpleNamespace(userdata={})
+    with caplog.at_level(logging.ERROR, logger="agent"):
+        agent.prewarm(proc)  # type: ignore[arg-type]
+    down = proc.userdata["store"]
+    assert isinstance(down, UnavailableStore)
+    assert "memory store unavailable" in caplog.text
+
+    settings = proc.userdata["settings"]
+    service = MemoryService(down, settings, retriever=proc.userdata["retriever"])
+    memory = MemorySession(service, user_id=user_id, budget_s=0.5)
+    harness = VoiceHarness(MemoryAgent(memory), preflight=True)
+    memory.attach(harness.session)
+    async with harness:
+        turn = await harness.user_says("My sister's name is Anna")
+        assert turn.reply  # the agent answered, without memory
+    await memory.aclose(drain_timeout_s=0.2)
+
+    # Later, a process whose store is up takes the waiting turn over and writes it.
+    up = make_service(store, MemoryMode.NORMAL)
+    queue = DurableWriteQueue(settings.journal_path, up.remember, base_backoff_s=0.05)
+    queue.start()
+    try:
+        assert await queue.drain(15.0) is True
+    finally:
+        await queue.aclose(1.0)
+    assert [m.text for m in store.list_user(memory.user_id)] == ["My sister's name is Anna"]
