@@ -18,7 +18,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import closing
 from pathlib import Path
 
@@ -51,6 +51,17 @@ async def wait_until(predicate: Callable[[], bool], *, timeout: float = 15.0, wh
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
         await asyncio.sleep(0.01)
+
+
+async def write_all(queue: DurableWriteQueue, turns: Iterable[Turn]) -> None:
+    """Journal the turns, run the queue until all are written (bounded), and close it."""
+    for turn in turns:
+        queue.enqueue(turn)
+    queue.start()
+    try:
+        assert await queue.drain(15.0) is True
+    finally:
+        await queue.aclose(1.0)
 
 
 def gauge(name: str) -> float:
@@ -373,13 +384,7 @@ async def test_odd_input_never_blocks_the_turns_behind_it(tmp_path: Path, store:
     nul = dataclasses.replace(make_turn(user_id, "Please remember that my locker is number 12\x0034"), session_id="gated")
     bad_user = make_turn("x" * 3000, "I like tea")
     good = make_turn(user_id, "My dog is called Rex")
-    for turn in (nul, bad_user, good):
-        queue.enqueue(turn)
-    queue.start()
-    try:
-        assert await queue.drain(15.0) is True
-    finally:
-        await queue.aclose(1.0)
+    await write_all(queue, (nul, bad_user, good))
     texts = [r.text for r in store.list_user(user_id)]
     assert "My dog is called Rex" in texts
     assert any("1234" in t for t in texts) and not any("\x00" in t for t in texts)
@@ -439,13 +444,7 @@ async def test_a_gated_turn_replayed_and_worded_anew_is_written_once_and_blocks_
         later.text: [{"text": "User's favourite colour is green", "category": "preferences", "slot": "favorite_color"}],
     })))  # fmt: skip
     queue = DurableWriteQueue(tmp_path / "journal.sqlite3", replaying.remember, base_backoff_s=0.05, max_backoff_s=0.2)
-    for t in (turn, later):
-        queue.enqueue(t)
-    queue.start()
-    try:
-        assert await queue.drain(15.0) is True
-    finally:
-        await queue.aclose(1.0)
+    await write_all(queue, (turn, later))
     assert sorted(m.text for m in store.list_user(user_id)) == [
         "User loves hiking in the mountains",
         "User's favourite colour is green",
