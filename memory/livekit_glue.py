@@ -37,6 +37,28 @@ logger = logging.getLogger("memory.livekit")
 
 PROFILE_MESSAGE_ID = "memory_profile"
 RECALL_MESSAGE_ID = "memory_recall"
+# Items that may follow the user's message in a request that still answers it: a tool
+# call and its result (LiveKit asks the LLM again with them), notes such as a reply's
+# own instructions (added as a system message after it), a hand-off to another agent.
+_TOOL_ITEMS = ("function_call", "function_call_output")
+_ANSWERING_ITEMS = (*_TOOL_ITEMS, "agent_handoff", "agent_config_update")
+
+
+def answered_turn(items: list[llm.ChatItem]) -> tuple[int | None, bool]:
+    """The index of the user message this request answers, or None when the agent
+    already answered it (a greeting, an instruction of its own); and whether this is a
+    follow-up request for it (after a tool's result), which the first request logged."""
+    last_user = next((i for i in range(len(items) - 1, -1, -1) if getattr(items[i], "role", None) == "user"), None)
+    if last_user is None:
+        return None, False
+    after = items[last_user + 1 :]
+    follow_up = any(item.type in _TOOL_ITEMS for item in after)
+    for item in after:
+        role = getattr(item, "role", None)
+        if item.type in _ANSWERING_ITEMS or role in ("system", "developer") or (role == "assistant" and follow_up):
+            continue
+        return None, False
+    return last_user, follow_up
 
 
 def _memory_line(rec: MemoryRecord) -> str:
@@ -74,6 +96,9 @@ class TurnLog:
     injected_ids: list[str] = field(default_factory=list)
     profile_injected: bool = False
     started_at: float = field(default_factory=time.perf_counter)
+    # Asked for before LiveKit committed the user's words (a preemptive reply, typed
+    # input): settled when they are, dropped if other words are (the reply was discarded).
+    provisional: bool = False
 
 
 class MemorySession:
@@ -161,10 +186,16 @@ class MemorySession:
         would find no prefetch for its words and wait out its budget."""
         self._current_committed = False  # a new turn is being spoken
         so_far = " ".join([*self._turn_finals, ev.transcript.strip()]).strip()
-        if ev.is_final and ev.transcript.strip():
-            self._turn_finals.append(ev.transcript.strip())
+        segment = ev.transcript.strip()
+        if ev.is_final and segment:
+            self._turn_finals.append(segment)
         if self.service.wants_recall(so_far):
             self.recaller.prefetch(so_far, final=ev.is_final)
+        if ev.is_final and len(self._turn_finals) > 1 and self.service.wants_recall(segment):
+            # The earlier finals may belong to a turn LiveKit threw away (push-to-talk
+            # cancel, a turn a subclass stopped): then the committed words are this
+            # segment's alone, and one more look-up beats waiting out the budget.
+            self.recaller.prefetch(segment, final=True)
 
     def _on_item_added(self, ev: ConversationItemAddedEvent) -> None:
         item = ev.item
@@ -191,8 +222,21 @@ class MemorySession:
             self._user_turns.append(text)
             self._current_committed = True
             self._turn_finals = []
+            self._settle_log(text)
         if item.role in ("user", "assistant") and text:
             self._recent.append(f"{item.role}: {kept}")
+
+    def _settle_log(self, committed: str) -> None:
+        """The user's words are committed: a reply asked for before (preemptive, typed)
+        was the one used if it was for these words, and was discarded if not."""
+        if not self.turns or not self.turns[-1].provisional:
+            return
+        log = self.turns[-1]
+        if log.text.strip() == committed:
+            log.provisional = False
+            self._log_turn(log)
+        else:
+            self.turns.pop()
 
     async def _remember(self, turn: Turn) -> RememberReport:
         """The queue's handler: raises on a transient failure so the turn is retried."""
@@ -245,15 +289,11 @@ class MemorySession:
         """A copy of the context with the profile and this turn's memories added."""
         ctx = chat_ctx.copy()
         items = ctx.items
-        last_user = next(
-            (i for i in range(len(items) - 1, -1, -1) if getattr(items[i], "role", None) == "user"),
-            None,
-        )
-        is_new_turn = last_user is not None and last_user == len(items) - 1
-        log = TurnLog(text=items[last_user].text_content or "" if is_new_turn else "")  # type: ignore[union-attr]
+        last_user, follow_up = answered_turn(items)
+        log = TurnLog(text=items[last_user].text_content or "" if last_user is not None else "")  # type: ignore[union-attr]
 
         profile_ready = self._profile_within(self.recaller.budget_s)
-        if is_new_turn and self.service.wants_recall(log.text):
+        if last_user is not None and self.service.wants_recall(log.text):
             # Typed input brings no transcript to say a new turn began, and reaches
             # llm_node before LiveKit commits it: the flag still speaks of the turn
             # before. The newest earlier turn is the one being answered only if it is
@@ -261,6 +301,7 @@ class MemorySession:
             if self._current_committed and self._user_turns and self._user_turns[-1] != log.text.strip():
                 self._current_committed = False
             # Both within one budget, side by side: the reply waits for the slower only.
+            # A follow-up (after a tool) finds the first request's look-up done.
             log.recall, _ = await asyncio.gather(self.recaller.get(log.text), profile_ready)
         else:
             await profile_ready
@@ -287,9 +328,14 @@ class MemorySession:
                 items.insert(last_user, llm.ChatMessage(role="system", content=[block], id=RECALL_MESSAGE_ID))
                 log.injected = len(fresh)
                 log.injected_ids = [r.id for r in fresh]
-        if is_new_turn:
+        if last_user is not None and not follow_up:
+            committed = self._current_committed and bool(self._user_turns) and self._user_turns[-1] == log.text.strip()
+            if self.turns and self.turns[-1].provisional:
+                self.turns.pop()  # a preemptive reply for words the user went on from
+            log.provisional = not committed
             self.turns.append(log)
-            self._log_turn(log)
+            if committed:
+                self._log_turn(log)
         return ctx
 
     def _log_turn(self, log: TurnLog) -> None:
@@ -333,7 +379,7 @@ class MemorySession:
         await self.recaller.aclose()
         if self._profile_task is not None and not self._profile_task.done():
             self._profile_task.cancel()
-        turns = self.turns
+        turns = [t for t in self.turns if not t.provisional]  # a reply never used is no turn
         logger.info(
             "memory session summary",
             extra={

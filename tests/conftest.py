@@ -6,12 +6,15 @@ about a second) without seeing each other's memories.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import dataclasses
+import json
+import time
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -56,3 +59,24 @@ def make_service(store: MemoryStore, mode: MemoryMode, **kwargs: object) -> "Mem
 
     settings = dataclasses.replace(store.settings, mode=mode)
     return MemoryService(store, settings, **kwargs)  # type: ignore[arg-type]
+
+
+async def wait_until(predicate: Callable[[], bool], *, timeout: float = 15.0, what: str = "") -> None:
+    """Wait for a condition (never a fixed sleep), failing the test after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+        await asyncio.sleep(0.01)
+
+
+def scripted_extraction(facts_by_text: dict[str, list[dict[str, str]]]) -> "RecordingLLM":
+    """An extraction LLM that answers with the given facts for each user message."""
+
+    from tests.harness import LLMRequest, RecordingLLM
+
+    def respond(request: LLMRequest) -> str:
+        payload = json.loads(request.messages[-1][1])
+        return json.dumps({"facts": facts_by_text.get(payload["latest_user_message"], [])})
+
+    return RecordingLLM(respond)

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import pytest
+from livekit.agents import function_tool
 
 from memory.gatekeeper import Gatekeeper
 from memory.livekit_glue import PROFILE_MESSAGE_ID, MemoryAgent, MemorySession
@@ -24,8 +25,9 @@ from memory.service import MemoryService, Turn
 from memory.settings import MemoryMode
 from memory.store import MemoryStore, now_iso
 from memory.write_queue import DurableWriteQueue
-from tests.conftest import make_service
-from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
+from tests.conftest import make_service, scripted_extraction, wait_until
+from tests.harness import LLMRequest, RecordingLLM, ToolCall, VoiceHarness
+from tests.harness.fakes import SpeechEventType
 
 # Long budget in these tests: they check what is injected, not how fast
 # (tests/test_prefetch.py and bench/latency.py cover the budget).
@@ -45,16 +47,6 @@ def recalled_text(request: LLMRequest) -> str:
     assert idx == [len(request.messages) - 2], request.messages
     assert request.messages[-1][0] == "user"
     return request.messages[idx[0]][1]
-
-
-def scripted_extraction(facts_by_text: dict[str, list[dict[str, str]]]) -> RecordingLLM:
-    """An extraction LLM that answers with the given facts for each user message."""
-
-    def respond(request: LLMRequest) -> str:
-        payload = json.loads(request.messages[-1][1])
-        return json.dumps({"facts": facts_by_text.get(payload["latest_user_message"], [])})
-
-    return RecordingLLM(respond)
 
 
 @dataclass
@@ -348,6 +340,99 @@ async def test_gated_profile_is_bounded(store: MemoryStore, user_id: str) -> Non
         lines = [ln for ln in run.requests[0].messages[idx][1].splitlines() if ln.startswith("- ")]
         assert 0 < len(lines) <= run.service.settings.profile_max_items
         assert sum(len(ln) for ln in lines) <= run.service.settings.profile_max_chars
+
+
+class ToolMemoryAgent(MemoryAgent):
+    """A product agent with a tool, as users build on MemoryAgent."""
+
+    @function_tool
+    async def get_time(self) -> str:
+        """The current time."""
+        return "It is 10:00"
+
+
+async def test_the_reply_after_a_tool_call_still_has_this_turns_memories(store: MemoryStore, user_id: str) -> None:
+    # LiveKit asks the LLM again once the tool has answered; that second request is the
+    # reply the user hears, and it went out without the memories recalled for the turn.
+    store.add_raw(user_id, "My dog is called Rex")
+    service = CountingService(store, make_service(store, MemoryMode.NORMAL).settings)
+    memory = MemorySession(service, user_id=user_id, budget_s=BUDGET_S)
+
+    def respond(request: LLMRequest) -> str | ToolCall:
+        fresh_turn = request.chat_ctx.items[-1].type == "message"
+        return ToolCall("get_time") if fresh_turn else "It is ten, and your dog is Rex."
+
+    harness = VoiceHarness(ToolMemoryAgent(memory), llm=RecordingLLM(respond))
+    memory.attach(harness.session)
+    await memory.wait_profile()
+    async with harness:
+        await harness.user_types("What time is it, and what is my dog called?")
+        assert await memory.drain(10.0)
+    await memory.aclose()
+    first, after_tool = harness.llm.requests
+    assert "It is 10:00" in json.dumps([i.model_dump(mode="json") for i in after_tool.chat_ctx.items])
+    for request in (first, after_tool):
+        assert "My dog is called Rex" in "".join(t for _, t in request.messages if t.startswith("<recalled_memories>"))
+    assert service.recalls == 1  # the second request found the first one's look-up
+    assert len(memory.turns) == 1
+
+
+async def test_a_reply_with_its_own_instructions_still_gets_memory(store: MemoryStore, user_id: str) -> None:
+    # generate_reply(user_input=..., instructions=...) puts the instructions after the
+    # user's message, as a system message: the request used to go without memory.
+    store.add_raw(user_id, "My dog is called Rex")
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        handle = run.harness.session.generate_reply(
+            user_input="What is my dog called?", instructions="Answer in one short sentence."
+        )
+        await asyncio.wait_for(handle.wait_for_playout(), run.harness.timeout)
+        (request,) = run.requests
+        assert request.messages[-1] == ("system", "Answer in one short sentence.")
+        assert "My dog is called Rex" in request.messages[-3][1]  # right before the user's message
+
+
+async def test_a_preemptive_reply_thrown_away_is_not_a_turn_of_its_own(store: MemoryStore, user_id: str) -> None:
+    # The preemptive reply for "Book a table" is discarded when the user goes on; it was
+    # logged and counted as a turn of its own beside the real one.
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        harness = run.harness
+        stream = await harness.stt.wait_for_stream()
+        start, asked = len(harness.events), harness.llm.count
+        committed = harness._future(lambda e: e.name == "conversation_item_added" and e.payload["role"] == "user")
+        harness.stt._emit(stream, SpeechEventType.START_OF_SPEECH)
+        harness.stt._emit(stream, SpeechEventType.PREFLIGHT_TRANSCRIPT, "Book a table")
+        await wait_until(lambda: harness.llm.count == asked + 1)  # the preemptive request went out
+        harness.stt._emit(stream, SpeechEventType.FINAL_TRANSCRIPT, "Book a table for my sister and me")
+        harness.stt._emit(stream, SpeechEventType.END_OF_SPEECH)
+        await harness._await(committed, "the user's words to be committed")
+        await harness._finish_turn(start, asked)
+        assert [r.messages[-1][1] for r in run.requests] == ["Book a table", "Book a table for my sister and me"]
+    assert [t.text for t in run.memory.turns] == ["Book a table for my sister and me"]
+
+
+async def test_words_of_a_turn_livekit_threw_away_do_not_spoil_the_next_prefetch(
+    store: MemoryStore, user_id: str
+) -> None:
+    # Push-to-talk "cancel" (clear_user_turn) drops the words said so far; they stayed
+    # in front of the next turn's look-up, which then never matched what was committed,
+    # and the reply waited out its budget for a fresh one.
+    store.add_raw(user_id, "My dog is called Rex")
+    memory = MemorySession(make_service(store, MemoryMode.NORMAL), user_id=user_id, budget_s=BUDGET_S)
+    harness = VoiceHarness(MemoryAgent(memory), preflight=False)  # the look-up starts from the final
+    memory.attach(harness.session)
+    await memory.wait_profile()
+    async with harness:
+        stream = await harness.stt.wait_for_stream()
+        harness.stt._emit(stream, SpeechEventType.START_OF_SPEECH)
+        harness.stt._emit(stream, SpeechEventType.FINAL_TRANSCRIPT, "never mind")
+        await wait_until(lambda: memory._turn_finals == ["never mind"], what="the final transcript")
+        harness.session.clear_user_turn()
+        await harness.user_says("Remind me, what is my dog called?")
+        log = memory.turns[-1]
+        assert log.text == "Remind me, what is my dog called?"
+        assert log.recall is not None and log.recall.prefetched  # found ready, not fetched at reply time
+        assert "My dog is called Rex" in recalled_text(harness.llm.requests[-1])
+    await memory.aclose()
 
 
 class HeldProfileService(MemoryService):

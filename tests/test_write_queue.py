@@ -28,7 +28,7 @@ from memory.service import Turn
 from memory.settings import MemoryMode
 from memory.store import InvalidMemoryText, MemoryStore, now_iso
 from memory.write_queue import DurableWriteQueue, decode_turn, encode_turn, purge_user
-from tests.conftest import make_service
+from tests.conftest import make_service, scripted_extraction, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 CHILD = Path(__file__).resolve().parent / "write_queue_child.py"
@@ -43,14 +43,6 @@ def make_turn(user_id: str, text: str) -> Turn:
         created_at=now_iso(),
         context=("assistant: how can I help?",),
     )
-
-
-async def wait_until(predicate: Callable[[], bool], *, timeout: float = 15.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
-        await asyncio.sleep(0.01)
 
 
 async def write_all(queue: DurableWriteQueue, turns: Iterable[Turn]) -> None:
@@ -432,7 +424,6 @@ async def test_a_gated_turn_replayed_and_worded_anew_is_written_once_and_blocks_
     # differently. The replay used to break the unique write id on every retry, forever,
     # with every later turn waiting behind it.
     from memory.gatekeeper import Gatekeeper
-    from tests.test_memory_agent import scripted_extraction
 
     turn = make_turn(user_id, "By the way I really love hiking in the mountains on weekends")
     later = make_turn(user_id, "My favourite colour is green, I've always loved it")

@@ -8,6 +8,7 @@ from .fakes import (
     RecordingTextOutput,
     ScriptedSTT,
     SilentAudioInput,
+    ToolCall,
 )
 from .session import HarnessEvent, TurnResult, VoiceHarness
 
@@ -20,6 +21,7 @@ __all__ = [
     "RecordingTextOutput",
     "ScriptedSTT",
     "SilentAudioInput",
+    "ToolCall",
     "TurnResult",
     "VoiceHarness",
 ]

@@ -217,7 +217,15 @@ class LLMRequest:
         return self.messages[-1] if self.messages else None
 
 
-Responder = Callable[[LLMRequest], str | Awaitable[str]]
+@dataclass(frozen=True)
+class ToolCall:
+    """A scripted reply that calls a function tool instead of answering in words."""
+
+    name: str
+    arguments: str = "{}"
+
+
+Responder = Callable[[LLMRequest], str | ToolCall | Awaitable[str | ToolCall]]
 
 
 def _snapshot(chat_ctx: llm.ChatContext) -> llm.ChatContext:
@@ -288,7 +296,7 @@ class RecordingLLM(llm.LLM):
             self, request=request, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options
         )
 
-    async def _reply_for(self, request: LLMRequest) -> str:
+    async def _reply_for(self, request: LLMRequest) -> str | ToolCall:
         reply = self._respond(request)
         return await reply if inspect.isawaitable(reply) else reply
 
@@ -312,6 +320,12 @@ class RecordingLLMStream(llm.LLMStream):
             await asyncio.sleep(self._rec.ttft)
         text = await self._rec._reply_for(self._request)
         request_id = utils.shortuuid("req_")
+        if isinstance(text, ToolCall):
+            call = llm.FunctionToolCall(name=text.name, arguments=text.arguments, call_id=utils.shortuuid("call_"))
+            self._event_ch.send_nowait(
+                llm.ChatChunk(id=request_id, delta=llm.ChoiceDelta(role="assistant", tool_calls=[call]))
+            )
+            return
         # a few chunks, like a real provider, so streaming consumers are exercised
         words = text.split(" ")
         for i, word in enumerate(words):
