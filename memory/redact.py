@@ -5,7 +5,9 @@ A remembered secret would be read back into later LLM requests, and copied into 
 journal, Mem0's history and backups. The rules are local and cheap (the write path
 runs them on every turn) and each is narrowed by a check that plain speech rarely
 passes: card numbers by the Luhn digit and an issuer prefix, Chinese ID numbers by
-their check digit, keyword-led secrets by a value right after "is"/"是"/":".
+their check digit, keyword-led secrets by a value right after "is"/"'s"/"是"/":" that
+is digits, or a word that is neither a function word nor one of the very common ones
+("the same as", "was wrong"). Digits come as STT writes them too: "4 7 1 1".
 Hand-written: the libraries that do this (Presidio, detect-secrets) bring spaCy
 models to download or rules for source code, not for speech.
 """
@@ -15,38 +17,52 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-MARK = "[redacted]"
+from wordfreq import zipf_frequency
 
+from .lexical import STOP_EN
+
+MARK = "[redacted]"
+# Words at least this common (Zipf scale: "same" 5.8, "hard" 5.5) describe a password
+# rather than being one; rarer words ("sunshine" 4.2, "football" 5.1) are redacted.
+COMMON_WORD_ZIPF = 5.5
+
+_DIGITS = r"\d+(?:[ -]\d+)*"  # "4711", "4 7 1 1", "839 201"
 # 13-19 digits, single spaces or dashes between them ("4111 1111 1111 1111").
-_CARD = re.compile(r"(?<![\d+])\d(?:[ -]?\d){12,18}(?!\d)")
+_CARD = re.compile(r"(?<![\d+])\d(?:[ -]?\d){12,}(?!\d)")
 _CARD_ISSUERS = re.compile(r"(?:4|5[1-5]|2[2-7]|3[47]|3[05689]|6)")  # Visa, MC, Amex, Diners/JCB, Discover/UnionPay
 _CN_ID = re.compile(r"(?<!\d)\d{17}[\dXx](?![\dXx])")
 _CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _SSN = re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")
+_TOKEN = r"[A-Za-z0-9+=_-]"  # ASCII only: Chinese text has no spaces, and \w would take whole sentences
 _KEYS = re.compile(
     r"\b(?:sk|pk|rk)[-_][A-Za-z0-9_-]{16,}"  # OpenAI, Stripe
     r"|\bgh[pousr]_[A-Za-z0-9]{20,}"  # GitHub
     r"|\bAKIA[0-9A-Z]{16}\b"  # AWS
     r"|\bAIza[0-9A-Za-z_-]{30,}"  # Google
     r"|\bxox[abpr]-[A-Za-z0-9-]{10,}"  # Slack
-    r"|(?<![\w/+=-])(?=[\w/+=-]*\d)(?=[\w/+=-]*[A-Za-z])[\w/+=-]{32,}"  # any long token of letters and digits
+    rf"|(?<!{_TOKEN})(?={_TOKEN}*\d)(?={_TOKEN}*[A-Za-z]){_TOKEN}{{32,}}(?!{_TOKEN})"  # any long key-like token
 )
-# "password is hunter2", "my bank PIN: 4711", "the door code to my flat is 1234".
-_EN_WORD = r"(?:passwords?|passcodes?|pass\s+codes?|passphrases?)"
-_EN_CODE = (
-    r"(?:pin(?:\s+(?:code|number))?|cvv|cvc|security\s+code|verification\s+code|one[- ]time\s+code|otp"
+_EN_VERB = r"(?:\s+(?:is|was|are|were)\b|['’]s\b|\s*[:=])\s*"
+_EN_VALUE = rf"[\"'“‘]?({_DIGITS}(?![\w])|[^\s\"'”’,;]+?)[\"'”’]?(?=[\s,;.!?]|$)"
+# "password is hunter2", "my password's sunshine"
+_EN_SECRET = re.compile(
+    rf"\b(?:passwords?|passcodes?|pass\s+codes?|passphrases?)(?:\s+[\w'’]+){{0,2}}?{_EN_VERB}{_EN_VALUE}",
+    re.IGNORECASE,
+)
+# "my bank PIN is 4711", "the door code to my flat is 1 2 3 4"
+_EN_CODE_SECRET = re.compile(
+    r"\b(?:pin(?:\s+(?:code|number))?|cvv|cvc|security\s+code|verification\s+code|one[- ]time\s+code|otp"
     r"|(?:alarm|door|gate|safe|access|lock|locker|entry|unlock)\s+code)"
+    rf"(?:\s+[\w'’]+){{0,4}}?{_EN_VERB}({_DIGITS})(?!\w)",
+    re.IGNORECASE,
 )
-_EN_LEAD = r"\s*(?:\s[\w'’]+){0,4}?\s*(?:\bis\b|\bwas\b|\bare\b|:|=)\s*"
-_EN_VALUE = r"[\"'“‘]?([^\s\"'”’,;]+?)[\"'”’]?(?=[\s,;.!?]*(?:\s|$))"
-_EN_SECRET = re.compile(rf"\b{_EN_WORD}{_EN_LEAD}{_EN_VALUE}", re.IGNORECASE)
-_EN_CODE_SECRET = re.compile(rf"\b{_EN_CODE}{_EN_LEAD}{_EN_VALUE}", re.IGNORECASE)
-# "CVV 123", "PIN 4711": the short codes also come without a verb.
-_BARE_CODE = re.compile(r"\b(?:cvv2?|cvc2?|pin)\s*:?\s*(\d{3,8})(?!\d)", re.IGNORECASE)
-# "银行卡密码是839201", "验证码：4711", "门禁密码为八三九二".
+# "CVV 123", "PIN 4 7 1 1": the short codes also come without a verb. Upper case only
+# for PIN, so that "pin 300 photos" (the verb) is left alone.
+_BARE_CODE = re.compile(rf"(?:\bPIN|\b[Cc][Vv][Vv]2?|\b[Cc][Vv][Cc]2?)\s*:?\s*({_DIGITS})(?!\w)")
+# "银行卡密码是839201", "验证码：4 7 1 1", "门禁密码为八三九二".
 _ZH_SECRET = re.compile(
     r"(?:密码|口令|验证码|校验码|安全码|PIN码?|CVV)[^\s，。！？,.!?]{0,6}?(?:是|为|:|：|=)\s*"
-    r"([A-Za-z0-9!@#$%^&*._\-]+|[零〇一二三四五六七八九两幺]+)",
+    r"([A-Za-z0-9!@#$%^&*._\-]+(?:\s+\d+)*|[零〇一二三四五六七八九两幺]{3,})",
     re.IGNORECASE,
 )
 
@@ -59,9 +75,15 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
-def _is_card(match: re.Match[str]) -> bool:
-    digits = re.sub(r"\D", "", match.group())
-    return bool(_CARD_ISSUERS.match(digits)) and _luhn(digits)
+def _card_end(run: str) -> int | None:
+    """Where the card number in a run of digits ends (it may run on into an expiry
+    date or a CVV: "4111 1111 1111 1111 12 29"), or None if there is none."""
+    ends = [i + 1 for i, ch in enumerate(run) if ch.isdigit()]
+    for n in range(min(19, len(ends)), 12, -1):
+        digits = re.sub(r"\D", "", run[: ends[n - 1]])
+        if _CARD_ISSUERS.match(digits) and _luhn(digits):
+            return ends[n - 1]
+    return None
 
 
 def _is_cn_id(match: re.Match[str]) -> bool:
@@ -70,8 +92,18 @@ def _is_cn_id(match: re.Match[str]) -> bool:
     return s[17] == check
 
 
-def _has_digit(match: re.Match[str]) -> bool:
-    return any(ch.isdigit() for ch in match.group(1))
+def _is_secret_word(match: re.Match[str]) -> bool:
+    """A value after "password is": digits or symbols, or a word that is not a common
+    one ("the same as my email", "was wrong" describe a password; "sunshine" is one)."""
+    value = match.group(1)
+    if not value.isalpha():
+        return True
+    word = value.lower()
+    return word not in STOP_EN and zipf_frequency(word, "en") < COMMON_WORD_ZIPF
+
+
+def _enough_digits(match: re.Match[str]) -> bool:
+    return sum(ch.isdigit() for ch in match.group(1)) >= 3
 
 
 def _always(_: re.Match[str]) -> bool:
@@ -81,21 +113,32 @@ def _always(_: re.Match[str]) -> bool:
 # (name, pattern, check): a match that passes its check is redacted; its group 1 if it
 # has one (the value after the keyword), else the whole match.
 _RULES: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], bool]], ...] = (
-    ("card_number", _CARD, _is_card),
     ("id_number", _CN_ID, _is_cn_id),
     ("ssn", _SSN, _always),
     ("key", _KEYS, _always),
-    ("password", _EN_SECRET, _always),
-    ("code", _EN_CODE_SECRET, _has_digit),
-    ("code", _BARE_CODE, _always),
+    ("password", _EN_SECRET, _is_secret_word),
+    ("code", _EN_CODE_SECRET, _enough_digits),
+    ("code", _BARE_CODE, _enough_digits),
     ("password", _ZH_SECRET, _always),
 )
+
+
+def _redact_cards(text: str, found: list[str]) -> str:
+    def replace(m: re.Match[str]) -> str:
+        end = _card_end(m.group())
+        if end is None:
+            return m.group()
+        found.append("card_number")
+        return MARK + m.group()[end:]
+
+    return _CARD.sub(replace, text)
 
 
 def redact_secrets(text: str) -> tuple[str, list[str]]:
     """The text with every secret found replaced by `MARK`, and the kinds found (for
     logs and metrics: never the values)."""
     found: list[str] = []
+    text = _redact_cards(text, found)
     for kind, pattern, check in _RULES:
 
         def replace(m: re.Match[str], kind: str = kind, check: Callable[[re.Match[str]], bool] = check) -> str:

@@ -23,6 +23,14 @@ from memory.redact import MARK, redact_secrets
         ("验证码：4711", "4711", "password"),
         ("门禁密码为八三九二", "八三九二", "password"),
         ("身份证号 11010519491231002X", "11010519491231002X", "id_number"),
+        # as STT writes them: digits apart, "'s", a card running on into its expiry date
+        ("my PIN is 4 7 1 1", "4 7 1 1", "code"),
+        ("PIN 4 7 1 1", "4 7 1 1", "code"),
+        ("my PIN's 4711", "4711", "code"),
+        ("My password's hunter2", "hunter2", "password"),
+        ("my password is sunshine", "sunshine", "password"),
+        ("密码是 8 3 9 2 0 1", "8 3 9 2 0 1", "password"),
+        ("my card is 4111 1111 1111 1111 12 29", "4111", "card_number"),
     ],
 )
 def test_a_secret_is_replaced_and_the_rest_kept(text: str, secret: str, kind: str) -> None:
@@ -46,6 +54,15 @@ def test_a_secret_is_replaced_and_the_rest_kept(text: str, secret: str, kind: st
         "密码是什么来着？",
         "我的生日是1990年3月7日",
         "My sister's name is Anna",
+        "My password is the same as my email address",
+        "The wifi password is on the fridge",
+        "Let me pin 300 photos to my board",
+        "我两个账号的密码是一样的",
+        "验证码是一次性的，用完就没了",
+        # Chinese has no spaces: a long run with a digit and a Latin letter is a sentence, not a key
+        "我最近在学Python3编程因为公司要求我们所有人都要掌握基本的数据分析能力，挺难的。",
+        "我下周三要去北京参加一个关于AI的会议然后周五晚上8点坐飞机回上海",
+        "I wrote about it at https://example.com/blog/2024/my-first-marathon-experience",
     ],
 )
 def test_plain_speech_is_left_alone(text: str) -> None:
