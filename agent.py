@@ -23,7 +23,7 @@ from memory.postgres import storage_problems
 from memory.prompts import load_prompt
 from memory.retrieval import Retriever
 from memory.service import MemoryService
-from memory.settings import EmbedderKind, MemoryMode, MemorySettings, load_settings, startup_problems
+from memory.settings import ConfigError, EmbedderKind, MemoryMode, MemorySettings, load_settings, startup_problems
 from memory.store import MemoryStore, UnavailableStore
 
 logger = logging.getLogger("agent")
@@ -56,13 +56,16 @@ def _open_store(settings: MemorySettings) -> MemoryStore | UnavailableStore:
     """The memory store, or a stand-in when it cannot be opened now (a fleet database
     down while this process starts). Failing here would fail the process, and LiveKit
     would give up on the job after three: the user would get no agent at all. With the
-    stand-in the session runs without memory and its turns wait in the journal. A bad
-    configuration never gets this far: `main` checks it at start-up."""
+    stand-in the session runs without memory, its turns wait in the journal, and the
+    stand-in opens the store once it can. Configuration errors are raised, not stood in
+    for: `main` checks most at start-up, and a table of the wrong dimensions only here."""
     try:
         return MemoryStore.open(settings)
+    except ConfigError:  # a mistake to fix (a table made for another embedder), not an outage
+        raise
     except Exception as exc:  # noqa: BLE001 - any failure to open means "no memory", never "no agent"
         reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
-        logger.error("memory store unavailable; this process runs its session without memory (%s)", reason)
+        logger.error("memory store unavailable; sessions run without memory until it can be opened (%s)", reason)
         return UnavailableStore(settings, reason)
 
 

@@ -123,7 +123,10 @@ class MemorySession:
         self._profile_loaded = asyncio.Event()  # fetched, or failed: no more reason to wait
         # Completed turns go through a journal on disk, so an outage or a crash loses nothing.
         self.queue = queue or DurableWriteQueue(
-            service.settings.journal_path, self._remember
+            service.settings.journal_path,
+            self._remember,
+            # Turns that stopped workers left go to a queue whose store can take them.
+            may_adopt=lambda: getattr(service.store, "available", True),
         )
         self._recent: deque[str] = deque(maxlen=2)
         # The user's own earlier turns, which shape each look-up (Retriever.retrieve).

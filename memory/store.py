@@ -13,10 +13,11 @@ import hashlib
 import logging
 import os
 import re
+import threading
 import time
 import unicodedata
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -52,19 +53,62 @@ class StoreUnavailable(RuntimeError):
 
 
 class UnavailableStore:
-    """Stands in for a `MemoryStore` that could not be opened: every use raises
-    `StoreUnavailable`, which the read path turns into "no memory this turn" and the
-    write queue into a retry (the turn stays in the journal on disk)."""
+    """Stands in for a `MemoryStore` that could not be opened when the process started.
 
-    def __init__(self, settings: MemorySettings, reason: str) -> None:
+    Every use raises `StoreUnavailable` (the read path makes it "no memory this turn",
+    the write queue a retry, the turn staying in the journal) and, at most every
+    `retry_s`, starts an attempt to open the store in a thread of its own, never on
+    the caller's. Once one succeeds, every use goes to the real store: a job process
+    started during a database blip serves its session with memory once it is back.
+    """
+
+    def __init__(
+        self,
+        settings: MemorySettings,
+        reason: str,
+        *,
+        opener: Callable[[MemorySettings], MemoryStore] | None = None,
+        retry_s: float = 10.0,
+    ) -> None:
         self.settings = settings
         self.reason = reason
+        self._opener = opener or MemoryStore.open
+        self._retry_s = retry_s
+        self._store: MemoryStore | None = None
+        self._lock = threading.Lock()
+        self._next_try = 0.0
+        self._trying = False
+
+    @property
+    def available(self) -> bool:
+        return self._store is not None
 
     def __getattr__(self, name: str) -> Any:
+        store = self.__dict__.get("_store")
+        if store is not None:
+            return getattr(store, name)
+        self._reopen_soon()
         raise StoreUnavailable(f"memory store unavailable since this process started: {self.reason}")
 
+    def _reopen_soon(self) -> None:
+        with self._lock:
+            if self._trying or time.monotonic() < self._next_try:
+                return
+            self._trying, self._next_try = True, time.monotonic() + self._retry_s
+        threading.Thread(target=self._reopen, name="memory-store-reopen", daemon=True).start()
+
+    def _reopen(self) -> None:
+        try:
+            self._store = self._opener(self.settings)
+            logger.warning("memory store is available again")
+        except Exception as exc:  # noqa: BLE001 - the next use tries again after retry_s
+            self.reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        finally:
+            self._trying = False
+
     def close(self) -> None:
-        pass
+        if self._store is not None:
+            self._store.close()
 
 
 @dataclass(frozen=True)
@@ -199,6 +243,8 @@ def _refusals_named() -> Iterator[None]:
 
 class MemoryStore:
     """Mem0 `Memory` on pgvector, with a connection pool shared with our SQL."""
+
+    available = True  # as `UnavailableStore.available` says once the store is back
 
     def __init__(self, settings: MemorySettings, url: str, pool: ConnectionPool, mem0: Any) -> None:
         self.settings = settings

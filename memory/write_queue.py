@@ -197,7 +197,11 @@ class DurableWriteQueue:
         max_backoff_s: float = 5.0,
         attempt_timeout_s: float = 10.0,
         lease_s: float = 30.0,
+        may_adopt: Callable[[], bool] = lambda: True,
     ) -> None:
+        """`may_adopt`: whether this queue may take over turns that stopped workers left
+        (False while its store is unavailable: a queue that cannot write them would only
+        hold them away from one that can)."""
         if base_backoff_s <= 0 or max_backoff_s <= 0 or attempt_timeout_s <= 0 or lease_s <= 0:
             raise ValueError("backoffs, attempt timeout and lease must be positive")
         self.path = Path(path)
@@ -206,6 +210,7 @@ class DurableWriteQueue:
         self.max_backoff_s = max(max_backoff_s, base_backoff_s)
         self.attempt_timeout_s = attempt_timeout_s
         self.lease_s = lease_s
+        self.may_adopt = may_adopt
 
         self.host = socket.gethostname()
         self.pid = os.getpid()
@@ -460,6 +465,8 @@ class DurableWriteQueue:
         Called by `start()` and then every `lease_s / 3`; one UPDATE, so two
         queues can never both claim a row. Returns how many rows were taken.
         """
+        if not self.may_adopt():
+            return 0
         now = time.time()
         rows = self._execute(
             "UPDATE pending_writes SET owner = ?, owner_host = ?, owner_pid = ?, lease_until = ?,"

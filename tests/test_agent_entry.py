@@ -67,51 +67,72 @@ def test_prewarm_takes_what_it_loaded_out_of_full_garbage_collections(
             proc.userdata["store"].close()
 
 
-async def test_with_the_database_down_a_session_still_gets_an_agent_and_its_turns_wait_on_disk(
-    data_dir: Path, tmp_path: Path, store, user_id: str, monkeypatch: pytest.MonkeyPatch, caplog
+async def test_with_the_database_down_a_session_still_gets_an_agent_and_memory_comes_back_with_it(
+    tmp_path: Path, store, user_id: str, monkeypatch: pytest.MonkeyPatch, caplog
 ) -> None:
     """A fleet database down while a job process starts: prewarm used to fail (after
     9 s), and LiveKit gives up on the job after three processes, so the caller got no
-    agent. Now the session runs without memory, and its turns wait in the journal for
-    a process that has a store."""
+    agent. Now the session runs without memory, its turns wait in the journal, and the
+    process opens its store once the database is back."""
     import logging
+    import os
+
+    from psycopg.conninfo import conninfo_to_dict
 
     import agent
     from memory.livekit_glue import MemoryAgent, MemorySession
     from memory.service import MemoryService
-    from memory.settings import MemoryMode
     from memory.store import UnavailableStore
-    from memory.write_queue import DurableWriteQueue
-    from tests.conftest import make_service
+    from tests.conftest import wait_until
     from tests.harness import VoiceHarness
 
-    journal_dir = tmp_path / "worker"
-    monkeypatch.setenv("MEMORY_DATA_DIR", str(journal_dir))
-    # A database that refuses connections: a socket directory with no server in it.
-    monkeypatch.setenv("MEMORY_DATABASE_URL", f"postgresql://memory@/memory?host={tmp_path}")
+    socket_dir = tmp_path / "socket"  # where the database will listen: nothing there yet
+    socket_dir.mkdir()
+    real = conninfo_to_dict(store.url)
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "worker"))
+    port = real.get("port", "5432")
+    monkeypatch.setenv("MEMORY_DATABASE_URL", f"postgresql://{real['user']}@/{real['dbname']}?host={socket_dir}&port={port}")
     proc = SimpleNamespace(userdata={})
     with caplog.at_level(logging.ERROR, logger="agent"):
         agent.prewarm(proc)  # type: ignore[arg-type]
-    down = proc.userdata["store"]
-    assert isinstance(down, UnavailableStore)
+    down, settings = proc.userdata["store"], proc.userdata["settings"]
+    assert isinstance(down, UnavailableStore) and not down.available
     assert "memory store unavailable" in caplog.text
 
-    settings = proc.userdata["settings"]
-    service = MemoryService(down, settings, retriever=proc.userdata["retriever"])
-    memory = MemorySession(service, user_id=user_id, budget_s=0.5)
-    harness = VoiceHarness(MemoryAgent(memory), preflight=True)
-    memory.attach(harness.session)
-    async with harness:
-        turn = await harness.user_says("My sister's name is Anna")
-        assert turn.reply  # the agent answered, without memory
-    await memory.aclose(drain_timeout_s=0.2)
+    async def talk(text: str) -> MemorySession:
+        service = MemoryService(down, settings, retriever=proc.userdata["retriever"])
+        memory = MemorySession(service, user_id=user_id, budget_s=0.5)
+        harness = VoiceHarness(MemoryAgent(memory), preflight=True)
+        memory.attach(harness.session)
+        async with harness:
+            if down.available:  # turns left waiting are taken over and written first
+                assert await memory.drain(10.0)
+            turn = await harness.user_says(text)
+            assert turn.reply  # the agent answered
+            await memory.drain(10.0 if down.available else 0.2)
+        await memory.aclose(drain_timeout_s=0.2)
+        return memory
 
-    # Later, a process whose store is up takes the waiting turn over and writes it.
-    up = make_service(store, MemoryMode.NORMAL)
-    queue = DurableWriteQueue(settings.journal_path, up.remember, base_backoff_s=0.05)
-    queue.start()
-    try:
-        assert await queue.drain(15.0) is True
-    finally:
-        await queue.aclose(1.0)
-    assert [m.text for m in store.list_user(memory.user_id)] == ["My sister's name is Anna"]
+    first = await talk("My sister's name is Anna")
+    assert first.turns[-1].recall is not None and first.turns[-1].recall.records == []  # no memory this turn
+
+    os.symlink(Path(real["host"]) / f".s.PGSQL.{port}", socket_dir / f".s.PGSQL.{port}")  # the database is back
+    down._next_try = 0.0  # the next attempt, due 10 s after the last, now
+    with pytest.raises(Exception):
+        down.pool  # noqa: B018 - a use starts the attempt, in the background
+    await wait_until(lambda: down.available, what="the store to be opened again")
+
+    second = await talk("What is my sister's name?")
+    assert sorted(m.text for m in store.list_user(second.user_id)) == ["My sister's name is Anna", "What is my sister's name?"]
+    assert "My sister's name is Anna" in [r.text for r in second.turns[-1].recall.records]
+
+
+def test_a_table_made_for_another_embedder_still_stops_the_process(store) -> None:
+    import dataclasses
+
+    import agent
+    from memory.settings import ConfigError, EmbedderKind
+
+    wrong = dataclasses.replace(store.settings, embedder=EmbedderKind.OPENAI)  # 1536-d, the table holds 384-d
+    with pytest.raises(ConfigError, match="MEMORY_EMBEDDER"):
+        agent._open_store(wrong)

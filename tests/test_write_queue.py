@@ -309,6 +309,28 @@ async def test_two_live_queues_never_take_each_others_rows(
     assert stored_write_ids(store, user_id) == Counter({first.turn_id: 1, second.turn_id: 1})
 
 
+async def test_a_queue_without_a_store_leaves_stopped_workers_turns_to_one_with_a_store(
+    tmp_path: Path, store: MemoryStore, user_id: str
+) -> None:
+    # A process whose store is unavailable took them over and held them (renewing its
+    # lease) while a process that could write them got nothing.
+    journal = tmp_path / "journal.sqlite3"
+    left = DurableWriteQueue(journal, make_service(store, MemoryMode.NORMAL).remember)
+    left.enqueue(make_turn(user_id, "I grow tomatoes"))
+    await left.aclose(0.0)  # never started: the row waits for any queue
+
+    no_store = DurableWriteQueue(journal, make_service(store, MemoryMode.NORMAL).remember, may_adopt=lambda: False)
+    with_store = DurableWriteQueue(journal, make_service(store, MemoryMode.NORMAL).remember)
+    no_store.start()
+    try:
+        assert no_store.adopt_orphans() == 0 and no_store.replayed == 0
+        await write_all(with_store, ())
+    finally:
+        await no_store.aclose(0.1)
+    assert with_store.replayed == 1
+    assert [m.text for m in store.list_user(user_id)] == ["I grow tomatoes"]
+
+
 # --------------------------------------------------------------------------- 4
 async def test_bad_input_is_dead_lettered_and_later_turns_still_written(
     tmp_path: Path, store: MemoryStore, user_id: str, caplog
