@@ -243,7 +243,7 @@ class MemorySession:
 
     async def _remember(self, turn: Turn) -> RememberReport:
         """The queue's handler: raises on a transient failure so the turn is retried."""
-        report = await self.service.remember(turn)
+        report = await self.service.remember(turn, keep_verdict=self.queue.keep)
         self.write_reports.append(report)
         gate = report.gate
         if gate is not None:

@@ -8,6 +8,7 @@ the LiveKit glue asks it "recall for this text", "remember this turn" and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import textwrap
@@ -16,9 +17,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from .gatekeeper import Gatekeeper, GateOutcome
+from .gatekeeper import Fact, Gatekeeper, GateOutcome
+from .prefilter import GateAction, GateDecision
 from .recall_intent import needs_memory
 from .redact import redact_secrets
 from .retrieval import Retriever
@@ -95,6 +97,29 @@ class Turn:
     created_at: str
     context: tuple[str, ...] = ()
     seq: int | None = None  # position among the session's user turns (retrieval finds neighbours by it)
+    # GATED: the gatekeeper's verdict once made ({"action", "reason", "facts"}), kept in
+    # the journal so that a replay after a crash writes the same facts, in the same
+    # order, without asking the model again (which may word or order them otherwise).
+    verdict: dict[str, Any] | None = None
+
+
+def _verdict(outcome: GateOutcome) -> dict[str, Any]:
+    return {
+        "action": outcome.decision.action.value,
+        "reason": outcome.decision.reason,
+        "facts": [fact.model_dump() for fact in outcome.facts],
+    }
+
+
+def _journaled_verdict(turn: Turn) -> GateOutcome | None:
+    """The verdict a worker made for this turn before it stopped, from the journal."""
+    if not turn.verdict:
+        return None
+    try:
+        decision = GateDecision(GateAction(turn.verdict["action"]), str(turn.verdict["reason"]))
+        return GateOutcome(decision, [Fact(**fact) for fact in turn.verdict["facts"]])
+    except (KeyError, TypeError, ValueError):  # a row from another version: ask the model again
+        return None
 
 
 def split_turn(text: str, max_chars: int) -> list[str]:
@@ -217,7 +242,7 @@ class MemoryService:
         return removed
 
     # ----------------------------------------------------------------- write
-    async def remember(self, turn: Turn) -> RememberReport:
+    async def remember(self, turn: Turn, keep_verdict: Callable[[Turn], None] | None = None) -> RememberReport:
         """Store what this mode keeps of a turn, secrets left out. Bad input is dropped
         with a reason. The glue splits long turns (`split_turn`); one that still comes
         longer is cut, and says so."""
@@ -259,22 +284,25 @@ class MemoryService:
             # Said before the user asked to be forgotten: not even the extraction model sees it.
             report.dropped = "the user asked to be forgotten after this was said"
             return report
-        outcome = self._reviewed.get(turn.turn_id)
+        outcome = self._reviewed.get(turn.turn_id) or _journaled_verdict(turn)
         if outcome is None:
             context = [redact_secrets(clean_text(t))[0] for t in turn.context]
             outcome = await self.gatekeeper.review(text, context)
+            for fact in outcome.facts:  # a model that kept a secret anyway
+                fact.text, more = redact_secrets(fact.text)
+                report.redacted += more
             self._reviewed[turn.turn_id] = outcome
             while len(self._reviewed) > 256:
                 self._reviewed.popitem(last=False)
+            if keep_verdict is not None and outcome.facts:
+                keep_verdict(dataclasses.replace(turn, verdict=_verdict(outcome)))
         report.gate = outcome
         for index, fact in enumerate(outcome.facts):
-            fact_text, more = redact_secrets(fact.text)  # a model that kept one anyway
-            report.redacted += more
             try:
                 result = await run_write(
                     self.store.upsert_fact,
                     turn.user_id,
-                    fact_text,
+                    fact.text,
                     category=fact.category,
                     slot=fact.slot,
                     metadata=meta,  # not the turn itself: GATED keeps the canonical facts only

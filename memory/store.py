@@ -352,11 +352,17 @@ class MemoryStore:
         write_id: str | None,
         said_at: str | None,
     ) -> WriteResult:
-        if write_id and (existing := self._find_by_write_id(user_id, write_id)):
-            # A turn replayed (a killed worker's journal, a retry after an outage) whose
-            # extraction words the fact anew: this fact of that turn is already written.
-            return WriteResult("NOOP", existing, text)
         key = canonical_key(text)
+        if write_id and (earlier := self._record_by_write_id(user_id, write_id)) is not None:
+            # A turn replayed (a killed worker's journal, a retry after an outage): its
+            # extraction ran again. The same fact, or one for the same slot, is written
+            # already; another one (the model listed the facts in another order, or
+            # dropped one) must not be lost: it is written under an id of its own.
+            if canonical_key(earlier.text) == key or (slot and earlier.slot == slot):
+                return WriteResult("NOOP", earlier.id, text)
+            write_id = f"{write_id}~{text_hash(key)[:8]}"
+            if (again := self._find_by_write_id(user_id, write_id)) is not None:
+                return WriteResult("NOOP", again, text)
         for rec in self.list_user(user_id, categories=[category]):
             if canonical_key(rec.text) == key:
                 return WriteResult("NOOP", rec.id, text)
@@ -605,6 +611,14 @@ class MemoryStore:
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
         return list(self.mem0.history(memory_id))
+
+    def _record_by_write_id(self, user_id: str, write_id: str) -> MemoryRecord | None:
+        query = sql.SQL(
+            "SELECT id, payload FROM {} WHERE payload->>'write_id' = %s AND payload->>'user_id' = %s LIMIT 1"
+        ).format(sql.Identifier(self.table))
+        with self.pool.connection() as conn:
+            row = conn.execute(query, [write_id, user_id]).fetchone()
+        return MemoryRecord.from_payload(str(row[0]), row[1]) if row else None
 
     def _find_by_write_id(self, user_id: str, write_id: str) -> str | None:
         query = sql.SQL(

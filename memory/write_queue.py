@@ -498,6 +498,21 @@ class DurableWriteQueue:
             (PENDING, self.owner, self._unsettled_seq),
         )
 
+    def keep(self, turn: Turn) -> None:
+        """Update a waiting turn's journal row (GATED: the gatekeeper's verdict, made
+        once), so that a replay after a crash writes what this attempt decided. Best
+        effort: without it a replay asks the model again."""
+        if turn.turn_id in self._unsaved:
+            self._unsaved[turn.turn_id] = turn
+            return
+        try:
+            self._execute(
+                "UPDATE pending_writes SET payload = ?, updated_at = ? WHERE turn_id = ? AND state = ?",
+                (encode_turn(turn), time.time(), turn.turn_id, PENDING),
+            )
+        except Exception as exc:
+            logger.warning("journal update failed for turn %s: %s", turn.turn_id, _describe(exc))
+
     def _flush_unsaved(self) -> None:
         while self._unsaved:
             turn_id, turn = next(iter(self._unsaved.items()))

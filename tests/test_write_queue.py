@@ -438,31 +438,59 @@ async def test_a_broken_earlier_turn_does_not_break_the_look_up(store: MemorySto
         assert [r.text for r in found][:1] == ["My sister's name is Anna"]
 
 
-async def test_a_gated_turn_replayed_and_worded_anew_is_written_once_and_blocks_nothing(
+async def test_a_gated_turn_replayed_after_a_kill_writes_what_was_decided_and_blocks_nothing(
     tmp_path: Path, store: MemoryStore, user_id: str
 ) -> None:
     # A worker stored the fact of a GATED turn and was killed before its journal row was
-    # deleted. Another process replays the row; its extraction call words the fact
-    # differently. The replay used to break the unique write id on every retry, forever,
-    # with every later turn waiting behind it.
+    # deleted. The replay used to ask the model again, which worded the fact anew: it
+    # broke the unique write id on every retry, forever, with every later turn waiting
+    # behind it. The verdict is now kept in the journal, and the replay writes it.
     from memory.gatekeeper import Gatekeeper
 
     turn = make_turn(user_id, "By the way I really love hiking in the mountains on weekends")
     later = make_turn(user_id, "My favourite colour is green, I've always loved it")
+    journal = tmp_path / "journal.sqlite3"
+    killed = DurableWriteQueue(journal, None)  # type: ignore[arg-type]
+    killed.enqueue(turn)
     first = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(scripted_extraction(
         {turn.text: [{"text": "User loves hiking in the mountains", "category": "preferences"}]})))  # fmt: skip
-    assert [w.event for w in (await first.remember(turn)).writes] == ["ADD"]
-    replaying = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(scripted_extraction({
+    report = await first.remember(turn, keep_verdict=killed.keep)  # as its queue ran it...
+    assert [w.event for w in report.writes] == ["ADD"]
+    await killed.aclose(0.0)  # ...and then it was gone, the row still there
+    rewording = scripted_extraction({
         turn.text: [{"text": "User enjoys hiking in the mountains on weekends", "category": "preferences"}],
         later.text: [{"text": "User's favourite colour is green", "category": "preferences", "slot": "favorite_color"}],
-    })))  # fmt: skip
-    queue = DurableWriteQueue(tmp_path / "journal.sqlite3", replaying.remember, base_backoff_s=0.05, max_backoff_s=0.2)
-    await write_all(queue, (turn, later))
+    })  # fmt: skip
+    replaying = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(rewording))
+    queue = DurableWriteQueue(journal, replaying.remember, base_backoff_s=0.05, max_backoff_s=0.2)
+    await write_all(queue, (later,))
     assert sorted(m.text for m in store.list_user(user_id)) == [
         "User loves hiking in the mountains",
         "User's favourite colour is green",
     ]
-    assert queue.retried == 0
+    assert queue.retried == 0 and queue.replayed == 1
+    assert rewording.count == 1  # only for the later turn: the replay did not ask again
+
+
+async def test_a_gated_turn_replayed_with_its_facts_in_another_order_loses_none(
+    store: MemoryStore, user_id: str
+) -> None:
+    # Where the verdict could not be kept (a journal that refused the update), the
+    # replay asks the model again. It listed the facts the other way round: the
+    # never-written fact took the written one's write id and was skipped as a replay.
+    from memory.gatekeeper import Gatekeeper
+
+    turn = make_turn(user_id, "My sister is called Anna and my favourite colour is blue")
+    anna = {"text": "User's sister is Anna", "category": "relationships", "slot": "sister_name"}
+    blue = {"text": "User's favourite colour is blue", "category": "preferences", "slot": "favorite_color"}
+    store.upsert_fact(user_id, anna["text"], category=anna["category"], slot=anna["slot"],
+                      write_id=f"{turn.turn_id}:0", said_at=turn.created_at)  # fmt: skip
+    replay = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(scripted_extraction({turn.text: [blue, anna]})))
+    report = await replay.remember(turn)
+    assert sorted(w.event for w in report.writes) == ["ADD", "NOOP"]
+    assert sorted(m.text for m in store.list_user(user_id)) == sorted([anna["text"], blue["text"]])
+    again = await replay.remember(turn)  # and a replay of the replay adds nothing
+    assert [w.event for w in again.writes] == ["NOOP", "NOOP"]
 
 
 class FullDiskQueue(DurableWriteQueue):
