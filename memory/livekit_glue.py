@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import uuid
 from collections import deque
@@ -61,6 +62,11 @@ def answered_turn(items: list[llm.ChatItem]) -> tuple[int | None, bool]:
     return last_user, follow_up
 
 
+def _same_words(a: str, b: str) -> bool:
+    """Equal but for case, punctuation and spacing, as LiveKit compares transcripts."""
+    return [w for w in re.split(r"\W+", a.casefold()) if w] == [w for w in re.split(r"\W+", b.casefold()) if w]
+
+
 def _memory_line(rec: MemoryRecord) -> str:
     tag = ", ".join(x for x in (rec.category, (rec.updated_at or rec.created_at or "")[:10]) if x)
     # Memory text is untrusted data: keep it on one line so it cannot fake the block's end.
@@ -96,8 +102,10 @@ class TurnLog:
     injected_ids: list[str] = field(default_factory=list)
     profile_injected: bool = False
     started_at: float = field(default_factory=time.perf_counter)
-    # Asked for before LiveKit committed the user's words (a preemptive reply, typed
-    # input): settled when they are, dropped if other words are (the reply was discarded).
+    item_id: str | None = None  # the user message answered
+    # Asked for before LiveKit committed the user's message (as it does for every reply:
+    # it adds the message once the speech is scheduled): settled when it is, dropped if
+    # another message is (a preemptive reply for words the user went on from).
     provisional: bool = False
 
 
@@ -136,6 +144,8 @@ class MemorySession:
         self._current_committed = False  # is the newest entry the turn being answered?
         self._turn_finals: list[str] = []  # final transcripts of the turn being spoken
         self._seq = 0
+        self._committed_ids: deque[str] = deque(maxlen=16)  # user messages LiveKit added
+        self._logged_ids: deque[str] = deque(maxlen=16)  # user messages a turn log is for
         self.turns: list[TurnLog] = []
         self.write_reports: list[RememberReport] = []
 
@@ -225,21 +235,28 @@ class MemorySession:
             self._user_turns.append(text)
             self._current_committed = True
             self._turn_finals = []
-            self._settle_log(text)
+            self._committed_ids.append(item.id)
+            self._settle_log(item.id, text)
         if item.role in ("user", "assistant") and text:
             self._recent.append(f"{item.role}: {kept}")
 
-    def _settle_log(self, committed: str) -> None:
-        """The user's words are committed: a reply asked for before (preemptive, typed)
-        was the one used if it was for these words, and was discarded if not."""
+    def _settle_log(self, item_id: str, committed: str) -> None:
+        """The user's message is committed: a reply asked for before was the one used if
+        it was for this message (LiveKit also takes a preemptive reply whose words differ
+        only in case or punctuation), and was thrown away if not."""
         if not self.turns or not self.turns[-1].provisional:
             return
         log = self.turns[-1]
-        if log.text.strip() == committed:
-            log.provisional = False
+        if log.item_id == item_id or _same_words(log.text, committed):
+            log.provisional, log.text = False, committed
             self._log_turn(log)
         else:
-            self.turns.pop()
+            self._drop_provisional()
+
+    def _drop_provisional(self) -> None:
+        log = self.turns.pop()
+        if log.item_id in self._logged_ids:
+            self._logged_ids.remove(log.item_id)
 
     async def _remember(self, turn: Turn) -> RememberReport:
         """The queue's handler: raises on a transient failure so the turn is retried."""
@@ -293,6 +310,7 @@ class MemorySession:
         ctx = chat_ctx.copy()
         items = ctx.items
         last_user, follow_up = answered_turn(items)
+        item_id = items[last_user].id if last_user is not None else None
         log = TurnLog(text=items[last_user].text_content or "" if last_user is not None else "")  # type: ignore[union-attr]
 
         profile_ready = self._profile_within(self.recaller.budget_s)
@@ -331,13 +349,16 @@ class MemorySession:
                 items.insert(last_user, llm.ChatMessage(role="system", content=[block], id=RECALL_MESSAGE_ID))
                 log.injected = len(fresh)
                 log.injected_ids = [r.id for r in fresh]
-        if last_user is not None and not follow_up:
-            committed = self._current_committed and bool(self._user_turns) and self._user_turns[-1] == log.text.strip()
+        if last_user is not None and not follow_up and item_id not in self._logged_ids:
+            # A request for a message already logged (a tool's result, a hand-off's first
+            # reply) is the same turn: its memories are injected, it is not logged again.
             if self.turns and self.turns[-1].provisional:
-                self.turns.pop()  # a preemptive reply for words the user went on from
-            log.provisional = not committed
+                self._drop_provisional()  # a preemptive reply for words the user went on from
+            log.item_id = item_id
+            log.provisional = item_id not in self._committed_ids
             self.turns.append(log)
-            if committed:
+            self._logged_ids.append(item_id)
+            if not log.provisional:
                 self._log_turn(log)
         return ctx
 

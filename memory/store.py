@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import re
 import threading
@@ -101,6 +102,10 @@ class UnavailableStore:
         try:
             self._store = self._opener(self.settings)
             logger.warning("memory store is available again")
+        except ConfigError as exc:  # the database is back, and it is a mistake to fix: no retry helps
+            self.reason = str(exc)
+            self._next_try = math.inf
+            logger.error("memory store cannot be used: %s", exc)
         except Exception as exc:  # noqa: BLE001 - the next use tries again after retry_s
             self.reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         finally:

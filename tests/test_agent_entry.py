@@ -136,3 +136,28 @@ def test_a_table_made_for_another_embedder_still_stops_the_process(store) -> Non
     wrong = dataclasses.replace(store.settings, embedder=EmbedderKind.OPENAI)  # 1536-d, the table holds 384-d
     with pytest.raises(ConfigError, match="MEMORY_EMBEDDER"):
         agent._open_store(wrong)
+
+
+async def test_a_store_that_comes_back_wrongly_configured_is_reported_once_not_retried(
+    store, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from memory.settings import ConfigError
+    from memory.store import StoreUnavailable, UnavailableStore
+    from tests.conftest import wait_until
+
+    calls: list[int] = []
+
+    def opener(_settings):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        raise ConfigError("MEMORY_COLLECTION='memories' holds 384-d vectors but MEMORY_EMBEDDER=openai ...")
+
+    stand_in = UnavailableStore(store.settings, "down at start", opener=opener, retry_s=0.0)
+    with caplog.at_level(logging.ERROR, logger="memory.store"):
+        for _ in range(3):
+            with pytest.raises(StoreUnavailable):
+                stand_in.pool  # noqa: B018 - a use starts an attempt
+            await wait_until(lambda: not stand_in._trying, what="the attempt to end")
+    assert len(calls) == 1 and not stand_in.available
+    assert "MEMORY_EMBEDDER" in caplog.text and "MEMORY_EMBEDDER" in stand_in.reason

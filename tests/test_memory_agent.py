@@ -435,6 +435,124 @@ async def test_words_of_a_turn_livekit_threw_away_do_not_spoil_the_next_prefetch
     await memory.aclose()
 
 
+def turn_logs(caplog) -> list[logging.LogRecord]:  # type: ignore[no-untyped-def]
+    return [r for r in caplog.records if r.getMessage() == "memory turn"]
+
+
+async def test_a_preemptive_reply_used_for_words_that_differ_in_case_is_logged_once(
+    store: MemoryStore, user_id: str, caplog
+) -> None:
+    # LiveKit uses a preemptive reply when the final words differ only in case or
+    # punctuation; the turn was then never logged nor counted.
+    caplog.set_level(logging.INFO, logger="memory")
+    store.add_raw(user_id, "My cat is called Miso")
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        harness = run.harness
+        stream = await harness.stt.wait_for_stream()
+        start, asked = len(harness.events), harness.llm.count
+        committed = harness._future(lambda e: e.name == "conversation_item_added" and e.payload["role"] == "user")
+        harness.stt._emit(stream, SpeechEventType.START_OF_SPEECH)
+        harness.stt._emit(stream, SpeechEventType.PREFLIGHT_TRANSCRIPT, "what is my cat called")
+        await wait_until(lambda: harness.llm.count == asked + 1)
+        harness.stt._emit(stream, SpeechEventType.FINAL_TRANSCRIPT, "What is my cat called?")
+        harness.stt._emit(stream, SpeechEventType.END_OF_SPEECH)
+        await harness._await(committed, "the user's words to be committed")
+        await harness._finish_turn(start, asked)
+        assert harness.llm.count == 1  # the preemptive reply was the one used
+    assert [(t.text, t.provisional, t.injected) for t in run.memory.turns] == [("What is my cat called?", False, 1)]
+    assert len(turn_logs(caplog)) == 1
+
+
+class GatedRecall(CountingService):
+    """Look-ups that finish only when the test says so."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.release = asyncio.Event()
+        self.asked = 0
+
+    async def recall(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.asked += 1
+        await self.release.wait()
+        return await super().recall(*args, **kwargs)
+
+
+async def test_a_turn_stays_logged_when_the_user_speaks_again_during_its_look_up(
+    store: MemoryStore, user_id: str, caplog
+) -> None:
+    # Any transcript of the next utterance made the turn being answered look
+    # uncommitted; the next turn's commit then threw its log away.
+    caplog.set_level(logging.INFO, logger="memory")
+    store.add_raw(user_id, "My cat is called Miso")
+    service = GatedRecall(store, make_service(store, MemoryMode.NORMAL).settings)
+    memory = MemorySession(service, user_id=user_id, budget_s=BUDGET_S)
+    harness = VoiceHarness(MemoryAgent(memory), preflight=False)
+    memory.attach(harness.session)
+    await memory.wait_profile()
+    async with harness:
+        stream = await harness.stt.wait_for_stream()
+        committed = harness._future(lambda e: e.name == "conversation_item_added" and e.payload["role"] == "user")
+        harness.stt._emit(stream, SpeechEventType.START_OF_SPEECH)
+        harness.stt._emit(stream, SpeechEventType.FINAL_TRANSCRIPT, "What is my cat called?")
+        harness.stt._emit(stream, SpeechEventType.END_OF_SPEECH)
+        await harness._await(committed, "the user's words to be committed")
+        assert service.asked >= 1 and harness.llm.count == 0  # the reply waits on its look-up
+        harness.stt._emit(stream, SpeechEventType.START_OF_SPEECH)  # the user goes on meanwhile
+        harness.stt._emit(stream, SpeechEventType.INTERIM_TRANSCRIPT, "and")
+        await wait_until(
+            lambda: any(e.name == "user_input_transcribed" and e.payload["transcript"] == "and" for e in harness.events),
+            what="the interim",
+        )
+        service.release.set()
+        await wait_until(lambda: harness.llm.count >= 1, what="the reply's request")
+        await harness.user_says("And what about my dog?")
+        assert await memory.drain(10.0)
+    await memory.aclose()
+    assert [t.text for t in memory.turns] == ["What is my cat called?", "And what about my dog?"]
+    assert not any(t.provisional for t in memory.turns) and len(turn_logs(caplog)) == 2
+
+
+class Billing(MemoryAgent):
+    async def on_enter(self) -> None:
+        self.session.generate_reply()
+
+
+class FrontDesk(MemoryAgent):
+    @function_tool
+    async def transfer_to_billing(self) -> Billing:
+        """Transfer the user to billing."""
+        return Billing(self.memory, instructions="You are billing.", chat_ctx=self.chat_ctx)
+
+
+async def test_a_hand_off_keeps_memory_and_its_first_reply_is_no_second_turn(
+    store: MemoryStore, user_id: str, caplog
+) -> None:
+    caplog.set_level(logging.INFO, logger="memory")
+    store.add_raw(user_id, "My dog is called Rex")
+    memory = MemorySession(make_service(store, MemoryMode.NORMAL), user_id=user_id, budget_s=BUDGET_S)
+
+    def respond(request: LLMRequest) -> str | ToolCall:
+        return "Billing here." if request.messages[0][1] == "You are billing." else ToolCall("transfer_to_billing")
+
+    harness = VoiceHarness(FrontDesk(memory), llm=RecordingLLM(respond))
+    memory.attach(harness.session)
+    await memory.wait_profile()
+    async with harness:
+        await harness.user_types("Put me through to billing about my dog's insurance")
+        await wait_until(
+            lambda: any(m.role == "assistant" and m.text_content == "Billing here."
+                        for m in harness.session.history.messages()),
+            what="billing's first reply",
+        )  # fmt: skip
+        assert await memory.drain(10.0)
+    await memory.aclose()
+    billing = harness.llm.requests[-1]
+    assert billing.messages[0][1] == "You are billing."
+    assert "My dog is called Rex" in "".join(t for _, t in billing.messages if t.startswith("<recalled_memories>"))
+    assert [t.text for t in memory.turns] == ["Put me through to billing about my dog's insurance"]
+    assert len(turn_logs(caplog)) == 1
+
+
 class HeldProfileService(MemoryService):
     """The real service, whose profile read is held back until `release` is set:
     a session-start fetch that is not back when the first reply is asked for."""
