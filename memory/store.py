@@ -626,12 +626,8 @@ class MemoryStore:
         return MemoryRecord.from_payload(str(row[0]), row[1]) if row else None
 
     def _find_by_write_id(self, user_id: str, write_id: str) -> str | None:
-        query = sql.SQL(
-            "SELECT id FROM {} WHERE payload->>'write_id' = %s AND payload->>'user_id' = %s LIMIT 1"
-        ).format(sql.Identifier(self.table))
-        with self.pool.connection() as conn:
-            row = conn.execute(query, [write_id, user_id]).fetchone()
-        return str(row[0]) if row else None
+        record = self._record_by_write_id(user_id, write_id)
+        return record.id if record else None
 
 
 def now_iso() -> str:

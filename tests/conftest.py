@@ -16,6 +16,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -24,6 +25,10 @@ import pytest
 import memory  # noqa: F401  (switches Mem0 telemetry off before mem0 is imported)
 from memory.settings import MemoryMode, MemorySettings, load_settings
 from memory.store import MemoryStore
+
+if TYPE_CHECKING:
+    from memory.service import MemoryService
+    from tests.harness import RecordingLLM
 
 
 @pytest.fixture(scope="session")

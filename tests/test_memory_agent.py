@@ -395,17 +395,7 @@ async def test_a_preemptive_reply_thrown_away_is_not_a_turn_of_its_own(store: Me
     # The preemptive reply for "Book a table" is discarded when the user goes on; it was
     # logged and counted as a turn of its own beside the real one.
     async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
-        harness = run.harness
-        stream = await harness.stt.wait_for_stream()
-        start, asked = len(harness.events), harness.llm.count
-        committed = harness._future(lambda e: e.name == "conversation_item_added" and e.payload["role"] == "user")
-        harness.stt._emit(stream, SpeechEventType.START_OF_SPEECH)
-        harness.stt._emit(stream, SpeechEventType.PREFLIGHT_TRANSCRIPT, "Book a table")
-        await wait_until(lambda: harness.llm.count == asked + 1)  # the preemptive request went out
-        harness.stt._emit(stream, SpeechEventType.FINAL_TRANSCRIPT, "Book a table for my sister and me")
-        harness.stt._emit(stream, SpeechEventType.END_OF_SPEECH)
-        await harness._await(committed, "the user's words to be committed")
-        await harness._finish_turn(start, asked)
+        await run.harness.user_says_after_preflight("Book a table", "Book a table for my sister and me")
         assert [r.messages[-1][1] for r in run.requests] == ["Book a table", "Book a table for my sister and me"]
     assert [t.text for t in run.memory.turns] == ["Book a table for my sister and me"]
 
@@ -447,18 +437,8 @@ async def test_a_preemptive_reply_used_for_words_that_differ_in_case_is_logged_o
     caplog.set_level(logging.INFO, logger="memory")
     store.add_raw(user_id, "My cat is called Miso")
     async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
-        harness = run.harness
-        stream = await harness.stt.wait_for_stream()
-        start, asked = len(harness.events), harness.llm.count
-        committed = harness._future(lambda e: e.name == "conversation_item_added" and e.payload["role"] == "user")
-        harness.stt._emit(stream, SpeechEventType.START_OF_SPEECH)
-        harness.stt._emit(stream, SpeechEventType.PREFLIGHT_TRANSCRIPT, "what is my cat called")
-        await wait_until(lambda: harness.llm.count == asked + 1)
-        harness.stt._emit(stream, SpeechEventType.FINAL_TRANSCRIPT, "What is my cat called?")
-        harness.stt._emit(stream, SpeechEventType.END_OF_SPEECH)
-        await harness._await(committed, "the user's words to be committed")
-        await harness._finish_turn(start, asked)
-        assert harness.llm.count == 1  # the preemptive reply was the one used
+        await run.harness.user_says_after_preflight("what is my cat called", "What is my cat called?")
+        assert run.harness.llm.count == 1  # the preemptive reply was the one used
     assert [(t.text, t.provisional, t.injected) for t in run.memory.turns] == [("What is my cat called?", False, 1)]
     assert len(turn_logs(caplog)) == 1
 

@@ -31,6 +31,7 @@ from .fakes import (
     RecordingTextOutput,
     ScriptedSTT,
     SilentAudioInput,
+    SpeechEventType,
 )
 
 
@@ -172,6 +173,29 @@ class VoiceHarness:
         await self.stt.speak_segments(segments, gap)
         await self._await(user_item, f"the user message {segments!r} to be committed")
         return await self._finish_turn(start, n_requests)
+
+    async def user_says_after_preflight(self, preflight: str, final: str) -> TurnResult:
+        """One spoken turn whose early (preflight) transcript differs from the final one:
+        the preemptive reply for `preflight` is asked for first (this waits until its LLM
+        request arrives), then the final words end the turn."""
+        stream = await self.stt.wait_for_stream()
+        start, asked = len(self.events), self.llm.count
+        user_item = self._future(
+            lambda e: e.name == "conversation_item_added" and e.payload["role"] == "user"
+        )
+        self.audio_input.push_silence()
+        self.stt._emit(stream, SpeechEventType.START_OF_SPEECH)
+        self.stt._emit(stream, SpeechEventType.PREFLIGHT_TRANSCRIPT, preflight)
+        request = asyncio.ensure_future(self._wait_for_requests(asked + 1))
+        await self._await(request, f"the preemptive request for {preflight!r}")
+        self.stt._emit(stream, SpeechEventType.FINAL_TRANSCRIPT, final)
+        self.stt._emit(stream, SpeechEventType.END_OF_SPEECH)
+        await self._await(user_item, f"the user message {final!r} to be committed")
+        return await self._finish_turn(start, asked)
+
+    async def _wait_for_requests(self, count: int) -> None:
+        while self.llm.count < count:
+            await asyncio.sleep(0.005)
 
     async def user_types(self, text: str) -> RunResult[None]:
         """Typed (text) input through ``session.run``; returns the finished run."""
