@@ -61,16 +61,21 @@ BENCH_USER = "bench-user"
 
 
 # ------------------------------------------------------------------ preload
+def _eval_file(name: str) -> Path:
+    """An eval file the workload is made of; without it the benchmark would silently
+    measure another workload (synthetic notes, no memory questions)."""
+    path = default_eval_dir() / name
+    if not path.exists():
+        raise SystemExit(f"bench.latency: {path} not found; set EVAL_DIR to the eval files' directory")
+    return path
+
+
 def _memory_texts(limit: int) -> list[str]:
     """Real memory texts from the public eval files (English and Chinese), de-duplicated."""
     texts: list[str] = []
     seen: set[str] = set()
-    eval_dir = default_eval_dir()
     for name in ("memdaily.dev.json", "locomo.dev.json", "madial_zh.dev.json", "madial_en.dev.json"):
-        path = eval_dir / name
-        if not path.exists():
-            continue
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(_eval_file(name).read_text(encoding="utf-8"))
         for st in data["stores"]:
             for mem in st["memories"]:
                 text = mem["text"].strip()
@@ -98,12 +103,9 @@ def preload(store: MemoryStore, user_memories: int, total: int) -> None:
     from psycopg.types.json import Jsonb
 
     table = sql.Identifier(store.table)
-    with store.pool.connection() as conn:
-        count = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()[0]
-        mine = conn.execute(
-            sql.SQL("SELECT count(*) FROM {} WHERE payload->>'user_id' = %s").format(table), [BENCH_USER]
-        ).fetchone()[0]
-    if count >= total and mine >= user_memories:
+    forget_sessions(store)
+    count, mine = store_size(store)
+    if count == total and mine == user_memories:
         print(f"preload: reusing {count} rows ({mine} for {BENCH_USER})", flush=True)
         # Rows preloaded by an older lexical index are rewritten now, not by the first
         # scenario's session start while its turns are being timed.
@@ -160,6 +162,34 @@ def preload(store: MemoryStore, user_memories: int, total: int) -> None:
     print(f"preload: {total} rows in {time.perf_counter() - t0:.0f} s (index {time.perf_counter() - t1:.0f} s)", flush=True)
 
 
+def forget_sessions(store: MemoryStore) -> int:
+    """Remove what earlier runs' sessions wrote (preloaded rows carry no session): each
+    run would otherwise grow the store and find its turns' own words from the last run."""
+    from psycopg import sql
+
+    with store.pool.connection() as conn:
+        cur = conn.execute(
+            sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s AND payload ? 'session_id'").format(
+                sql.Identifier(store.table)
+            ),
+            [BENCH_USER],
+        )
+        return cur.rowcount
+
+
+def store_size(store: MemoryStore) -> tuple[int, int]:
+    """Rows in all, and the bench user's."""
+    from psycopg import sql
+
+    with store.pool.connection() as conn:
+        return conn.execute(
+            sql.SQL("SELECT count(*), count(*) FILTER (WHERE payload->>'user_id' = %s) FROM {}").format(
+                sql.Identifier(store.table)
+            ),
+            [BENCH_USER],
+        ).fetchone()
+
+
 # -------------------------------------------------------------------- turns
 _ASK_EN = [
     "Do you remember {q}",
@@ -180,13 +210,10 @@ _STATEMENTS = [
 
 def build_turns(n: int, seed: int = 3) -> list[str]:
     """A realistic mix: memory questions (English, Chinese), statements and chit-chat."""
-    eval_dir = default_eval_dir()
     questions: list[str] = []
     for name in ("locomo.dev.json", "memdaily.dev.json"):
-        path = eval_dir / name
-        if path.exists():
-            data = json.loads(path.read_text(encoding="utf-8"))
-            questions.extend(q["query"] for q in data["queries"] if len(q["query"]) < 120)
+        data = json.loads(_eval_file(name).read_text(encoding="utf-8"))
+        questions.extend(q["query"] for q in data["queries"] if len(q["query"]) < 120)
     rng = random.Random(seed)
     rng.shuffle(questions)
     turns: list[str] = []
@@ -412,18 +439,22 @@ def pct(values: list[float], q: float) -> float:
 
 def summarise(res: ScenarioResult, baseline: ScenarioResult) -> dict[str, Any]:
     pairs = [
-        (t.delay_s, b.delay_s)
-        for t, b in zip(res.turns, baseline.turns)
+        (i, t.delay_s, b.delay_s)
+        for i, (t, b) in enumerate(zip(res.turns, baseline.turns))
         if t.delay_s is not None and b.delay_s is not None
     ]
-    added = [(a - b) * 1000 for a, b in pairs]
+    added = [(a - b) * 1000 for _, a, b in pairs]
+    # Requests start at the preflight, before end of speech; this is what the user can
+    # notice: how much later than without memory the request comes after they stopped.
+    after_eos = [(max(0.0, a) - max(0.0, b)) * 1000 for _, a, b in pairs]
     own = [t.own_memories for t in res.turns if t.own_memories is not None]
     return {
         "turns": len(res.turns),
         "added_ms_p50": round(pct(added, 50), 2),
         "added_ms_p95": round(pct(added, 95), 2),
         "added_ms_max": round(max(added), 2) if added else None,
-        "added_ms_max_turn": added.index(max(added)) if added else None,  # 0 = the session's first turn
+        "added_ms_max_turn": pairs[added.index(max(added))][0] if added else None,  # 0 = the session's first turn
+        "added_after_end_of_speech_ms_p95": round(pct(after_eos, 95), 2),
         "delay_ms_p50": round(pct([t.delay_s * 1000 for t in res.turns if t.delay_s is not None], 50), 2),
         "llm_requests_per_turn": round(sum(t.requests for t in res.turns) / max(1, len(res.turns)), 3),
         "own_turn_memories": round(sum(own) / len(own), 4) if own else None,
@@ -435,7 +466,7 @@ def summarise(res: ScenarioResult, baseline: ScenarioResult) -> dict[str, Any]:
     }
 
 
-async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     env = {"MEMORY_DATA_DIR": str(data_dir), "MEMORY_COLLECTION": "bench_latency", "MEMORY_BUDGET_MS": str(args.budget_ms)}
@@ -449,13 +480,14 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
     if args.gc == "frozen":
         gc_info["frozen_objects"] = heap.settle()
         gc_info["full_pass_ms_frozen"] = round(heap.full_pass_ms(), 1)
-    turns = build_turns(args.turns)
-    slow_turns = turns[: args.stress_turns]
+    all_turns = build_turns(max(args.turns, args.stress_turns))
+    turns, slow_turns = all_turns[: args.turns], all_turns[: args.stress_turns]
     normal = dataclasses.replace(base, mode=MemoryMode.NORMAL)
     gated = dataclasses.replace(base, mode=MemoryMode.GATED)
 
     # Warm-up: first-call costs (imports, connections, caches) are not a turn's cost.
     await run_scenario("warmup", store, normal, turns[:4], interim_gap=args.interim_gap, reference=False)
+    forget_sessions(store)  # the warm-up's turns must not be found by the scenarios' same words
 
     results: dict[str, ScenarioResult] = {}
     specs: list[tuple[str, MemorySettings | None, list[str], Callable[[], Any] | None]] = [
@@ -469,6 +501,7 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
     wanted = {"main": specs[:3], "stress": specs[3:]}
     specs = [spec for group in args.scenarios.split(",") for spec in wanted[group.strip()]]
     for name, settings, tts, ctx in specs:
+        forget_sessions(store)  # each scenario meets the preloaded store only
         print(f"running {name}: {len(tts)} turns ...", flush=True)
         if args.gc == "frozen":
             # A worker's job process runs one session after prewarm; here one process
@@ -487,8 +520,10 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         "NORMAL_store_stall_5s": ("NORMAL, store stalls 5 s", "off (stress baseline)"),
     }
     summary = {k: summarise(results[a], results[b]) for k, (a, b) in pairs.items() if a in results}
+    forget_sessions(store)
+    rows, user_rows = store_size(store)
     store.close()
-    return summary, gc_info
+    return summary, gc_info, {"rows": rows, "user_rows": user_rows}
 
 
 @contextmanager
@@ -509,12 +544,16 @@ def main() -> None:
                         help="frozen (as the worker's prewarm leaves it, default) or default (nothing frozen)")
     parser.add_argument("--data-dir", default=os.environ.get("BENCH_DATA_DIR", "/tmp/bench-latency"))
     args = parser.parse_args()
+    unknown = {g.strip() for g in args.scenarios.split(",")} - {"main", "stress"}
+    if unknown:  # before minutes of preload, not after
+        parser.error(f"--scenarios: unknown {', '.join(sorted(unknown))} (main, stress, or main,stress)")
     logging.basicConfig(level=logging.WARNING)
-    summary, gc_info = asyncio.run(amain(args))
+    summary, gc_info, store_info = asyncio.run(amain(args))
 
     print()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"budget {args.budget_ms:g} ms; STT events every {args.interim_gap * 1000:g} ms")
+          f"budget {args.budget_ms:g} ms; STT events every {args.interim_gap * 1000:g} ms; "
+          f"store {store_info['rows']:,} rows, {store_info['user_rows']:,} the user's")
     frozen = gc_info.get("full_pass_ms_frozen")
     print(f"garbage collector: {gc_info['mode']}; one full pass "
           f"{gc_info['full_pass_ms_unfrozen']:.1f} ms with nothing frozen"
@@ -529,7 +568,8 @@ def main() -> None:
               f"{s['added_ms_max']:>6.0f}ms {s['llm_requests_per_turn']:>12.2f} {own:>8} "
               f"{s['turns_with_memories']:>7} {s['budget_missed']:>7} {s['gc_full_passes']:>8} "
               f"{'-' if s['gc_full_pass_max_ms'] is None else format(s['gc_full_pass_max_ms'], '.0f') + 'ms':>7}")
-    print(json.dumps({"bench": "latency", "budget_ms": args.budget_ms, "gc": gc_info, "results": summary}))
+    print(json.dumps({"bench": "latency", "budget_ms": args.budget_ms, "gc": gc_info, "store": store_info,
+                      "results": summary}))
 
 
 if __name__ == "__main__":

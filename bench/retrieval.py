@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -42,7 +43,7 @@ from typing import Any
 
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from bench import stats
-from bench.evaldata import Query, RetrievalFile, Store, load_retrieval
+from bench.evaldata import EvalDataError, Query, RetrievalFile, Store, load_retrieval
 from memory import heap, lexical
 from memory.retrieval import Retriever
 from memory.settings import MemorySettings, load_settings
@@ -112,13 +113,23 @@ def open_store(data: RetrievalFile, data_dir: Path) -> MemoryStore:
     return MemoryStore.open(load_settings(env, dotenv=False))
 
 
+def fingerprint(s: Store) -> str:
+    """What a store holds (ids and texts): rows loaded from another version of the file
+    with as many memories must not be reused."""
+    digest = hashlib.sha256()
+    for m in s.memories:
+        digest.update(f"{m.id}\x00{m.text}\x00".encode())
+    return digest.hexdigest()[:16]
+
+
 def load(store: MemoryStore, data: RetrievalFile, *, reload: bool = False) -> None:
     """Write every store's memories through `add_raw`, unless they are already there."""
     counts = _counts(store)
     for s in data.stores:
         user = user_for(s.store_id)
         turns = turn_positions(s)
-        if not reload and counts.get(user, (0, 0))[0] == len(s.memories):
+        stamp = fingerprint(s)
+        if not reload and counts.get(user, (0, 0))[0] == len(s.memories) and _stamped(store, user, stamp):
             if counts[user][1] < len(s.memories):  # written by an older `index_text`
                 store.reindex_lex(user, pause_s=0.0)
             _refresh_turns(store, user, turns)
@@ -127,7 +138,7 @@ def load(store: MemoryStore, data: RetrievalFile, *, reload: bool = False) -> No
         started = time.perf_counter()
         for i, m in enumerate(s.memories, 1):
             meta = {"memory_id": m.id, "store_id": s.store_id, "timestamp": m.timestamp,
-                    "speaker": m.speaker, "session": m.session, **turns.get(m.id, {})}  # fmt: skip
+                    "speaker": m.speaker, "session": m.session, "bench_store": stamp, **turns.get(m.id, {})}  # fmt: skip
             store.add_raw(user, m.text, metadata={k: v for k, v in meta.items() if v is not None})
             if i % 250 == 0 or i == len(s.memories):
                 rate = i / (time.perf_counter() - started)
@@ -181,6 +192,16 @@ def _counts(store: MemoryStore) -> dict[str, tuple[int, int]]:
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
+def _stamped(store: MemoryStore, user: str, stamp: str) -> bool:
+    """Were all of the user's rows loaded from this very store?"""
+    from psycopg import sql
+
+    query = sql.SQL("SELECT bool_and(payload->>'bench_store' IS NOT DISTINCT FROM %s) FROM {} WHERE payload->>'user_id' = %s")
+    with store.pool.connection() as conn:
+        (same,) = conn.execute(query.format(sql.Identifier(store.table)), [stamp, user]).fetchone()
+    return bool(same)
+
+
 def _delete_user_rows(store: MemoryStore, user: str) -> None:
     """Bench collections only: drop a half-loaded store before loading it again."""
     from psycopg import sql
@@ -221,7 +242,7 @@ def run_method(
                 for turn in context[-settings.retrieval_context_turns :]:
                     store.mem0.embedding_model.embed(retriever.embedding_text(turn), "search")
         started = time.perf_counter()
-        records = retriever.retrieve(user_for(q.store_id), q.query, top_k=k, context=context)
+        records = retriever.retrieve(user_for(q.store_id), q.query, top_k=max(k, 10), context=context)
         ms = (time.perf_counter() - started) * 1000
         out.append(QueryResult(q, [str(r.metadata.get("memory_id")) for r in records], ms, [r.score for r in records]))
     return out
@@ -414,7 +435,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--calibrate", action="store_true", help="also report score quantiles for the threshold")
     args = ap.parse_args(argv)
 
-    data = load_retrieval(args.data)
+    try:
+        data = load_retrieval(args.data)
+    except EvalDataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if len(set(args.method)) < len(args.method):  # results are keyed by the spec
+        print(f"error: --method lists a method twice: {' '.join(args.method)}", file=sys.stderr)
+        return 2
     methods = [parse_method(m) for m in args.method]
     queries = list(data.queries[: args.limit_queries] if args.limit_queries else data.queries)
     store = open_store(data, args.data_dir)

@@ -141,3 +141,37 @@ def test_benchmark_reports_counts_intervals_and_paired_differences(
     assert "vs dense" not in figures["dense"]
     assert "paired against dense" in out and "95% interval" in out and "decided by < 0.001" in out
     assert "over its 2 stores" in out
+
+
+def test_a_changed_file_with_as_many_memories_is_loaded_again_not_reused(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def write(texts: list[str]) -> Path:
+        path = tmp_path / "changing.json"
+        path.write_text(json.dumps({
+            "name": "changing-bench-check", "language": "en",
+            "stores": [{"store_id": "u1", "memories": [{"id": f"m{i}", "text": t} for i, t in enumerate(texts)]}],
+            "queries": [{"id": "q1", "store_id": "u1", "query": "Where does Anna live?", "relevant": ["m0"],
+                         "category": "c"}],
+        }), encoding="utf-8")  # fmt: skip
+        return path
+
+    def hit_at_1(path: Path) -> float:
+        assert retrieval_main(["--data", str(path), "--data-dir", str(data_dir), "--method", "dense"]) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])["methods"]["dense"]["overall"]["hit@1"]
+
+    assert hit_at_1(write(["My sister Anna lives in Lisbon.", "I like tea."])) == 1.0
+    # The same ids and count, other texts: the old rows would still answer the query.
+    assert hit_at_1(write(["I like tea.", "My sister Anna lives in Lisbon."])) == 0.0
+
+
+def test_a_method_named_twice_or_a_bad_file_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert retrieval_main(["--data", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json" in capsys.readouterr().err
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({"name": "t", "language": "en", "stores": [{"store_id": "u", "memories": [
+        {"id": "m", "text": "x"}]}], "queries": [{"id": "q", "store_id": "u", "query": "x", "relevant": ["m"], "category": "c"}]}))
+    assert retrieval_main(["--data", str(path), "--method", "full", "full"]) == 2
+    assert "twice" in capsys.readouterr().err
