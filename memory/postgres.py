@@ -59,6 +59,8 @@ def clear_stale_pid_file(pgdata: Path) -> bool:
         pid, started = int(lines[0]), int(lines[2])
     except (OSError, ValueError, IndexError):  # no file, or one being written: not ours to judge
         return False
+    if pid <= 0:  # initdb running in another process writes its own pid negated
+        return False
     try:
         proc = psutil.Process(pid)
         if "postgres" in proc.name() and abs(proc.create_time() - started) < 5:

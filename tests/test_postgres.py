@@ -38,6 +38,16 @@ def test_a_live_servers_pid_file_is_left_alone(store: MemoryStore) -> None:
     assert pid_file.exists()
 
 
+def test_a_pid_file_written_during_another_processs_initdb_is_left_alone(tmp_path: Path) -> None:
+    # On a fresh data directory, initdb in the process that got there first writes a
+    # negative pid; a job process starting beside it crashed on it and ran without memory.
+    pgdata = tmp_path / "pg"
+    pgdata.mkdir()
+    (pgdata / "postmaster.pid").write_text("-24393\n/data/pg\n1764000000\n")
+    assert clear_stale_pid_file(pgdata) is False
+    assert (pgdata / "postmaster.pid").exists()
+
+
 def test_the_store_opens_after_a_crash_left_a_pid_file_whose_pid_was_reused() -> None:
     # After a crash or a container restart, postmaster.pid stays and its pid may now be
     # another process. Every start used to take the server for running and fail to
