@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
+from memory.postgres import storage_problems
 from memory.service import MemoryService
 from memory.settings import ConfigError, load_settings
 from memory.store import InvalidMemoryText, MemoryStore, memory_user_id
@@ -27,10 +28,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         settings = load_settings()
-    except ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
+        problems = storage_problems(settings.data_dir, settings.database_url)
+        store = None if problems else MemoryStore.open(settings)
+    except ConfigError as exc:  # a table made for another embedder, among others
+        problems = [str(exc)]
+    except Exception as exc:  # the database went away after the check
+        problems = [f"the memory store cannot be opened: {type(exc).__name__}: {str(exc).strip()[:200]}"]
+    if problems or store is None:
+        print("memory.forget: nothing was forgotten:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
-    store = MemoryStore.open(settings)
     try:
         service = MemoryService(store, settings)
         for user_id in args.user_ids:

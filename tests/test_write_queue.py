@@ -594,6 +594,25 @@ def test_forget_command_names_a_bad_id_and_forgets_a_good_one(
     assert store.list_user(user_id) == []
 
 
+def test_forget_command_names_the_variable_when_the_store_cannot_be_opened(
+    tmp_path: Path, store: MemoryStore, monkeypatch, capsys
+) -> None:
+    from memory.forget import main as forget_main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("MEMORY_DATABASE_URL", f"postgresql://u@/db?host={tmp_path}")  # nothing listens there
+    assert forget_main(["alice"]) == 2
+    assert "MEMORY_DATABASE_URL" in capsys.readouterr().err
+    monkeypatch.delenv("MEMORY_DATABASE_URL")
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
+    monkeypatch.setenv("MEMORY_COLLECTION", store.settings.collection)
+    monkeypatch.setenv("MEMORY_EMBEDDER", "openai")  # the table holds the local embedder's 384-d vectors
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert forget_main(["alice"]) == 2
+    assert "MEMORY_EMBEDDER" in capsys.readouterr().err
+
+
 async def test_writes_that_hang_never_take_the_look_ups_threads(
     tmp_path: Path, store: MemoryStore, user_id: str
 ) -> None:
