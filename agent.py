@@ -10,24 +10,34 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 
 from dotenv import find_dotenv, load_dotenv
-from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, cli, room_io
-from livekit.plugins import openai, silero
 
-from memory import heap, lexical
-from memory.embedder import local_model
-from memory.gatekeeper import Gatekeeper
-from memory.livekit_glue import MemoryAgent, MemorySession
-from memory.postgres import storage_problems
-from memory.prompts import load_prompt
-from memory.retrieval import Retriever
-from memory.service import MemoryService
-from memory.settings import ConfigError, EmbedderKind, MemoryMode, MemorySettings, load_settings, startup_problems
-from memory.store import MemoryStore, UnavailableStore
+load_dotenv(find_dotenv(usecwd=True))  # the .env of the directory the worker starts in
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
+    os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)  # empty, as .env.example has it: unset
+    if os.environ.get("PROMETHEUS_PORT", "").strip():
+        # Memory's metrics are counted in the job processes, and LiveKit's /metrics shows
+        # only its own process's unless every process writes to one directory. Set before
+        # prometheus_client makes any metric (LiveKit's and memory/metrics.py alike).
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="memory-prometheus-")
+
+from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, cli, room_io  # noqa: E402
+from livekit.plugins import openai, silero  # noqa: E402
+
+from memory import heap, lexical  # noqa: E402
+from memory.embedder import local_model  # noqa: E402
+from memory.gatekeeper import Gatekeeper  # noqa: E402
+from memory.livekit_glue import MemoryAgent, MemorySession  # noqa: E402
+from memory.postgres import storage_problems  # noqa: E402
+from memory.prompts import load_prompt  # noqa: E402
+from memory.retrieval import Retriever  # noqa: E402
+from memory.service import MemoryService  # noqa: E402
+from memory.settings import ConfigError, EmbedderKind, MemoryMode, MemorySettings, load_settings, startup_problems  # noqa: E402
+from memory.store import MemoryStore, UnavailableStore, schema_problems  # noqa: E402
 
 logger = logging.getLogger("agent")
-load_dotenv(find_dotenv(usecwd=True))  # the .env of the directory the worker starts in
 
 
 def _openai_kwargs() -> dict[str, str]:
@@ -134,12 +144,30 @@ async def entrypoint(ctx: JobContext) -> None:
     session.generate_reply(instructions=load_prompt("greeting"))
 
 
+# LiveKit's CLI takes these flags in place of the variables.
+_CLI_FLAGS = {"--url": "LIVEKIT_URL", "--api-key": "LIVEKIT_API_KEY", "--api-secret": "LIVEKIT_API_SECRET"}
+
+
+def _cli_env(argv: list[str]) -> dict[str, str]:
+    """The environment as the command will see it: a flag counts as its variable."""
+    env = dict(os.environ)
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag in _CLI_FLAGS and (eq or i + 1 < len(argv)):
+            env[_CLI_FLAGS[flag]] = value if eq else argv[i + 1]
+    return env
+
+
 def main() -> None:
     command = sys.argv[1] if len(sys.argv) > 1 else None
-    problems = startup_problems(command, os.environ)
+    if {"-h", "--help"} & set(sys.argv[1:]):  # help needs no configuration
+        cli.run_app(server)
+        return
+    env = _cli_env(sys.argv[2:])
+    problems = startup_problems(command, env)
     if not problems and command in ("dev", "start", "connect", "console"):
-        settings = load_settings(os.environ, dotenv=False)
-        problems = storage_problems(settings.data_dir, settings.database_url)
+        settings = load_settings(env, dotenv=False)
+        problems = storage_problems(settings.data_dir, settings.database_url) or schema_problems(settings)
     if problems:
         sys.exit("agent.py: cannot start:\n  " + "\n  ".join(problems))
     cli.run_app(server)

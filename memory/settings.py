@@ -255,7 +255,7 @@ _COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
 # keeps the two equal); below it, those Mem0 reads itself.
 VARIABLES: frozenset[str] = frozenset(
     """LIVEKIT_URL LIVEKIT_API_KEY LIVEKIT_API_SECRET OPENAI_API_KEY OPENAI_BASE_URL OPENAI_LLM_MODEL
-    OPENAI_STT_MODEL OPENAI_STT_LANGUAGE OPENAI_TTS_MODEL OPENAI_TTS_VOICE PROMETHEUS_PORT MEM0_SETTING
+    OPENAI_STT_MODEL OPENAI_STT_LANGUAGE OPENAI_TTS_MODEL OPENAI_TTS_VOICE PROMETHEUS_PORT PROMETHEUS_MULTIPROC_DIR MEM0_SETTING
     MEMORY_LLM_MODEL MEMORY_DATA_DIR MEMORY_DATABASE_URL MEMORY_COLLECTION MEMORY_EMBEDDER
     OPENAI_EMBEDDING_MODEL MEMORY_TOP_K MEMORY_THRESHOLD MEMORY_BUDGET_MS MEMORY_PROFILE_MAX_CHARS
     MEMORY_RETRIEVAL_LEXICAL MEMORY_RETRIEVAL_VECTOR MEMORY_RETRIEVAL_FULLTEXT MEMORY_RETRIEVAL_SUBSTRING
@@ -288,12 +288,30 @@ def unknown_variables(env: Mapping[str, str]) -> list[str]:
     return out
 
 
+# The value `.env.example` ships with: left in place, LiveKit's client would retry it
+# for minutes before giving up.
+_EXAMPLE_LIVEKIT_URL = "wss://your-project.livekit.cloud"
+
+
+def _livekit_url_problems(url: str) -> list[str]:
+    from urllib.parse import urlsplit
+
+    if url == _EXAMPLE_LIVEKIT_URL:
+        return [f"LIVEKIT_URL is still the example value {url!r}: set your LiveKit project's URL"]
+    parts = urlsplit(url)
+    if parts.scheme not in ("ws", "wss", "http", "https") or not parts.hostname:
+        return [f"LIVEKIT_URL={url!r} is not a ws://, wss://, http:// or https:// URL with a host"]
+    return []
+
+
 def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
     """Every configuration problem for `command`, as lines naming the variables."""
     problems: list[str] = []
     missing = [name for name in _COMMAND_NEEDS.get(command or "", ()) if not env.get(name, "").strip()]
     if missing:
         problems.append(f"missing environment variables for '{command}': {', '.join(missing)}")
+    if "LIVEKIT_URL" in _COMMAND_NEEDS.get(command or "", ()) and "LIVEKIT_URL" not in missing:
+        problems += _livekit_url_problems(env["LIVEKIT_URL"].strip())
     problems += unknown_variables(env)
     try:
         load_settings(env, dotenv=False)

@@ -638,6 +638,24 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def schema_problems(settings: MemorySettings) -> list[str]:
+    """At worker start-up, before any job process: a table made for another embedder.
+    Found in a job process instead, it fails that process's start, and LiveKit starts
+    another, and another, and the worker never stops to say why."""
+    url = settings.database_url or embedded_url(settings.pgdata)
+    try:
+        pool = open_pool(url, max_size=1)
+    except Exception:  # noqa: BLE001 - unreachable: storage_problems names that, and sessions cope
+        return []
+    try:
+        _check_dims(pool, settings)
+    except ConfigError as exc:
+        return [str(exc)]
+    finally:
+        pool.close()
+    return []
+
+
 def _check_dims(pool: ConnectionPool, settings: MemorySettings) -> None:
     """Fail at start-up, naming the variables, if the table was made for another embedder."""
     with pool.connection() as conn:

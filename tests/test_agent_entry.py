@@ -161,3 +161,41 @@ async def test_a_store_that_comes_back_wrongly_configured_is_reported_once_not_r
             await wait_until(lambda: not stand_in._trying, what="the attempt to end")
     assert len(calls) == 1 and not stand_in.available
     assert "MEMORY_EMBEDDER" in caplog.text and "MEMORY_EMBEDDER" in stand_in.reason
+
+
+_METRICS_FROM_A_JOB_PROCESS = """
+import multiprocessing, os, sys
+sys.path.insert(0, os.getcwd())
+import agent  # noqa: F401  (the worker's module, as LiveKit's main process imports it)
+
+
+def job() -> None:
+    from memory import metrics
+    metrics.WRITE_RETRIES.inc(3)
+
+
+if __name__ == "__main__":
+    proc = multiprocessing.get_context("forkserver").Process(target=job)
+    proc.start()
+    proc.join()
+    from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)  # what LiveKit's /metrics serves in this mode
+    print(generate_latest(registry).decode())
+"""
+
+
+def test_memory_metrics_counted_in_a_job_process_reach_the_workers_metrics_page(tmp_path: Path) -> None:
+    # They were counted in the job processes' own registries, and LiveKit's /metrics on
+    # PROMETHEUS_PORT serves the main process's: every memory_* series stayed at 0.
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    script = tmp_path / "probe.py"
+    script.write_text(_METRICS_FROM_A_JOB_PROCESS)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PROMETHEUS_PORT": "9477", "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, str(script)], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert "memory_write_retries_total 3.0" in proc.stdout

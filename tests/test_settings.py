@@ -56,6 +56,24 @@ def test_dev_without_credentials_lists_every_missing_variable() -> None:
     assert "LIVEKIT_URL" not in problems[0]
 
 
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("wss://your-project.livekit.cloud", "example value"),  # .env.example's, left in place
+        ("not a url", "not a ws://"),
+        ("livekit.example.com", "not a ws://"),
+        ("wss://", "not a ws://"),
+    ],
+)
+def test_a_livekit_url_that_cannot_work_is_refused_at_start_up(url: str, problem: str) -> None:
+    # LiveKit's client retried such a URL for about 2.5 minutes before giving up.
+    keys = {"LIVEKIT_API_KEY": "k", "LIVEKIT_API_SECRET": "s", "OPENAI_API_KEY": "sk"}
+    (line,) = startup_problems("start", {"LIVEKIT_URL": url, **keys})
+    assert line.startswith("LIVEKIT_URL") and problem in line
+    assert startup_problems("start", {"LIVEKIT_URL": "wss://my-app.livekit.cloud", **keys}) == []
+    assert startup_problems("dev", {"LIVEKIT_URL": "http://localhost:7880", **keys}) == []
+
+
 def test_download_files_needs_no_credentials() -> None:
     assert startup_problems("download-files", {}) == []
 
@@ -77,6 +95,29 @@ def test_agent_dev_without_credentials_exits_with_one_clear_message(tmp_path: Pa
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     assert "LIVEKIT_URL" in proc.stderr and "OPENAI_API_KEY" in proc.stderr
+
+
+def test_agent_help_needs_no_configuration_and_flags_count_as_their_variables(tmp_path: Path) -> None:
+    helped = _run_agent(["start", "--help"], {"PYTHONPATH": str(ROOT)}, tmp_path)
+    assert helped.returncode == 0 and "cannot start" not in helped.stderr
+    flags = ["--url", "not a url", "--api-key", "k", "--api-secret=s"]
+    proc = _run_agent(["start", *flags], {"PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk"}, tmp_path)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "LIVEKIT_URL='not a url'" in proc.stderr  # the flag's value is what was checked
+    assert "LIVEKIT_API_KEY" not in proc.stderr and "LIVEKIT_API_SECRET" not in proc.stderr
+
+
+def test_a_table_made_for_another_embedder_stops_the_worker_at_start_up(tmp_path: Path, store) -> None:
+    # Found only in the job processes, it failed each one's start, and LiveKit started
+    # another, and another (18 in a minute), without the worker ever stopping.
+    env = {
+        "PYTHONPATH": str(ROOT), "MEMORY_DATA_DIR": str(store.settings.data_dir), "MEMORY_EMBEDDER": "openai",
+        "OPENAI_API_KEY": "sk", "LIVEKIT_URL": "wss://my-app.livekit.cloud", "LIVEKIT_API_KEY": "k",
+        "LIVEKIT_API_SECRET": "s",
+    }  # fmt: skip
+    proc = _run_agent(["start"], env, tmp_path)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "MEMORY_EMBEDDER=openai" in proc.stderr and "384-d" in proc.stderr
 
 
 def test_agent_with_bad_mode_exits_naming_it(tmp_path: Path) -> None:
