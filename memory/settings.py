@@ -298,8 +298,12 @@ def _livekit_url_problems(url: str) -> list[str]:
 
     if url == _EXAMPLE_LIVEKIT_URL:
         return [f"LIVEKIT_URL is still the example value {url!r}: set your LiveKit project's URL"]
-    parts = urlsplit(url)
-    if parts.scheme not in ("ws", "wss", "http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # "ws://[::1:7880"
+        host = None
+    if host is None or parts.scheme not in ("ws", "wss", "http", "https"):
         return [f"LIVEKIT_URL={url!r} is not a ws://, wss://, http:// or https:// URL with a host"]
     return []
 

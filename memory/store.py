@@ -31,7 +31,7 @@ from psycopg_pool import ConnectionPool
 
 from . import embedder as embedder_mod
 from .lexical import LEX_VERSION, lex_fields
-from .postgres import embedded_url, ensure_schema, forgets_table, open_pool
+from .postgres import embedded_url, ensure_schema, forgets_table, leave_embedded, open_pool
 from .settings import ConfigError, EmbedderKind, MemorySettings
 
 logger = logging.getLogger("memory.store")
@@ -653,6 +653,8 @@ def schema_problems(settings: MemorySettings) -> list[str]:
         return [str(exc)]
     finally:
         pool.close()
+        if not settings.database_url:  # the worker's main process leaves the server to its jobs
+            leave_embedded(settings.pgdata)
     return []
 
 
@@ -660,7 +662,8 @@ def _check_dims(pool: ConnectionPool, settings: MemorySettings) -> None:
     """Fail at start-up, naming the variables, if the table was made for another embedder."""
     with pool.connection() as conn:
         row = conn.execute(
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'vector'",
+            # to_regclass: no row for a table not made yet (a fresh data directory).
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'vector'",
             [settings.collection],
         ).fetchone()
     if row and row[0] > 0 and row[0] != settings.embedding_dims:

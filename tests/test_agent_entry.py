@@ -196,6 +196,8 @@ def test_memory_metrics_counted_in_a_job_process_reach_the_workers_metrics_page(
     script = tmp_path / "probe.py"
     script.write_text(_METRICS_FROM_A_JOB_PROCESS)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PROMETHEUS_PORT": "9477", "PYTHONPATH": str(root)}
-    proc = subprocess.run([sys.executable, str(script)], cwd=root, env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-1500:]
-    assert "memory_write_retries_total 3.0" in proc.stdout
+    for given in ({}, {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "not-yet")}):  # made if missing
+        proc = subprocess.run([sys.executable, str(script)], cwd=root, env={**env, **given},
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-1500:]
+        assert "memory_write_retries_total 3.0" in proc.stdout

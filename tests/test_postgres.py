@@ -144,3 +144,23 @@ def test_a_killed_job_process_does_not_keep_the_server_up_for_ever() -> None:
 
             psutil.Process(int(pid_file.read_text().split()[0])).terminate()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_the_start_up_check_passes_on_a_fresh_data_directory_and_leaves_the_server() -> None:
+    # The worker's start-up check read a table that a fresh data directory does not have
+    # yet, and the worker never started; and the main process stayed a user of the server.
+    import json
+
+    from memory.settings import load_settings
+    from memory.store import schema_problems
+
+    data_dir = Path(tempfile.mkdtemp(prefix="memory-fresh-"))
+    os.chmod(data_dir, 0o755)
+    try:
+        settings = load_settings({"MEMORY_DATA_DIR": str(data_dir)}, dotenv=False)
+        assert schema_problems(settings) == []
+        users = json.loads((settings.pgdata / ".handle_pids.json").read_text())
+        assert os.getpid() not in users
+        assert not (settings.pgdata / "postmaster.pid").exists()  # it was the only user: stopped
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)

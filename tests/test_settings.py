@@ -63,6 +63,7 @@ def test_dev_without_credentials_lists_every_missing_variable() -> None:
         ("not a url", "not a ws://"),
         ("livekit.example.com", "not a ws://"),
         ("wss://", "not a ws://"),
+        ("ws://[::1:7880", "not a ws://"),  # urlsplit raises on it
     ],
 )
 def test_a_livekit_url_that_cannot_work_is_refused_at_start_up(url: str, problem: str) -> None:
