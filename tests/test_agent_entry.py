@@ -182,6 +182,7 @@ if __name__ == "__main__":
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)  # what LiveKit's /metrics serves in this mode
     print(generate_latest(registry).decode())
+    print("DIR", os.environ["PROMETHEUS_MULTIPROC_DIR"])
 """
 
 
@@ -189,15 +190,18 @@ def test_memory_metrics_counted_in_a_job_process_reach_the_workers_metrics_page(
     # They were counted in the job processes' own registries, and LiveKit's /metrics on
     # PROMETHEUS_PORT serves the main process's: every memory_* series stayed at 0.
     import os
+    import shutil
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parent.parent
     script = tmp_path / "probe.py"
     script.write_text(_METRICS_FROM_A_JOB_PROCESS)
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PROMETHEUS_PORT": "9477", "PYTHONPATH": str(root)}
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PROMETHEUS_PORT": "9477", "PYTHONPATH": str(root),
+           "MEMORY_DATA_DIR": str(tmp_path / "data")}  # fmt: skip
     for given in ({}, {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "not-yet")}):  # made if missing
         proc = subprocess.run([sys.executable, str(script)], cwd=root, env={**env, **given},
                               capture_output=True, text=True, timeout=120)  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-1500:]
         assert "memory_write_retries_total 3.0" in proc.stdout
+        shutil.rmtree(proc.stdout.rsplit("DIR ", 1)[1].strip())  # LiveKit empties it at a worker's start
