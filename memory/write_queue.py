@@ -598,10 +598,14 @@ class DurableWriteQueue:
             return
         except Exception as exc:
             self._unsettled_seq = None
-            await self._retry(seq, turn_id, attempt, repr(exc))
+            await self._retry(seq, turn_id, attempt, _describe(exc))
             return
         self._unsettled_seq = None
         await self._delete(seq)
+        self._written(turn_id)
+
+    def _written(self, turn_id: str) -> None:
+        """The store has the turn (from the journal or straight from memory)."""
         self.written += 1
         if self._failures:
             logger.info("memory store is back after %d failed attempt(s)", self._failures)
@@ -632,26 +636,17 @@ class DurableWriteQueue:
             raise
         except InvalidMemoryText as exc:
             del self._unsaved[turn_id]
-            self.dead_lettered += 1
-            metrics.DEAD_LETTERS.inc()
-            logger.error("memory write for turn %s dropped (not journaled): %s", turn_id, exc)
-            self._notify(self._progress)
+            self._dead_letter(None, turn_id, 1, str(exc))
             return
         except Exception as exc:  # the store too: wait, then the journal is tried first again
-            self.retried += 1
-            metrics.WRITE_RETRIES.inc()
-            self._failures += 1
-            logger.warning("memory write failed for unjournaled turn %s: %s", turn_id, _describe(exc))
-            await asyncio.sleep(self.backoff_delay(self._failures))
+            await self._retry(None, turn_id, 1, _describe(exc))
             return
         del self._unsaved[turn_id]
-        self.written += 1
-        self._failures = 0
-        self._done[turn_id] = None
-        self._count_pending()
-        self._notify(self._progress)
+        self._written(turn_id)
 
-    async def _retry(self, seq: int, turn_id: str, attempt: int, error: str) -> None:
+    async def _retry(self, seq: int | None, turn_id: str, attempt: int, error: str) -> None:
+        """A failed attempt: counted, recorded on the turn's journal row (`seq`, None for
+        a turn the journal refused), then the backoff, growing with consecutive failures."""
         self.retried += 1
         metrics.WRITE_RETRIES.inc()
         self._failures += 1
@@ -664,16 +659,17 @@ class DurableWriteQueue:
             delay,
             extra={"turn_id": turn_id, "attempt": attempt, "error": error, "retry_in_s": round(delay, 3)},
         )
-        try:
-            self._execute(
-                "UPDATE pending_writes SET attempts = ?, last_error = ?, updated_at = ? WHERE seq = ?",
-                (attempt, error[:2000], time.time(), seq),
-            )
-        except Exception as exc:
-            logger.warning("journal update failed: %r", exc)
+        if seq is not None:
+            try:
+                self._execute(
+                    "UPDATE pending_writes SET attempts = ?, last_error = ?, updated_at = ? WHERE seq = ?",
+                    (attempt, error[:2000], time.time(), seq),
+                )
+            except Exception as exc:
+                logger.warning("journal update failed: %s", _describe(exc))
         await asyncio.sleep(delay)
 
-    def _dead_letter(self, seq: int, turn_id: str, attempts: int, error: str) -> None:
+    def _dead_letter(self, seq: int | None, turn_id: str, attempts: int, error: str) -> None:
         self.dead_lettered += 1
         metrics.DEAD_LETTERS.inc()
         logger.error(
@@ -682,13 +678,14 @@ class DurableWriteQueue:
             error,
             extra={"turn_id": turn_id, "attempt": attempts, "error": error},
         )
-        try:
-            self._execute(
-                "UPDATE pending_writes SET state = ?, attempts = ?, last_error = ?, owner = NULL,"
-                " lease_until = 0, updated_at = ? WHERE seq = ?",
-                (DEAD, attempts, error[:2000], time.time(), seq),
-            )
-        except Exception as exc:
-            logger.warning("journal update failed: %r", exc)
+        if seq is not None:  # a turn the journal refused has no row to keep it in
+            try:
+                self._execute(
+                    "UPDATE pending_writes SET state = ?, attempts = ?, last_error = ?, owner = NULL,"
+                    " lease_until = 0, updated_at = ? WHERE seq = ?",
+                    (DEAD, attempts, error[:2000], time.time(), seq),
+                )
+            except Exception as exc:
+                logger.warning("journal update failed: %s", _describe(exc))
         self._count_pending()
         self._notify(self._progress)
