@@ -44,7 +44,7 @@ from memory.prompts import load_prompt  # noqa: E402
 from memory.retrieval import Retriever  # noqa: E402
 from memory.service import MemoryService  # noqa: E402
 from memory.settings import ConfigError, EmbedderKind, MemoryMode, MemorySettings, load_settings, startup_problems  # noqa: E402
-from memory.store import MemoryStore, UnavailableStore, schema_problems  # noqa: E402
+from memory.store import MemoryStore, UnavailableStore, describe_error, schema_problems  # noqa: E402
 
 logger = logging.getLogger("agent")
 
@@ -83,7 +83,7 @@ def _open_store(settings: MemorySettings) -> MemoryStore | UnavailableStore:
     except ConfigError:  # a mistake to fix (a table made for another embedder), not an outage
         raise
     except Exception as exc:  # noqa: BLE001 - any failure to open means "no memory", never "no agent"
-        reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        reason = describe_error(exc)
         logger.error("memory store unavailable; sessions run without memory until it can be opened (%s)", reason)
         return UnavailableStore(settings, reason)
 

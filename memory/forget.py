@@ -19,7 +19,7 @@ import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from memory.postgres import storage_problems
 from memory.service import MemoryService
 from memory.settings import ConfigError, load_settings
-from memory.store import InvalidMemoryText, MemoryStore, memory_user_id
+from memory.store import InvalidMemoryText, MemoryStore, describe_error, memory_user_id
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -33,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:  # a table made for another embedder, among others
         problems = [str(exc)]
     except Exception as exc:  # the database went away after the check
-        problems = [f"the memory store cannot be opened: {type(exc).__name__}: {str(exc).strip()[:200]}"]
+        problems = [f"the memory store cannot be opened: {describe_error(exc)}"]
     if problems or store is None:
         print("memory.forget: nothing was forgotten:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2

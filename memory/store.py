@@ -48,6 +48,14 @@ class ForgottenTurn(InvalidMemoryText):
     """A turn said before the user asked to be forgotten: never to be stored."""
 
 
+def describe_error(exc: BaseException, limit: int = 300) -> str:
+    """An error in one line, for a log or a message: its type and first line, never its
+    repr (an encoding error's repr holds the whole text it failed on, and logs outlive
+    a "forget me")."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}"[:limit] if text else type(exc).__name__
+
+
 class StoreUnavailable(RuntimeError):
     """The store could not be opened when this process started (a fleet database down):
     look-ups find nothing and writes wait in the journal for a process that has one."""
@@ -107,7 +115,7 @@ class UnavailableStore:
             self._next_try = math.inf
             logger.error("memory store cannot be used: %s", exc)
         except Exception as exc:  # noqa: BLE001 - the next use tries again after retry_s
-            self.reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            self.reason = describe_error(exc)
         finally:
             self._trying = False
 

@@ -77,7 +77,7 @@ from typing import Any
 
 from . import metrics
 from .service import Turn
-from .store import InvalidMemoryText
+from .store import InvalidMemoryText, describe_error
 
 logger = logging.getLogger("memory.write_queue")
 
@@ -119,12 +119,6 @@ class DeadLetter:
     failed_at: float
     turn: Turn | None
     payload: str
-
-
-def _describe(exc: BaseException) -> str:
-    """An error for the log without the turn's words: the repr of an encoding error
-    holds the whole text it failed on, and logs outlive a "forget me"."""
-    return f"{type(exc).__name__}: {exc}"[:300]
 
 
 def encode_turn(turn: Turn) -> str:
@@ -295,7 +289,7 @@ class DurableWriteQueue:
         try:
             inserted = self._insert(turn)
         except Exception as exc:  # the journal must never break the session
-            logger.error("journal insert failed for turn %s (kept in memory, retried): %s", turn.turn_id, _describe(exc))
+            logger.error("journal insert failed for turn %s (kept in memory, retried): %s", turn.turn_id, describe_error(exc))
             self._unsaved[turn.turn_id] = turn
             inserted = True
         if inserted:
@@ -511,7 +505,7 @@ class DurableWriteQueue:
                 (encode_turn(turn), time.time(), turn.turn_id, PENDING),
             )
         except Exception as exc:
-            logger.warning("journal update failed for turn %s: %s", turn.turn_id, _describe(exc))
+            logger.warning("journal update failed for turn %s: %s", turn.turn_id, describe_error(exc))
 
     def _flush_unsaved(self) -> None:
         while self._unsaved:
@@ -519,7 +513,7 @@ class DurableWriteQueue:
             try:
                 self._insert(turn)
             except Exception as exc:
-                logger.warning("journal still refuses turn %s: %s", turn_id, _describe(exc))
+                logger.warning("journal still refuses turn %s: %s", turn_id, describe_error(exc))
                 return
             del self._unsaved[turn_id]
 
@@ -598,7 +592,7 @@ class DurableWriteQueue:
             return
         except Exception as exc:
             self._unsettled_seq = None
-            await self._retry(seq, turn_id, attempt, _describe(exc))
+            await self._retry(seq, turn_id, attempt, describe_error(exc))
             return
         self._unsettled_seq = None
         await self._delete(seq)
@@ -623,7 +617,7 @@ class DurableWriteQueue:
         try:
             self._execute("DELETE FROM pending_writes WHERE seq = ?", (seq,))
         except Exception as exc:
-            logger.warning("journal delete failed (the store write is done; skipped): %s", _describe(exc))
+            logger.warning("journal delete failed (the store write is done; skipped): %s", describe_error(exc))
             self._written_seqs.add(seq)
 
     async def _write_unsaved(self) -> None:
@@ -639,7 +633,7 @@ class DurableWriteQueue:
             self._dead_letter(None, turn_id, 1, str(exc))
             return
         except Exception as exc:  # the store too: wait, then the journal is tried first again
-            await self._retry(None, turn_id, 1, _describe(exc))
+            await self._retry(None, turn_id, 1, describe_error(exc))
             return
         del self._unsaved[turn_id]
         self._written(turn_id)
@@ -666,7 +660,7 @@ class DurableWriteQueue:
                     (attempt, error[:2000], time.time(), seq),
                 )
             except Exception as exc:
-                logger.warning("journal update failed: %s", _describe(exc))
+                logger.warning("journal update failed: %s", describe_error(exc))
         await asyncio.sleep(delay)
 
     def _dead_letter(self, seq: int | None, turn_id: str, attempts: int, error: str) -> None:
@@ -686,6 +680,6 @@ class DurableWriteQueue:
                     (DEAD, attempts, error[:2000], time.time(), seq),
                 )
             except Exception as exc:
-                logger.warning("journal update failed: %s", _describe(exc))
+                logger.warning("journal update failed: %s", describe_error(exc))
         self._count_pending()
         self._notify(self._progress)
