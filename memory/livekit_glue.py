@@ -45,21 +45,21 @@ _TOOL_ITEMS = ("function_call", "function_call_output")
 _ANSWERING_ITEMS = (*_TOOL_ITEMS, "agent_handoff", "agent_config_update")
 
 
-def answered_turn(items: list[llm.ChatItem]) -> tuple[int | None, bool]:
+def answered_turn(items: list[llm.ChatItem]) -> int | None:
     """The index of the user message this request answers, or None when the agent
-    already answered it (a greeting, an instruction of its own); and whether this is a
-    follow-up request for it (after a tool's result), which the first request logged."""
+    already answered it (a greeting, an instruction of its own). The assistant's words
+    between tool calls still answer it."""
     last_user = next((i for i in range(len(items) - 1, -1, -1) if getattr(items[i], "role", None) == "user"), None)
     if last_user is None:
-        return None, False
+        return None
     after = items[last_user + 1 :]
-    follow_up = any(item.type in _TOOL_ITEMS for item in after)
+    in_tool_loop = any(item.type in _TOOL_ITEMS for item in after)
     for item in after:
         role = getattr(item, "role", None)
-        if item.type in _ANSWERING_ITEMS or role in ("system", "developer") or (role == "assistant" and follow_up):
+        if item.type in _ANSWERING_ITEMS or role in ("system", "developer") or (role == "assistant" and in_tool_loop):
             continue
-        return None, False
-    return last_user, follow_up
+        return None
+    return last_user
 
 
 def _same_words(a: str, b: str) -> bool:
@@ -309,7 +309,7 @@ class MemorySession:
         """A copy of the context with the profile and this turn's memories added."""
         ctx = chat_ctx.copy()
         items = ctx.items
-        last_user, follow_up = answered_turn(items)
+        last_user = answered_turn(items)
         item_id = items[last_user].id if last_user is not None else None
         log = TurnLog(text=items[last_user].text_content or "" if last_user is not None else "")  # type: ignore[union-attr]
 
@@ -349,7 +349,7 @@ class MemorySession:
                 items.insert(last_user, llm.ChatMessage(role="system", content=[block], id=RECALL_MESSAGE_ID))
                 log.injected = len(fresh)
                 log.injected_ids = [r.id for r in fresh]
-        if last_user is not None and not follow_up and item_id not in self._logged_ids:
+        if last_user is not None and item_id not in self._logged_ids:
             # A request for a message already logged (a tool's result, a hand-off's first
             # reply) is the same turn: its memories are injected, it is not logged again.
             if self.turns and self.turns[-1].provisional:
