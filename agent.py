@@ -16,21 +16,28 @@ import tempfile
 from dotenv import find_dotenv, load_dotenv
 
 load_dotenv(find_dotenv(usecwd=True))  # the .env of the directory the worker starts in
-if not os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
-    os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)  # empty, as .env.example has it: unset
-    if os.environ.get("PROMETHEUS_PORT", "").strip():
-        # Memory's metrics are counted in the job processes, and LiveKit's /metrics shows
-        # only its own process's unless every process writes to one directory. Set before
-        # prometheus_client makes any metric (LiveKit's and memory/metrics.py alike).
-        # One per data directory, not one per start: LiveKit empties it when it starts.
+
+
+def _share_metrics_across_processes() -> None:
+    """Memory's metrics are counted in the job processes, and LiveKit's /metrics shows
+    only its own process's unless every process writes to one directory. Runs before
+    prometheus_client makes any metric (LiveKit's and memory/metrics.py's alike, at
+    import): one directory per data directory, not one per start (LiveKit empties it
+    when it starts)."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)  # empty, as .env.example has it: unset
+        if not os.environ.get("PROMETHEUS_PORT", "").strip():
+            return
         data_dir = os.path.abspath(os.environ.get("MEMORY_DATA_DIR", "").strip() or ".data")
         tag = hashlib.sha256(data_dir.encode()).hexdigest()[:12]
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.path.join(tempfile.gettempdir(), f"memory-prometheus-{tag}")
-if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     try:
-        os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)  # the metrics are made at import
+        os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
     except OSError:  # metrics of this process only, rather than no worker
         os.environ.pop("PROMETHEUS_MULTIPROC_DIR")
+
+
+_share_metrics_across_processes()
 
 from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, cli, room_io  # noqa: E402
 from livekit.plugins import openai, silero  # noqa: E402
