@@ -46,7 +46,7 @@ from memory import heap, lexical  # noqa: E402
 from memory.embedder import local_model  # noqa: E402
 from memory.gatekeeper import Gatekeeper  # noqa: E402
 from memory.livekit_glue import MemoryAgent, MemorySession  # noqa: E402
-from memory.postgres import storage_problems  # noqa: E402
+from memory.postgres import stop_if_unused, storage_problems  # noqa: E402
 from memory.prompts import load_prompt  # noqa: E402
 from memory.retrieval import Retriever  # noqa: E402
 from memory.service import MemoryService  # noqa: E402
@@ -181,12 +181,18 @@ def main() -> None:
         return
     env = _cli_env(sys.argv[2:])
     problems = startup_problems(command, env)
+    settings = None
     if not problems and command in ("dev", "start", "connect", "console"):
         settings = load_settings(env, dotenv=False)
         problems = storage_problems(settings.data_dir, settings.database_url) or schema_problems(settings)
     if problems:
         sys.exit("agent.py: cannot start:\n  " + "\n  ".join(problems))
-    cli.run_app(server)
+    try:
+        cli.run_app(server)
+    finally:
+        if settings is not None and not settings.database_url:
+            # A job process LiveKit killed never left the embedded server's users.
+            stop_if_unused(settings.pgdata)
 
 
 if __name__ == "__main__":

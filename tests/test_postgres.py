@@ -9,6 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from memory.postgres import clear_stale_pid_file
 from memory.store import MemoryStore
 
@@ -163,4 +165,76 @@ def test_the_start_up_check_passes_on_a_fresh_data_directory_and_leaves_the_serv
         assert os.getpid() not in users
         assert not (settings.pgdata / "postmaster.pid").exists()  # it was the only user: stopped
     finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _running_postmaster(pgdata: Path) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(int((pgdata / "postmaster.pid").read_text().split()[0])).is_running()
+    except (OSError, ValueError, psutil.Error):
+        return False
+
+
+def _run_worker(monkeypatch, data_dir: Path, jobs) -> None:  # type: ignore[no-untyped-def]
+    """`agent.py start` whose worker runs `jobs()` (standing in for LiveKit's) and ends."""
+    import agent
+
+    def worker_run(_server) -> None:  # type: ignore[no-untyped-def]
+        jobs()
+        sys.exit(0)  # as the CLI ends
+
+    monkeypatch.setattr(agent.cli, "run_app", worker_run)
+    monkeypatch.setattr(agent, "startup_problems", lambda command, env: [])
+    monkeypatch.setattr(sys, "argv", ["agent.py", "start"])
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(data_dir))
+    monkeypatch.delenv("MEMORY_DATABASE_URL", raising=False)
+    with pytest.raises(SystemExit):
+        agent.main()
+
+
+def test_the_worker_stops_the_server_a_killed_job_process_left_running(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # LiveKit kills a job process that outlives the shutdown's drain; it never left the
+    # server's users, so the embedded server ran on after `agent.py start` had exited.
+    # A job process still alive at that moment keeps it.
+    import multiprocessing
+
+    from memory.postgres import stop_if_unused
+
+    data_dir = Path(tempfile.mkdtemp(prefix="memory-worker-exit-"))
+    os.chmod(data_dir, 0o755)
+    pgdata = data_dir / "pg"
+    ctx = multiprocessing.get_context("forkserver")
+    jobs: list = []
+
+    def job(kill: bool) -> None:
+        joined = ctx.Event()
+        proc = ctx.Process(target=_job_that_dies, args=(str(data_dir), joined))
+        proc.start()
+        jobs.append(proc)
+        assert joined.wait(120)
+        if kill:
+            proc.kill()
+            proc.join(30)
+        assert _running_postmaster(pgdata)
+
+    try:
+        _run_worker(monkeypatch, data_dir, lambda: job(kill=True))
+        assert not _running_postmaster(pgdata)  # nobody alive used it: stopped with the worker
+
+        _run_worker(monkeypatch, data_dir, lambda: job(kill=False))
+        assert _running_postmaster(pgdata)  # a live job process (another worker's) still uses it
+        jobs[-1].kill()
+        jobs[-1].join(30)
+        assert stop_if_unused(pgdata) is True
+        assert not _running_postmaster(pgdata)
+    finally:
+        for proc in jobs:
+            if proc.is_alive():
+                proc.kill()
+        if _running_postmaster(pgdata):
+            import psutil
+
+            psutil.Process(int((pgdata / "postmaster.pid").read_text().split()[0])).terminate()
         shutil.rmtree(data_dir, ignore_errors=True)
