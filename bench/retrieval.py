@@ -279,6 +279,8 @@ def calibration(
     stores = [s.store_id for s in data.stores]
     if len(stores) > 1:
         retriever = Retriever(store, settings)
+        for store_id in stores:
+            retriever.prepare(user_for(store_id))  # as `run_method`: the same scoring as the agent's
         foreign = sorted(
             (hits[0].score if hits else 0.0)
             for r in results

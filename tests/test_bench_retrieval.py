@@ -175,3 +175,50 @@ def test_a_method_named_twice_or_a_bad_file_is_refused_by_name(
         {"id": "m", "text": "x"}]}], "queries": [{"id": "q", "store_id": "u", "query": "x", "relevant": ["m"], "category": "c"}]}))
     assert retrieval_main(["--data", str(path), "--method", "full", "full"]) == 2
     assert "twice" in capsys.readouterr().err
+
+
+def test_calibration_scores_foreign_queries_as_the_agent_would(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--calibrate` asked the other stores with a retriever whose memory densities were
+    # never computed, so its "foreign top-1" scores were not the ones the agent gives
+    # (the agent computes them at session start), and the threshold was chosen on them.
+    from bench.evaldata import load_retrieval
+    from bench.retrieval import _quantile, open_store, user_for
+    from memory.retrieval import Retriever
+
+    people = ["Anna", "Leo", "Mia", "Sam", "Ivy", "Tom"]
+    things = ["tea", "chess", "jazz", "hiking", "Lisbon"]
+    stores = {
+        "u1": [f"{p} told me about {t} last week." for p in people for t in things[:4]],
+        "u2": [f"I bought a book on {t} for {p}." for p in people for t in things[1:]],
+    }
+    path = tmp_path / "calibrate.json"
+    path.write_text(json.dumps({
+        "name": "calibrate-bench-check", "language": "en",
+        "stores": [{"store_id": u, "memories": [{"id": f"{u}-{i}", "text": t} for i, t in enumerate(ts)]}
+                   for u, ts in stores.items()],
+        "queries": [{"id": f"q{i}", "store_id": u, "query": q, "relevant": [f"{u}-0"], "category": "c"}
+                    for i, (u, q) in enumerate([("u1", "What did Anna say about tea?"), ("u1", "who plays chess"),
+                                                ("u2", "a book for Sam"), ("u2", "jazz gifts")])],
+    }), encoding="utf-8")  # fmt: skip
+
+    args = ["--data", str(path), "--data-dir", str(data_dir), "--method", "full", "--calibrate"]
+    assert retrieval_main(args) == 0
+    reported = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["methods"]["full"]["calibration"]
+
+    data = load_retrieval(path)
+    store = open_store(data, data_dir)
+    try:
+        agent_like = Retriever(store, store.settings)
+        for user in stores:
+            agent_like.prepare(user_for(user))  # what session start does
+        foreign = sorted(
+            agent_like.retrieve(user_for("u2" if q.store_id == "u1" else "u1"), q.query, top_k=10)[0].score
+            for q in data.queries
+        )
+    finally:
+        store.close()
+    assert {p: reported[f"foreign_top1_p{p}"] for p in (50, 90, 99)} == {
+        p: _quantile(foreign, p / 100) for p in (50, 90, 99)
+    }
