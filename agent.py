@@ -174,6 +174,16 @@ def _cli_env(argv: list[str]) -> dict[str, str]:
     return env
 
 
+def _audio_problems() -> list[str]:
+    """`console` talks through this machine's microphone and speaker, via PortAudio.
+    Without it LiveKit stops with a long traceback from deep inside its console."""
+    try:
+        import sounddevice  # noqa: F401
+    except OSError as exc:
+        return [f"'console' needs PortAudio for the microphone ({exc}): apt install libportaudio2"]
+    return []
+
+
 def main() -> None:
     command = sys.argv[1] if len(sys.argv) > 1 else None
     if {"-h", "--help"} & set(sys.argv[1:]):  # help needs no configuration
@@ -181,6 +191,8 @@ def main() -> None:
         return
     env = _cli_env(sys.argv[2:])
     problems = startup_problems(command, env)
+    if not problems and command == "console":
+        problems = _audio_problems()
     settings = None
     if not problems and command in ("dev", "start", "connect", "console"):
         settings = load_settings(env, dotenv=False)

@@ -185,3 +185,21 @@ def test_a_worker_that_could_not_keep_memories_exits_naming_the_variable(tmp_pat
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "MEMORY_DATA_DIR" in proc.stderr and "MEMORY_DATABASE_URL cannot be reached" in proc.stderr
     assert "secret" not in proc.stderr  # the URL's password is not printed
+
+
+def _has_portaudio() -> bool:
+    try:
+        import sounddevice  # noqa: F401
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(_has_portaudio(), reason="this machine has PortAudio: console would open the microphone")
+def test_console_without_portaudio_exits_naming_what_to_install(tmp_path: Path) -> None:
+    # LiveKit's console stopped with a long traceback from deep inside its audio code.
+    env = {"PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk", "MEMORY_DATA_DIR": str(tmp_path / "data")}
+    proc = _run_agent(["console"], env, tmp_path)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "PortAudio" in proc.stderr and "apt install libportaudio2" in proc.stderr
+    assert not (tmp_path / "data" / "pg").exists()  # refused before anything was started
