@@ -53,6 +53,7 @@ class GateOutcome:
 
 _SLOT_RE = re.compile(r"[^\w]+")  # letters of any script, digits and _ stay
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_OPENING = re.compile(r"[\[{]")
 
 
 def normalise_slot(slot: object) -> str | None:
@@ -70,19 +71,51 @@ def normalise_category(category: object) -> str:
 
 
 def _json_payload(raw: str) -> object:
-    """The first JSON value in the output: fenced or not, with or without text around it."""
+    """The first JSON object or list in the output: fenced or not, with or without text
+    around it, even when that text has brackets of its own ("Here are the facts [JSON]:")."""
     text = raw.strip()
     if text.startswith("```"):
         text = text.strip("`").removeprefix("json").strip()
-    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
-    if not starts:
+    decoder = json.JSONDecoder()
+    error: json.JSONDecodeError | None = None
+    fallback: list[object] | None = None  # "[]" or "[1]": facts only if nothing better follows
+    for match in _OPENING.finditer(text):
+        try:
+            value, _ = decoder.raw_decode(text[match.start() :])
+        except json.JSONDecodeError as exc:
+            error = error or exc
+            continue
+        if isinstance(value, dict) or any(isinstance(v, dict) for v in value):
+            return value
+        fallback = value if fallback is None else fallback
+    if fallback is not None:
+        return fallback
+    if error is None:
         # Its length, never its words: a model's prose answer echoes what the user said.
         raise ValueError(f"extraction output is not JSON ({len(raw)} characters)")
-    try:
-        value, _ = json.JSONDecoder().raw_decode(text[min(starts) :])
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"extraction output is not JSON: {exc}") from exc
-    return value
+    raise ValueError(f"extraction output is not JSON: {error}")
+
+
+def _category(item: dict[str, object], categories: Sequence[str]) -> str:
+    """The item's category as one of `categories`: a singular ("preference",
+    "personal fact") is the category it names."""
+    category = normalise_category(item.get("category"))
+    if category not in categories and f"{category}s" in categories:
+        return f"{category}s"
+    return category
+
+
+def _distinct_slots(facts: list[Fact]) -> list[Fact]:
+    """A slot named twice in one turn holds two values said together ("my sisters Anna
+    and Maria"): the second must not replace the first, so repeats get `_2`, `_3`."""
+    seen: dict[str, int] = {}
+    for fact in facts:
+        if fact.slot is None:
+            continue
+        seen[fact.slot] = seen.get(fact.slot, 0) + 1
+        if seen[fact.slot] > 1:
+            fact.slot = f"{fact.slot[:60]}_{seen[fact.slot]}"
+    return facts
 
 
 def parse_extraction(raw: str, categories: Sequence[str] = DURABLE_CATEGORIES) -> list[Fact]:
@@ -91,26 +124,33 @@ def parse_extraction(raw: str, categories: Sequence[str] = DURABLE_CATEGORIES) -
     unknown category, no text or an odd slot is dropped, not the whole turn's facts.
     Raises ValueError only when there is no JSON at all (junk)."""
     data = _json_payload(raw)
+    items: list[object]
     if isinstance(data, dict):
-        lists = [v for k, v in data.items() if isinstance(v, list) and k in ("facts", "memories", "items")]
-        items: list[object] = lists[0] if lists else ([data] if "text" in data else [])
-    elif isinstance(data, list):
-        items = data
+        held = [v for k, v in data.items() if k in ("facts", "memories", "items") and isinstance(v, (list, dict))]
+        if held:
+            items = held[0] if isinstance(held[0], list) else [held[0]]
+        else:
+            items = [data] if ("text" in data or "fact" in data) else []
     else:
-        raise ValueError(f"extraction output has the wrong shape: {type(data).__name__}")
-    facts = []
+        items = data
+    facts: list[Fact] = []
+    dropped = 0
     for item in items:
-        if not isinstance(item, dict):
-            continue
-        text, category = item.get("text"), normalise_category(item.get("category"))
-        if not isinstance(text, str) or not text.strip() or len(text.strip()) > MAX_FACT_CHARS:
-            continue
-        if category not in categories:
-            continue
-        facts.append(Fact(text=text.strip(), category=category, slot=normalise_slot(item.get("slot"))))
         if len(facts) == MAX_FACTS_PER_TURN:
             break
-    return facts
+        text = item.get("text", item.get("fact")) if isinstance(item, dict) else None
+        if not isinstance(text, str) or not text.strip() or len(text.strip()) > MAX_FACT_CHARS:
+            dropped += 1
+            continue
+        category = _category(item, categories)  # type: ignore[arg-type]
+        if category not in categories:
+            dropped += 1
+            continue
+        facts.append(Fact(text=text.strip(), category=category, slot=normalise_slot(item.get("slot"))))  # type: ignore[union-attr]
+    if dropped:
+        # How many, never their words: a fact is the user's own.
+        logger.warning("dropped %d extracted item(s) with no text or no known category", dropped)
+    return _distinct_slots(facts)
 
 
 class Gatekeeper:

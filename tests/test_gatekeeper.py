@@ -63,3 +63,38 @@ def test_a_slow_model_is_cut_by_the_gatekeeper_before_the_write_attempt_times_ou
 
     attempt = inspect.signature(DurableWriteQueue).parameters["attempt_timeout_s"].default
     assert Gatekeeper(None)._timeout_s < attempt - 1.0  # a second left for the store writes
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"facts": [{"text": "User\'s sister is Anna", "category": "relationship", "slot": "sister_name"}]}',
+        '{"facts": [{"fact": "User\'s sister is Anna", "category": "relationships", "slot": "sister_name"}]}',
+        '{"facts": {"text": "User\'s sister is Anna", "category": "Relationship", "slot": "sister_name"}}',
+        'Here are the facts [JSON]: {"facts": [' + FACT + "]}",
+        'Found [1] fact: [' + FACT + "]",
+    ],
+    ids=["singular-category", "fact-key", "one-fact-not-in-a-list", "brackets-in-prose", "bracketed-number"],
+)
+def test_near_miss_shapes_keep_the_fact(raw: str) -> None:
+    # Each of these lost "My sister's name is Anna", silently.
+    facts = parse_extraction(raw)
+    assert [(f.text, f.category, f.slot) for f in facts] == [("User's sister is Anna", "relationships", "sister_name")]
+
+
+def test_an_empty_answer_is_no_facts_and_dropped_items_are_counted_not_quoted(caplog) -> None:  # type: ignore[no-untyped-def]
+    assert parse_extraction("Nothing durable here: []") == []
+    with caplog.at_level("WARNING", logger="memory.gatekeeper"):
+        facts = parse_extraction('{"facts": ["User likes Xylophena tea", {"text": "User runs", "category": null}]}')
+    assert facts == []
+    assert "dropped 2 extracted item(s)" in caplog.text and "Xylophena" not in caplog.text
+
+
+def test_one_slot_named_twice_in_a_turn_keeps_both_values() -> None:
+    # "I have two sisters, Anna and Maria": the second fact replaced the first in the store.
+    raw = (
+        '{"facts": [{"text": "User\'s sister is Anna", "category": "relationships", "slot": "sister_name"},'
+        ' {"text": "User\'s sister is Maria", "category": "relationships", "slot": "sister_name"},'
+        ' {"text": "User lives in Berlin", "category": "personal_facts", "slot": "home_city"}]}'
+    )
+    assert [f.slot for f in parse_extraction(raw)] == ["sister_name", "sister_name_2", "home_city"]

@@ -277,6 +277,16 @@ async def test_gated_profile_says_the_new_value_once_a_fact_is_superseded(store:
         assert "User lives in Berlin" in profile and "Paris" not in profile
 
 
+async def test_two_values_of_one_slot_said_together_are_both_kept(store: MemoryStore, user_id: str) -> None:
+    # The model gave both sisters the slot `sister_name`; the second replaced the first.
+    text = "I have two sisters, Anna and Maria"
+    extraction = scripted_extraction({text: [SISTER, {**SISTER, "text": "User's sister is Maria"}]})
+    service = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(extraction))
+    report = await service.remember(Turn(user_id, text, "s", "t-sisters", now_iso()))
+    assert [w.event for w in report.writes] == ["ADD", "ADD"]
+    assert sorted(r.text for r in store.list_user(user_id)) == ["User's sister is Anna", "User's sister is Maria"]
+
+
 async def test_a_gated_turn_said_before_a_forget_never_reaches_the_extraction_model(
     store: MemoryStore, user_id: str
 ) -> None:
