@@ -13,7 +13,7 @@ import functools
 import logging
 import textwrap
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -144,6 +144,30 @@ class RememberReport:
     cut_from: int | None = None  # the turn's length, when it was cut to `max_turn_chars`
 
 
+# The profile is short: who the user is comes first, then each kind of fact in turn.
+PROFILE_PINNED: tuple[str, ...] = ("name",)
+PROFILE_ORDER: tuple[str, ...] = ("personal_facts", "relationships", "preferences", "goals")
+
+
+def profile_order(records: Sequence[MemoryRecord], limit: int) -> list[MemoryRecord]:
+    """The profile's facts, at most `limit`: the user's name first, then the newest fact
+    of each category in turn (personal facts, relationships, preferences, goals), and
+    round again. Newest-first alone let twelve new hobbies push out the user's name and
+    allergy; the caller then drops whole lines past the character bound from the end."""
+    pinned = [r for r in records if r.slot in PROFILE_PINNED]
+    queues: dict[str, deque[MemoryRecord]] = {}
+    for rec in records:  # newest first
+        if rec.slot not in PROFILE_PINNED:
+            queues.setdefault(rec.category or "", deque()).append(rec)
+    order = [c for c in PROFILE_ORDER if c in queues] + sorted(c for c in queues if c not in PROFILE_ORDER)
+    out = pinned[:limit]
+    while len(out) < limit and any(queues[c] for c in order):
+        for category in order:
+            if queues[category] and len(out) < limit:
+                out.append(queues[category].popleft())
+    return out
+
+
 class MemoryService:
     """Mode-aware memory operations over one store; shared by all sessions of a process."""
 
@@ -219,12 +243,11 @@ class MemoryService:
         """GATED: the user's durable facts for the session-start profile; NORMAL: none."""
         if self.mode is not MemoryMode.GATED:
             return []
-        return await run_read(
-            self.store.list_user,
-            user_id,
-            categories=self.settings.durable_categories,
-            limit=self.settings.profile_max_items,
+        limit = self.settings.profile_max_items
+        rows = await run_read(
+            self.store.newest_per_category, user_id, self.settings.durable_categories, limit, slots=PROFILE_PINNED
         )
+        return profile_order(rows, limit)
 
     # ---------------------------------------------------------------- forget
     def forget(self, user_id: str) -> int:

@@ -611,6 +611,23 @@ class MemoryStore:
             rows = conn.execute(query, [*params, limit]).fetchall()
         return [MemoryRecord.from_payload(str(r[0]), r[1]) for r in rows]
 
+    def newest_per_category(
+        self, user_id: str, categories: Iterable[str], per_category: int, *, slots: Sequence[str] = ()
+    ) -> list[MemoryRecord]:
+        """Each category's `per_category` newest memories of the user, plus any whose slot
+        is in `slots` however old, newest first: what a profile chooses from, without
+        one busy category (twenty hobbies) hiding the others."""
+        newest = sql.SQL("COALESCE(payload->>'updated_at', payload->>'created_at')")
+        query = sql.SQL(
+            "SELECT id, payload FROM (SELECT id, payload, row_number() OVER "
+            "(PARTITION BY payload->>'category' ORDER BY {newest} DESC) AS n FROM {t} "
+            "WHERE payload->>'user_id' = %s AND payload->>'category' = ANY(%s)) ranked "
+            "WHERE n <= %s OR payload->>'slot' = ANY(%s) ORDER BY {newest} DESC"
+        ).format(newest=newest, t=sql.Identifier(self.table))
+        with self.pool.connection() as conn:
+            rows = conn.execute(query, [user_id, list(categories), per_category, list(slots)]).fetchall()
+        return [MemoryRecord.from_payload(str(r[0]), r[1]) for r in rows]
+
     def find_slot(self, user_id: str, slot: str | None) -> MemoryRecord | None:
         if not slot:
             return None

@@ -330,15 +330,36 @@ async def test_a_gated_write_retried_after_a_store_failure_does_not_ask_the_mode
 async def test_a_fact_the_bounded_profile_leaves_out_is_still_recalled(store: MemoryStore, user_id: str) -> None:
     dog = "User's dog is called Rex, a very old and very sleepy golden retriever"
     store.upsert_fact(user_id, dog, category="relationships", slot="dog_name")
-    for i in range(10):  # newer facts fill the 600 characters of the profile first (12 items are fetched)
+    for i in range(12):  # newer facts of its kind fill the profile first (12 items, 600 characters)
         store.upsert_fact(
-            user_id, f"User likes hobby number {i} very much indeed, most weekends", category="preferences", slot=f"h{i}"
+            user_id, f"User's friend number {i} visits very often, most weekends", category="relationships", slot=f"f{i}"
         )
     async with voice_session(store, MemoryMode.GATED, user_id) as run:
         await run.harness.user_says("What is my dog called?")
         (idx,) = memory_blocks(run.requests[-1], "user_profile")
         assert "Rex" not in run.requests[-1].messages[idx][1]  # cut from the profile...
         assert dog in recalled_text(run.requests[-1])  # ...so recall brings it
+
+
+async def test_the_profile_keeps_the_users_name_and_each_kind_of_fact_when_one_kind_floods_it(
+    store: MemoryStore, user_id: str
+) -> None:
+    # Newest first alone: twelve new hobbies pushed the user's name and allergy out, and a
+    # returning user was not greeted by name.
+    store.upsert_fact(user_id, "User's name is Jonathan", category="personal_facts", slot="name")
+    store.upsert_fact(user_id, "User is allergic to peanuts", category="personal_facts", slot="allergy_peanuts")
+    store.upsert_fact(user_id, "User's sister is Anna", category="relationships", slot="sister_name")
+    for hobby in ["climbing", "chess", "pottery", "jazz", "sushi", "hiking", "tennis", "baking", "yoga", "opera"]:
+        store.upsert_fact(user_id, f"User likes {hobby}", category="preferences", slot=f"hobby_{hobby}")
+    store.upsert_fact(user_id, "User is training for a marathon", category="goals", slot="training")
+    async with voice_session(store, MemoryMode.GATED, user_id) as run:
+        await run.harness.user_says("Hello")
+        (idx,) = memory_blocks(run.requests[0], "user_profile")
+        lines = [ln for ln in run.requests[0].messages[idx][1].splitlines() if ln.startswith("- ")]
+    assert "Jonathan" in lines[0]
+    for fact in ("allergic to peanuts", "sister is Anna", "marathon", "User likes opera"):
+        assert any(fact in ln for ln in lines), fact
+    assert len(lines) == run.service.settings.profile_max_items  # the rest is the newest hobbies
 
 
 async def test_gated_profile_is_bounded(store: MemoryStore, user_id: str) -> None:
