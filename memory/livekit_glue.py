@@ -37,6 +37,8 @@ from .write_queue import DurableWriteQueue
 logger = logging.getLogger("memory.livekit")
 
 PROFILE_MESSAGE_ID = "memory_profile"
+# A session's profile is read again at a user turn once it is this old (seconds).
+PROFILE_MAX_AGE_S = 30.0
 RECALL_MESSAGE_ID = "memory_recall"
 # Items that may follow the user's message in a request that still answers it: a tool
 # call and its result (LiveKit asks the LLM again with them), notes such as a reply's
@@ -129,6 +131,7 @@ class MemorySession:
         self.profile: list[MemoryRecord] | None = None
         self._profile_task: asyncio.Task[None] | None = None
         self._profile_loaded = asyncio.Event()  # fetched, or failed: no more reason to wait
+        self._profile_at = time.monotonic()  # when it was last asked for
         # Completed turns go through a journal on disk, so an outage or a crash loses nothing.
         self.queue = queue or DurableWriteQueue(
             service.settings.journal_path,
@@ -170,6 +173,7 @@ class MemorySession:
     async def _load_profile(self) -> None:
         """Session start, in the background: the profile (one quick query, wanted by the
         first reply), then retrieval's per-user cache (about a second for a large store)."""
+        self._profile_at = time.monotonic()
         try:
             self.profile = await self.service.profile(self.user_id)
         except Exception as exc:  # a dead store means no profile, never a stuck session
@@ -184,7 +188,10 @@ class MemorySession:
     async def _refresh_profile(self) -> None:
         """GATED stored or superseded a fact: the profile shown with every request must
         not go on saying the old value ("lives in Paris" after "I moved to Berlin").
+        Also when it is older than `PROFILE_MAX_AGE_S` at a user turn: an operator's
+        forget (or another session's new fact) must reach a session that is still going.
         Runs in the write queue's task, off the reply path; a failed read keeps the old."""
+        self._profile_at = time.monotonic()
         try:
             self.profile = await self.service.profile(self.user_id)
         except Exception as exc:  # noqa: BLE001 - the next write tries again
@@ -267,7 +274,8 @@ class MemorySession:
             metrics.GATE.labels(gate.decision.action.value, gate.decision.reason).inc()
         for write in report.writes:
             metrics.WRITES.labels(write.event).inc()
-        if self.profile is not None and any(w.event != "NOOP" for w in report.writes):
+        changed = any(w.event != "NOOP" for w in report.writes)
+        if self.profile is not None and (changed or time.monotonic() - self._profile_at >= PROFILE_MAX_AGE_S):
             await self._refresh_profile()
         logger.info(
             "memory write",

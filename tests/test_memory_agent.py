@@ -362,6 +362,26 @@ async def test_the_profile_keeps_the_users_name_and_each_kind_of_fact_when_one_k
     assert len(lines) == run.service.settings.profile_max_items  # the rest is the newest hobbies
 
 
+async def test_a_forget_during_a_session_takes_the_profile_out_of_its_next_replies(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The profile was read once and re-injected into every request: after an operator's
+    # `python -m memory.forget`, the live session went on telling the model the facts.
+    from memory import livekit_glue
+
+    store.upsert_fact(user_id, "User's sister is Xylophena", category="relationships", slot="sister_name")
+    async with voice_session(store, MemoryMode.GATED, user_id) as run:
+        await run.harness.user_says("Hello")
+        assert "Xylophena" in json.dumps(run.requests[-1].messages)
+        run.service.forget(user_id)
+        monkeypatch.setattr(livekit_glue, "PROFILE_MAX_AGE_S", 0.0, raising=False)  # "30 s later"
+        await run.harness.user_says("Nice weather today")
+        assert await run.memory.drain(10.0)
+        await run.harness.user_says("Tell me about my family")
+        assert "Xylophena" not in json.dumps(run.requests[-1].messages)
+        assert memory_blocks(run.requests[-1], "user_profile") == []
+
+
 async def test_gated_profile_is_bounded(store: MemoryStore, user_id: str) -> None:
     for i in range(40):
         store.upsert_fact(user_id, f"User likes hobby number {i} very much indeed", category="preferences", slot=f"hobby_{i}")
