@@ -329,7 +329,7 @@ _IMPLIED_I_EN = re.compile(
 # Relations named without another owner. English: role words used as names ("Mom is
 # visiting") or a definite "the kids / the dog"; bare plurals ("kids are ...") are
 # generic and do not count. Chinese: kin terms, which normally drop 我的.
-_KIN_EN = re.compile(
+KIN_EN = re.compile(
     r"(?<!your )(?<!his )(?<!her )(?<!their )(?<!a )(?<!the )(?<!'s )\b(?:mom|mommy|mum|mama|dad|daddy|papa"
     r"|grandma|grandpa|granny|nana|hubby|wifey)\b"
     r"|\bthe (?:kids|kid|boys|girls|wife|husband|baby|babies|twins|family|dog|dogs|puppy|cat|cats|kitten|pets"
@@ -342,7 +342,7 @@ _KIN_ZH_WORDS = (
     "堂弟", "堂妹", "侄子", "侄女", "外甥", "男朋友", "女朋友", "男友", "女友", "对象", "未婚夫", "未婚妻", "室友",
     "邻居", "同事", "领导", "老板", "上司", "下属", "同学", "闺蜜", "家人", "宠物", "狗狗", "小狗", "猫咪", "小猫",
 )
-_KIN_ZH = re.compile(rf"(?<![你您他她它]的)(?<![你您他她])(?:{_alt(_KIN_ZH_WORDS)})")
+KIN_ZH = re.compile(rf"(?<![你您他她它]的)(?<![你您他她])(?:{_alt(_KIN_ZH_WORDS)})")
 
 # Attribute statements: "<someone>'s name/birthday/... is ...", "X的生日是...".
 _ATTRIBUTE_EN = re.compile(
@@ -613,7 +613,7 @@ def _disclosure(rest: str, frame: str | None, reaction: bool) -> str | None:
     bare = _LEAD_INTERJECTION.sub("", rest) if en else rest
     if en and _IMPLIED_I_EN.match(bare):
         return "implied_first_person"
-    if (en and _KIN_EN.search(rest)) or (zh and _KIN_ZH.search(rest)):
+    if (en and KIN_EN.search(rest)) or (zh and KIN_ZH.search(rest)):
         return "relation_mention"
     if (en and _ATTRIBUTE_EN.search(rest)) or (zh and _ATTRIBUTE_ZH.search(rest)):
         return "attribute_statement"

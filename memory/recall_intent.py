@@ -15,7 +15,8 @@ Rules, in order (``recall_reason`` returns the tag of the first that fires):
 ``recall_request``
     Asks the assistant to recall: "do you remember ...", "remember when ...",
     "did I tell you ...", "what did I say ...", "last time we ...", "remind me ...",
-    你还记得 / 记不记得 / 我跟你说过 / 上次 / 之前说的.
+    "what was the vet's name again?", 你还记得 / 记不记得 / 我跟你说过 / 上次 /
+    之前说的 / ...来着.
 ``about_me``
     Asks what the assistant knows about the user: "what do you know about me",
     "who am I", "what's my name", "do you know me", 你了解我 / 你知道我 / 我是谁 / 我叫什么.
@@ -25,7 +26,18 @@ Rules, in order (``recall_reason`` returns the tag of the first that fires):
     "what's my favourite colour", 我妹妹叫什么名字, 我喜欢的颜色是什么. First-person
     words inside request formulas do not count ("tell me a joke", "can I ask you
     something", 帮我查一下天气吗). Advice about the user's own choices does count
-    ("what should I eat tonight?": preferences and allergies matter).
+    ("what should I eat tonight?", "can I eat peanut butter?", 我能吃虾吗:
+    preferences and allergies matter).
+``advice_request``
+    A question asking for a recommendation ("anything you'd recommend?", 有什么推荐):
+    the answer depends on the user's tastes, which memory holds.
+``relation_question``
+    A question about someone or something in the user's life, named without "my":
+    a relation ("when is mom's birthday", 妈妈是做什么工作的, Chinese drops 我的 before
+    kin terms), someone's contact details or birthday ("what's Anna's number?",
+    上司的邮箱地址是多少), or someone or something pointed at or counted (那个当厨师的人,
+    这家医院, 有几个人在北京工作). Not when the question is about the listener ("how
+    are your kids?", 你妈妈好吗).
 ``own_reference``
     A statement about the user's own people or things ("my sister is visiting next
     week", 我妹妹下周来, 我的车坏了): the reply benefits from what is already known
@@ -38,11 +50,13 @@ from __future__ import annotations
 
 import re
 
-from memory.prefilter import normalise
+from memory.prefilter import KIN_EN, KIN_ZH, normalise
 
 __all__ = ["needs_memory", "recall_reason", "RECALL_REASONS"]
 
-RECALL_REASONS = ("recall_request", "about_me", "personal_question", "own_reference")
+RECALL_REASONS = (
+    "recall_request", "about_me", "personal_question", "advice_request", "relation_question", "own_reference",
+)
 
 # Explicit requests to recall. "remember that/this ..." (an order to store) is not one.
 _RECALL_EN = re.compile(
@@ -57,10 +71,13 @@ _RECALL_EN = re.compile(
     r"|\bas i (?:said|mentioned|told you)\b|\bi (?:told|mentioned to|said to) you\b"
     r"|\bremind me\b(?! to\b)|\btell me (?:again )?(?:what|who|where|when|how|which) (?:i|my|we|our|me)\b"
     r"|\btell me (?:again )?about (?:my|our)\b"
+    # "what was the vet's name again?" (not "what made you start again?", not about "you")
+    r"|\b(?:what|who|where|when|which)(?:'s| is| was| are| were)\b(?![^.!?]*\byou\b)[^.!?]*\bagain\s*(?:\?|$)"
 )
 _RECALL_ZH = re.compile(
     r"还记得|记不记得|你记得|我记得|记得[^,.!?]*[吗呢?]|记起来|想起来|忘了吗|忘记了吗|你忘了|你忘记|上次|上回|之前(?:我|咱们|我们)?(?:说|提|聊|讲|告诉)"
     r"|我(?:跟|和|对|给)你(?:说|讲|提|聊)过|我(?:告诉|提醒)过你|提醒我(?:一下)?(?:我|什么)"
+    r"|来着"  # "what was it again": asks for something known before
 )
 # What the assistant knows about the user.
 _ABOUT_ME_EN = re.compile(
@@ -90,11 +107,27 @@ _QUESTION_ZH = re.compile(  # 啥 is everyday spoken 什么 (我叫啥, 我爱�
 _FP_EN = re.compile(r"\b(?:i|me|my|mine|myself|we|us|our|ours|i'm|im|i've|i'd|i'll|we're|we've)\b")
 _NOT_FP_EN = re.compile(
     r"\b(?:tell|show|give|send|help|let|teach|get|find|play|read|sing|excuse|pardon|make) me\b"
-    r"|\b(?:can|could|may|might) i\b|\blet's\b|\blet us\b|\b(?:oh )?my (?:god|gosh|goodness|bad|pleasure)\b"
+    r"|\b(?:can|could|may|might) i\b(?! (?:eat|drink|have|take|try|wear|bring)\b)|\blet's\b|\blet us\b|\b(?:oh )?my (?:god|gosh|goodness|bad|pleasure)\b"
     r"|\bi (?:wonder|was wondering)\b|\bi mean\b"
 )
 _FP_ZH = re.compile(r"我|咱|俺")
-_NOT_FP_ZH = re.compile(r"(?:帮|给|告诉|跟|为|替|教|陪)我(?!们?的)(?=[\u3400-\u9fff])|我想问|我能|我可以|请问")
+_NOT_FP_ZH = re.compile(r"(?:帮|给|告诉|跟|为|替|教|陪)我(?!们?的)(?=[\u3400-\u9fff])|我想问|我能(?![吃喝用戴穿带])|我可以(?![吃喝用戴穿带])|请问")
+# What is asked of someone in the user's life: their contact details, birthday, job...
+# ("what's Anna's number?", 上司的邮箱地址是多少). Not asked of the assistant ("your").
+_PERSONAL_ATTRIBUTE = re.compile(
+    r"(?:(?<!your )\b(?!(?:how|what|who|where|when|why|that|it|he|she|there|here|let)'s)\w+'s|\bhis|\bher|\btheir)"
+    r" (?:(?!your\b|you\b)\w+ )?(?:phone|number|email|address|birthday|age|job|work"
+    r"|name|school|allergy|allergies|anniversary)\b"
+    r"|(?<![你您])的?(?:电话|手机号|号码|邮箱|地址|生日|年龄|岁数|身高|职业|职位|工作单位|学历|教育背景|老家|爱好|兴趣爱好)"
+    r"(?=[^。!?]*(?:什么|多少|哪|啥|几|吗|呢|\?))"
+)
+# Asked for a recommendation ("any restaurant you'd recommend?", 有什么推荐的吗): the
+# answer depends on the user's tastes and needs, which memory holds.
+_ADVICE = re.compile(r"\b(?:recommend|suggest)(?:s|ed|ions?|ations?)?\b|推荐|建议")
+_LISTENER = re.compile(r"\b(?:you|your|yours|you're|u|ur)\b|你|您")
+# Someone or something already known, pointed at ("那个当厨师的人", "这家医院") or
+# counted among the people the user knows (有几个人): not the listener's (你/您).
+_KNOWN_ZH = re.compile(r"(?<![你您])(?:那|这)(?:个|位|家|次|款|场)|(?<![你您们])有(?:几|多少)(?:个|位)?(?:人|朋友)")
 # Statements about the user's own people or things.
 _OWN_EN = re.compile(r"\b(?:my|our)\b (?!(?:god|gosh|goodness|bad|pleasure|word|lord)\b)")
 _KIN_ZH = (
@@ -121,6 +154,12 @@ def recall_reason(text: str) -> str | None:
         if s and (_QUESTION_EN.search(s) or _QUESTION_ZH.search(s)):
             if _FP_EN.search(_NOT_FP_EN.sub(" ", s)) or _FP_ZH.search(_NOT_FP_ZH.sub("", s)):
                 return "personal_question"
+            if _ADVICE.search(s):
+                return "advice_request"
+            if _LISTENER.search(s):
+                continue  # asked about the listener's people and things ("how are your kids?")
+            if KIN_EN.search(s) or KIN_ZH.search(s) or _PERSONAL_ATTRIBUTE.search(s) or _KNOWN_ZH.search(s):
+                return "relation_question"
     if (en_fp and _OWN_EN.search(t)) or (zh_fp and _OWN_ZH.search(t)):
         return "own_reference"
     return None
