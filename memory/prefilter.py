@@ -107,7 +107,7 @@ REASONS: dict[GateAction, tuple[str, ...]] = {
     GateAction.FORCE: ("explicit_remember",),
     GateAction.EXTRACT: (
         "first_person_statement", "implied_first_person", "relation_mention", "attribute_statement",
-        "speaker_location", "opinion", "answer_to_question", "about_relation", "agreement", "default",
+        "speaker_location", "opinion", "answer_to_question", "about_relation", "correction", "agreement", "default",
     ),
     GateAction.SKIP: (
         "empty", "greeting", "ack", "pure_question", "stance", "reaction", "generic_statement", "no_self_reference",
@@ -497,6 +497,19 @@ _AGREE_EN = re.compile(
     r"|neither do i|likewise)\b"
 )
 _AGREE_ZH = re.compile(r"^我也(?:是|一样|喜欢|爱|有|在|想|会|觉得)")
+# The user corrects what the assistant just said ("Nice to see you, John!" -> "It's
+# Jon, actually", "Jon, not John", "wrong name"): the fact it had is wrong, and the reply
+# names no "I". Chinese needs no rule: its statements go to the LLM by default.
+_CORRECTION_EN = re.compile(r"\bactually\b|\bwrong\b|^(?:no|nope)\b[\s,.!]+(?:it's|its|it is|i'm|im|i am)\b")
+_NOT_THAT = re.compile(r"\bnot (\w{3,})\b")
+
+
+def _corrects(text: str, prev: str) -> bool:
+    """Does the turn correct the previous one: a correction word, or "not X" where X is
+    what the previous turn said?"""
+    if _CORRECTION_EN.search(text):
+        return True
+    return any(re.search(rf"\b{re.escape(m.group(1))}\b", prev) for m in _NOT_THAT.finditer(text))
 
 
 # ==================================================================================
@@ -683,6 +696,8 @@ def prefilter(text: str, context: Sequence[str] = ()) -> GateDecision:
         return GateDecision(GateAction.EXTRACT, "answer_to_question")
     if _YOUR_NOUN.search(prev) and any(_THIRD_PERSON_SUBJECT.match(c) for c in statements):
         return GateDecision(GateAction.EXTRACT, "about_relation")
+    if prev and statements and _corrects(t, prev):
+        return GateDecision(GateAction.EXTRACT, "correction")
     if prev and any(_AGREE_EN.match(c) or _AGREE_ZH.match(c) for c in statements):
         if any(not c.question and _first_person(c.text) for c in _clauses(prev)):
             return GateDecision(GateAction.EXTRACT, "agreement")

@@ -141,6 +141,11 @@ def test_case_fillers_curly_quotes_and_full_width_punctuation(text: str) -> None
         ("有", ["你有孩子吗？"], "answer_to_question"),
         ("She is doing great these days", ["Your daughter sounds lovely."], "about_relation"),
         ("Same here!", ["I love jazz."], "agreement"),
+        # Corrections of what the assistant just said: the name or city it had is wrong.
+        ("It's Jon, actually", ["Nice to see you again, John!"], "correction"),
+        ("Jon, not John", ["Nice to see you again, John!"], "correction"),
+        ("Wrong name, it's Jon", ["Nice to see you again, John!"], "correction"),
+        ("Berlin now, actually", ["Hope Paris is treating you well!"], "correction"),
     ],
 )
 def test_context_turns_short_answers_into_candidates(text: str, context: list[str], reason: str | None) -> None:
@@ -150,7 +155,7 @@ def test_context_turns_short_answers_into_candidates(text: str, context: list[st
         assert decision.reason == reason
     # without the question an English fragment carries nothing (Chinese statements
     # default to EXTRACT because Chinese drops the subject)
-    if reason in {"answer_to_question", "agreement"} and text.isascii():
+    if reason in {"answer_to_question", "agreement", "correction"} and text.isascii():
         assert prefilter(text).action is SKIP
 
 
@@ -164,6 +169,8 @@ def test_unpunctuated_transcripts() -> None:
 def test_context_does_not_rescue_pleasantries() -> None:
     assert prefilter("ok thanks", ["Do you have any pets?"]).action is SKIP
     assert prefilter("That sounds lovely!", ["What do you do for fun?"]).action is SKIP
+    # "not" about something the assistant did not say is no correction
+    assert prefilter("Not funny.", ["Here is a joke for you."]).action is SKIP
 
 
 @pytest.mark.parametrize(
