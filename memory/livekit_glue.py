@@ -405,8 +405,11 @@ class MemorySession:
         """Wait (bounded) for pending writes; True if all were written."""
         return await self.queue.drain(timeout_s)
 
-    async def aclose(self, drain_timeout_s: float = 5.0) -> None:
-        """Bounded drain; what is not written stays on disk for the next start."""
+    async def aclose(self, *, drain_timeout_s: float = 5.0) -> None:
+        """Bounded drain; what is not written stays on disk for the next start.
+
+        Keyword-only on purpose: LiveKit calls a shutdown callback that takes an argument
+        with the shutdown reason (a string), which then was the drain's timeout."""
         drained = await self.queue.aclose(drain_timeout_s)
         await self.recaller.aclose()
         if self._profile_task is not None and not self._profile_task.done():

@@ -209,6 +209,37 @@ async def test_typed_input_is_stored_and_gets_memory(store: MemoryStore, user_id
         assert "ramen" in recalled_text(run.requests[-1])
 
 
+async def test_the_session_end_callback_livekit_calls_drains_the_last_turns(
+    store: MemoryStore, user_id: str, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    # agent.py registers `memory.aclose` with `ctx.add_shutdown_callback`; LiveKit calls a
+    # callback that takes an argument with the shutdown reason, which became the drain's
+    # timeout ("room disconnected"): the drain failed at once and the last turns stayed
+    # in this machine's journal instead of the store.
+    from types import SimpleNamespace
+
+    from livekit.agents.job import JobContext
+
+    service = make_service(store, MemoryMode.NORMAL)
+    release, written = asyncio.Event(), []
+
+    async def slow_store(turn: Turn) -> None:
+        await release.wait()
+        written.append(turn.turn_id)
+
+    queue = DurableWriteQueue(tmp_path / "journal.sqlite3", slow_store)
+    memory = MemorySession(service, user_id=user_id, queue=queue)
+    queue.start()
+    for i in range(3):
+        queue.enqueue(Turn(user_id, f"turn {i}", "s", f"t{i}", now_iso()))
+    ctx = SimpleNamespace(_shutdown_callbacks=[])
+    JobContext.add_shutdown_callback(ctx, memory.aclose)  # LiveKit's own registration
+    asyncio.get_running_loop().call_soon(release.set)  # the store answers once the drain waits
+    await ctx._shutdown_callbacks[0]("room disconnected")  # as LiveKit calls it at job end
+    assert written == ["t0", "t1", "t2"]
+    assert queue.pending_count() == 0
+
+
 # -------------------------------------------------------------------- GATED
 SISTER = {"text": "User's sister is Anna", "category": "relationships", "slot": "sister_name"}
 
