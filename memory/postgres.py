@@ -25,6 +25,13 @@ logger = logging.getLogger("memory.postgres")
 
 # Short timeouts: a dead database must fail fast, never hang a session.
 CONNECT_TIMEOUT_S = 3
+# A fleet database that vanishes without a word (failover, partition) must not hold a
+# read for the kernel's 15 minutes: each hung read keeps one of the few read slots, and
+# with all of them taken no look-up runs. Probes after 10 s idle, dead after 3 unanswered
+# 5 s apart, or 10 s of unacknowledged data. libpq ignores them on the embedded server's
+# Unix socket.
+DEAD_PEER = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+             "tcp_user_timeout": 10_000}  # fmt: skip
 
 
 def embedded_url(pgdata: Path) -> str:
@@ -193,7 +200,7 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
         min_size=1,
         max_size=max_size,
         timeout=CONNECT_TIMEOUT_S,
-        kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "autocommit": False},
+        kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "autocommit": False, **DEAD_PEER},
         configure=_configure,
         open=False,
     )

@@ -13,6 +13,7 @@ import functools
 import logging
 import textwrap
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +53,11 @@ MAX_READS_IN_FLIGHT = 3
 _READ_POOL = ThreadPoolExecutor(max_workers=MAX_READS_IN_FLIGHT, thread_name_prefix="memory-read")
 _reads_lock = threading.Lock()
 _reads_in_flight = 0
+# Look-ups refused for this long in a row (seconds) mean reads hang on the store: said
+# at WARNING, at most once a minute. A moment of load is not worth a line.
+STUCK_READS_WARN_S = 30.0
+_refused_since: float | None = None
+_stuck_warned_at = float("-inf")
 
 
 class StoreBusy(RuntimeError):
@@ -70,11 +76,20 @@ async def run_read(fn: Callable[..., T], /, *args: object, **kwargs: object) -> 
     A slot is freed when the thread finishes, not when the caller stops waiting:
     a hung call keeps holding its slot, which is the point.
     """
-    global _reads_in_flight
+    global _reads_in_flight, _refused_since, _stuck_warned_at
     with _reads_lock:
         if _reads_in_flight >= MAX_READS_IN_FLIGHT:
+            now = time.monotonic()
+            _refused_since = now if _refused_since is None else _refused_since
+            if now - _refused_since >= STUCK_READS_WARN_S and now - _stuck_warned_at >= 60.0:
+                _stuck_warned_at = now
+                logger.warning(
+                    "memory reads stuck for %.0f s: every look-up goes without memory until the store answers",
+                    now - _refused_since,
+                )
             raise StoreBusy(f"{_reads_in_flight} memory reads already in flight")
         _reads_in_flight += 1
+        _refused_since = None
 
     def release(_: object) -> None:
         global _reads_in_flight

@@ -238,3 +238,45 @@ def test_the_worker_stops_the_server_a_killed_job_process_left_running(monkeypat
 
             psutil.Process(int((pgdata / "postmaster.pid").read_text().split()[0])).terminate()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_a_fleet_database_connection_notices_a_vanished_peer(store: MemoryStore) -> None:
+    # A fleet Postgres that vanished without a word (failover, partition) held each read
+    # for the kernel's ~15 minutes, and three such reads took every read slot: no look-up
+    # ran for the rest of the session. The pool's TCP sockets now probe their peer.
+    import socket
+    import threading
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    from memory.postgres import open_pool
+
+    info = conninfo_to_dict(store.url)
+    unix_path = os.path.join(info["host"], f".s.PGSQL.{info.get('port', '5432')}")
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def relay(a: socket.socket, b: socket.socket) -> None:
+        while data := a.recv(65536):
+            b.sendall(data)
+
+    def accept() -> None:  # a TCP route to the embedded server, as a fleet database has
+        client, _ = listener.accept()
+        server = socket.socket(socket.AF_UNIX)
+        server.connect(unix_path)
+        for a, b in ((client, server), (server, client)):
+            threading.Thread(target=relay, args=(a, b), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    pool = open_pool(f"postgresql://{info['user']}@127.0.0.1:{listener.getsockname()[1]}/{info['dbname']}", max_size=1)
+    try:
+        with pool.connection() as conn:
+            sock = socket.socket(fileno=os.dup(conn.pgconn.socket))
+            try:
+                assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 10
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 10_000
+            finally:
+                sock.close()
+    finally:
+        pool.close()
+        listener.close()
