@@ -42,7 +42,7 @@ _share_metrics_across_processes()
 from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, cli, room_io  # noqa: E402
 from livekit.plugins import openai, silero  # noqa: E402
 
-from memory import heap, lexical  # noqa: E402
+from memory import heap, lexical, metrics  # noqa: E402
 from memory.embedder import local_model  # noqa: E402
 from memory.gatekeeper import Gatekeeper  # noqa: E402
 from memory.livekit_glue import MemoryAgent, MemorySession  # noqa: E402
@@ -66,6 +66,7 @@ def prewarm(proc: JobProcess) -> None:
     the memory store; then everything they made is frozen out of the garbage
     collector's full passes (memory/heap.py), which would otherwise stall replies."""
     settings = load_settings()
+    metrics.forget_dead_processes()
     proc.userdata["vad"] = silero.VAD.load()
     if settings.embedder is EmbedderKind.LOCAL:
         local_model()

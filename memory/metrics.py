@@ -8,6 +8,10 @@ off they cost a few counter increments per turn.
 
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
+
 from prometheus_client import Counter, Gauge, Histogram
 
 _MS_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0)
@@ -31,3 +35,32 @@ QUEUE_PENDING = Gauge(
 )
 WRITE_RETRIES = Counter("memory_write_retries_total", "Store write attempts that failed and will be retried.")
 DEAD_LETTERS = Counter("memory_write_dead_letters_total", "Turns that will never be written (the store refused them).")
+
+
+_LIVE_GAUGE_FILE = re.compile(r"gauge_live\w*?_(\d+)\.db$")
+
+
+def forget_dead_processes() -> list[int]:
+    """Drop the live gauges of job processes that died without saying so; their pids.
+
+    In multiprocess mode a process's gauges stay on the metrics page until someone
+    calls `mark_process_dead` for it, and a job process that was killed (the OOM
+    killer, LiveKit's memory limit or shutdown deadline) never does: its last
+    `memory_write_queue_pending` stayed in the sum for ever, beside the process that
+    took over its turns, and a backlog alert never cleared. Each job process sweeps
+    at start (prewarm). Counters and histograms stay: they are totals.
+    """
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip()
+    if not directory:
+        return []
+    import psutil
+    from prometheus_client import multiprocess
+
+    dead = set()
+    for path in Path(directory).glob("gauge_live*.db"):
+        match = _LIVE_GAUGE_FILE.search(path.name)
+        if match and not psutil.pid_exists(int(match.group(1))):
+            dead.add(int(match.group(1)))
+    for pid in sorted(dead):
+        multiprocess.mark_process_dead(pid, directory)
+    return sorted(dead)

@@ -205,3 +205,59 @@ def test_memory_metrics_counted_in_a_job_process_reach_the_workers_metrics_page(
         assert proc.returncode == 0, proc.stderr[-1500:]
         assert "memory_write_retries_total 3.0" in proc.stdout
         shutil.rmtree(proc.stdout.rsplit("DIR ", 1)[1].strip())  # LiveKit empties it at a worker's start
+
+
+_A_KILLED_JOB_PROCESS_BACKLOG = """
+import multiprocessing, os, signal, sys, time
+sys.path.insert(0, os.getcwd())
+import agent  # noqa: F401
+
+
+def job(ready) -> None:
+    from memory import metrics
+    metrics.QUEUE_PENDING.set(7)  # seven turns waiting, then the OOM killer
+    ready.set()
+    time.sleep(600)
+
+
+def pending() -> str:
+    from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return [ln for ln in generate_latest(registry).decode().splitlines() if ln.startswith("memory_write_queue_pending")]
+
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context("forkserver")
+    ready = ctx.Event()
+    proc = ctx.Process(target=job, args=(ready,))
+    proc.start()
+    ready.wait(60)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join()
+    print("BEFORE", pending())
+    from memory import metrics
+    sweep = getattr(metrics, "forget_dead_processes", lambda: [])  # what the next job process's prewarm does
+    print("SWEPT", sweep() == [proc.pid])
+    print("AFTER", pending())
+"""
+
+
+def test_a_killed_job_processs_backlog_leaves_the_metrics_page_when_the_next_one_starts(tmp_path: Path) -> None:
+    # Its memory_write_queue_pending stayed in the sum for ever, beside the process that
+    # took its turns over: a backlog alert never cleared.
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    script = tmp_path / "probe.py"
+    script.write_text(_A_KILLED_JOB_PROCESS_BACKLOG)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(root),
+           "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom")}  # fmt: skip
+    proc = subprocess.run([sys.executable, str(script)], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.split(" ", 1)[0] in ("BEFORE", "SWEPT", "AFTER"))
+    assert "memory_write_queue_pending 7.0" in lines["BEFORE"]
+    assert "7.0" not in lines["AFTER"]
+    assert lines["SWEPT"] == "True"
