@@ -18,6 +18,7 @@ import logging
 import re
 import time
 import uuid
+from datetime import datetime, timezone
 from collections import deque
 from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
@@ -69,29 +70,38 @@ def _same_words(a: str, b: str) -> bool:
     return [w for w in re.split(r"\W+", a.casefold()) if w] == [w for w in re.split(r"\W+", b.casefold()) if w]
 
 
-def _memory_line(rec: MemoryRecord) -> str:
+def _memory_line(rec: MemoryRecord, line_max: int | None = None) -> str:
+    """One memory as a line of a block; with `line_max`, its text is cut to fit."""
     tag = ", ".join(x for x in (rec.category, (rec.updated_at or rec.created_at or "")[:10]) if x)
+    suffix = f" ({tag})" if tag else ""
     # Memory text is untrusted data: keep it on one line so it cannot fake the block's end.
     text = " ".join(rec.text.replace("<", "‹").replace(">", "›").split())
-    return f"- {text}" + (f" ({tag})" if tag else "")
+    room = None if line_max is None else line_max - 2 - len(suffix)
+    if room is not None and len(text) > room:
+        cut = text[: max(room - 1, 1)]
+        space = cut.rfind(" ", len(cut) - 30)  # between words where there are any
+        text = (cut[:space] if space > 0 else cut).rstrip() + "…"
+    return f"- {text}{suffix}"
 
 
-def fit_memories(records: list[MemoryRecord], max_chars: int) -> list[MemoryRecord]:
+def fit_memories(records: list[MemoryRecord], max_chars: int, *, line_max: int | None = None) -> list[MemoryRecord]:
     """The records whose lines fit in `max_chars`, in order; one too long is passed over,
-    not the end of the list."""
+    not the end of the list. With `line_max`, each line is first cut to that length."""
     kept, used = [], 0
     for rec in records:
-        size = len(_memory_line(rec)) + 1
+        size = len(_memory_line(rec, line_max)) + 1
         if used + size - 1 <= max_chars:
             kept.append(rec)
             used += size
     return kept
 
 
-def format_memories(records: list[MemoryRecord], *, max_chars: int | None = None) -> str:
+def format_memories(
+    records: list[MemoryRecord], *, max_chars: int | None = None, line_max: int | None = None
+) -> str:
     """One memory a line, with its category and date, bounded in length."""
-    shown = records if max_chars is None else fit_memories(records, max_chars)
-    return "\n".join(_memory_line(rec) for rec in shown)
+    shown = records if max_chars is None else fit_memories(records, max_chars, line_max=line_max)
+    return "\n".join(_memory_line(rec, line_max) for rec in shown)
 
 
 @dataclass
@@ -350,9 +360,15 @@ class MemorySession:
                 last_user += 1
 
         if log.recall is not None:
-            fresh = [r for r in log.recall.records if r.id not in shown]
+            # Bounded like the profile: five long turns made a 9,000-character block on every
+            # reply. A long memory is shown cut to a third of the block, so others fit too.
+            limit = self.service.settings.recall_max_chars
+            candidates = [r for r in log.recall.records if r.id not in shown]
+            fresh = fit_memories(candidates, limit, line_max=(limit - 2) // 3)
             if fresh:
-                block = load_prompt("recalled_memories").format(memories=format_memories(fresh))
+                block = load_prompt("recalled_memories").format(
+                    memories=format_memories(fresh, line_max=(limit - 2) // 3), today=datetime.now(timezone.utc).date().isoformat()
+                )
                 assert last_user is not None
                 items.insert(last_user, llm.ChatMessage(role="system", content=[block], id=RECALL_MESSAGE_ID))
                 log.injected = len(fresh)

@@ -85,7 +85,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-__all__ = ["GateAction", "GateDecision", "prefilter", "normalise", "REASONS", "MAX_CHARS"]
+__all__ = ["GateAction", "GateDecision", "prefilter", "normalise", "is_acknowledgement", "REASONS", "MAX_CHARS"]
 
 
 class GateAction(str, Enum):
@@ -567,6 +567,15 @@ def _is_greeting(c: str) -> bool:
 
 def _is_ack(c: str) -> bool:
     return bool(_ACK_RE.match(c) or _THANKS.match(c)) or _is_greeting(c)
+
+
+def is_acknowledgement(text: str) -> bool:
+    """Is the whole text only an acknowledgement, thanks or greeting ("ok", "thanks!",
+    "haha", 好的, 你好)? Such a turn says nothing on its own, whatever came before."""
+    t = normalise(text)
+    if not _HAS_WORD.search(t):
+        return True
+    return all(_is_ack(c.text) for c in _clauses(t))  # none left: only fillers
 
 
 def _is_reaction(c: str) -> bool:

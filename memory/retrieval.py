@@ -42,7 +42,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,7 +53,8 @@ from psycopg import sql
 from . import lexical
 from .embedder import local_model
 from .settings import EmbedderKind, MemorySettings
-from .store import MemoryRecord, MemoryStore
+from .prefilter import is_acknowledgement
+from .store import MemoryRecord, MemoryStore, canonical_key
 
 logger = logging.getLogger("memory.retrieval")
 
@@ -73,6 +74,9 @@ _INTERNAL_KEYS = ("lex", "lex_v")
 _NEUTRAL = frozenset({lexical.USER_ZH, lexical.USER_EN})
 # Most rows the substring stage examines per query (see `_substring`).
 _SUBSTRING_SCAN = 500
+# Longest text that can be a bare acknowledgement ("ok thanks so much!"): longer ones are
+# not checked, which keeps the check off most candidates.
+_ACK_MAX_CHARS = 40
 # Sentence ends (kept with their sentence) for choosing what to embed.
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；…])\s*")
 
@@ -221,7 +225,7 @@ class Retriever:
             ranked = self.with_neighbours(scope, ranked, q, top_k=k)
         # The threshold is calibrated on the weighted score; RRF scores are ranks only.
         floor = s.retrieval_threshold if s.retrieval_fusion == "weighted" else 0.0
-        return [c.record() for c in ranked if c.score >= floor][:k]
+        return [c.record() for c in worth_showing(c for c in ranked if c.score >= floor)][:k]
 
     def warm_up(self) -> None:
         """Load the segmenter before the first turn (it takes about a second)."""
@@ -654,6 +658,25 @@ class Retriever:
             if cand.turn in wanted:
                 out.append(cand)
         return out
+
+
+def worth_showing(ranked: Iterable[Candidate]) -> Iterator[Candidate]:
+    """The candidates a reply can use, best first: not a copy of a better one, and not a
+    bare "ok", "thanks" or 哈哈.
+
+    NORMAL keeps every turn, so a user who said "I'm vegetarian" in five sessions has
+    five rows, and they filled the block and pushed out the peanut allergy; and turns
+    that were only an acknowledgement ("ok", "yeah", 好的) came back as memories. Copies
+    are the same text once case, width, spacing and final punctuation are folded
+    (`canonical_key`): look-alikes that say different things are kept.
+    """
+    seen: set[str] = set()
+    for cand in ranked:
+        key = canonical_key(cand.text)
+        if key in seen or (len(key) <= _ACK_MAX_CHARS and is_acknowledgement(cand.text)):
+            continue
+        seen.add(key)
+        yield cand
 
 
 def _done(value: _Density) -> Future[_Density]:

@@ -240,6 +240,23 @@ async def test_the_session_end_callback_livekit_calls_drains_the_last_turns(
     assert queue.pending_count() == 0
 
 
+async def test_the_recalled_block_is_bounded_and_dated(store: MemoryStore, user_id: str) -> None:
+    # Five long garden turns made a 9,000-character block on every reply (the profile was
+    # bounded, recall was not).
+    from datetime import datetime, timezone
+
+    for i in range(5):
+        store.add_raw(user_id, f"In my garden number {i} I grow tomatoes and roses. " + "It needs a lot of care. " * 70)
+    limit = make_service(store, MemoryMode.NORMAL).settings.recall_max_chars
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        await run.harness.user_says("How is my garden doing?")
+        block = recalled_text(run.requests[-1])
+    lines = [ln for ln in block.splitlines() if ln.startswith("- ")]
+    assert len(lines) >= 3 and all("…" in ln for ln in lines)  # each cut, so several fit
+    assert sum(len(ln) + 1 for ln in lines) - 1 <= limit
+    assert f"today is {datetime.now(timezone.utc).date().isoformat()}" in block  # "last week" can be read
+
+
 # -------------------------------------------------------------------- GATED
 SISTER = {"text": "User's sister is Anna", "category": "relationships", "slot": "sister_name"}
 

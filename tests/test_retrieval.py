@@ -452,3 +452,24 @@ def test_the_word_a_question_asks_for_counts_less_than_whom_it_is_about(store: M
 
     assert retriever(store).retrieve(user_id, question, top_k=1)[0].text == boss
     assert lead() > lead(retrieval_focus_weight=1.0) + 0.05  # 职位 in the others counts for less
+
+
+@pytest.mark.parametrize(
+    ("said_often", "also_said", "chit_chat", "query"),
+    [
+        ("I'm vegetarian.", "I'm allergic to peanuts.", ("ok", "thanks!", "haha", "yeah"), "What should I cook for dinner?"),
+        ("我是素食者。", "我对花生过敏。", ("好的", "哈哈", "对", "嗯嗯"), "晚饭我该做点什么？"),
+    ],
+)
+def test_a_fact_said_in_many_sessions_shows_once_and_chit_chat_never(
+    store: MemoryStore, user_id: str, said_often: str, also_said: str, chit_chat: tuple[str, ...], query: str
+) -> None:
+    # NORMAL keeps every turn: five copies of "I'm vegetarian." filled the five slots and
+    # pushed out the peanut allergy, and "ok" or 好的 came back as memories.
+    seed(store, user_id, also_said, *chit_chat)
+    for _ in range(5):
+        seed(store, user_id, said_often.lower() if _ % 2 else said_often)  # as STT writes it, each time
+    texts = [m.text for m in retriever(store).retrieve(user_id, query, top_k=5)]
+    assert sum(1 for t in texts if t.lower() == said_often.lower()) == 1
+    assert also_said in texts
+    assert not set(texts) & set(chit_chat)
