@@ -96,6 +96,12 @@ def fit_memories(records: list[MemoryRecord], max_chars: int, *, line_max: int |
     return kept
 
 
+def recall_line_max(max_chars: int) -> int:
+    """A recalled memory's longest line: a third of the block, so a long turn cut to it
+    leaves room for others."""
+    return (max_chars - 2) // 3
+
+
 def format_memories(
     records: list[MemoryRecord], *, max_chars: int | None = None, line_max: int | None = None
 ) -> str:
@@ -364,10 +370,10 @@ class MemorySession:
             # reply. A long memory is shown cut to a third of the block, so others fit too.
             limit = self.service.settings.recall_max_chars
             candidates = [r for r in log.recall.records if r.id not in shown]
-            fresh = fit_memories(candidates, limit, line_max=(limit - 2) // 3)
+            fresh = fit_memories(candidates, limit, line_max=recall_line_max(limit))
             if fresh:
                 block = load_prompt("recalled_memories").format(
-                    memories=format_memories(fresh, line_max=(limit - 2) // 3), today=datetime.now(timezone.utc).date().isoformat()
+                    memories=format_memories(fresh, line_max=recall_line_max(limit)), today=datetime.now(timezone.utc).date().isoformat()
                 )
                 assert last_user is not None
                 items.insert(last_user, llm.ChatMessage(role="system", content=[block], id=RECALL_MESSAGE_ID))
