@@ -247,6 +247,21 @@ _ACK_ZH = (
 )
 # A clause made only of these ("ok thanks", "好的谢谢") is an acknowledgement.
 _ACK_RE = re.compile(rf"^(?:(?:{_alt(_ACK_EN + _ACK_ZH)})(?![a-z'])[\s,!.]*)+$")
+# Words that say nothing on their own, whatever was said before them: a turn made only
+# of these is no memory (`is_acknowledgement`). Not "nice" (a city), "buddy" (a dog).
+_CONTENT_FREE = (
+    "ok", "okay", "k", "kk", "yes", "yeah", "yea", "yep", "yup", "ya", "no", "nope", "nah", "sure", "alright",
+    "all right", "cool", "great", "awesome", "thanks", "thank you", "thank u", "thx", "thanks a lot",
+    "thank you so much", "thank you very much", "many thanks", "got it", "i see", "understood", "makes sense",
+    "sounds good", "sounds great", "no problem", "no worries", "bye", "goodbye", "see you", "see ya", "good night",
+    "goodnight", "haha", "hahaha", "lol", "lmao", "wow", "oh", "ah", "aw", "aww", "hmm", "mm", "mhm", "uh huh",
+    "oops", "yay", "hi", "hello", "hey",
+    "好", "好的", "好吧", "好啊", "好呀", "好嘞", "行", "行吧", "嗯", "嗯嗯", "哦", "噢", "喔", "对", "对的", "对啊",
+    "是的", "是啊", "是呀", "没错", "明白", "明白了", "知道了", "了解", "了解了", "懂了", "收到", "谢谢", "谢谢你",
+    "谢谢您", "多谢", "谢啦", "不客气", "不用谢", "没事", "没关系", "没问题", "哈哈", "哈哈哈", "呵呵", "嘿嘿", "哇",
+    "你好", "您好",
+)
+_CONTENT_FREE_RE = re.compile(rf"^(?:(?:{_alt(_CONTENT_FREE)})(?![\w'])[\s,!.?~。！？，…]*)+$")
 # Thanks formulas, whatever follows ("thanks for the tip", 谢谢你的建议).
 _THANKS = re.compile(
     r"^(?:thanks|thank you|thank u|thx|ty|many thanks|much appreciated|i appreciate it|appreciate it)\b"
@@ -570,12 +585,14 @@ def _is_ack(c: str) -> bool:
 
 
 def is_acknowledgement(text: str) -> bool:
-    """Is the whole text only an acknowledgement, thanks or greeting ("ok", "thanks!",
-    "haha", 好的, 你好)? Such a turn says nothing on its own, whatever came before."""
+    """Is the whole text only words that say nothing on their own ("ok", "thanks!",
+    "haha", "yeah, sure", 好的, 嗯嗯)? Stricter than the pre-filter's acknowledgements:
+    a word that can be a name, a place or an answer ("Nice.", "Buddy.", "Ty's birthday",
+    谢谢你记得我对花生过敏) is content, and so is any script without such a list."""
     t = normalise(text)
-    if not _HAS_WORD.search(t):
+    if not any(ch.isalnum() for ch in t):
         return True
-    return all(_is_ack(c.text) for c in _clauses(t))  # none left: only fillers
+    return bool(_CONTENT_FREE_RE.match(t))
 
 
 def _is_reaction(c: str) -> bool:

@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -668,15 +669,37 @@ def worth_showing(ranked: Iterable[Candidate]) -> Iterator[Candidate]:
     five rows, and they filled the block and pushed out the peanut allergy; and turns
     that were only an acknowledgement ("ok", "yeah", 好的) came back as memories. Copies
     are the same text once case, width, spacing and final punctuation are folded
-    (`canonical_key`): look-alikes that say different things are kept.
+    (`canonical_key`): look-alikes that say different things are kept. The copy kept
+    carries the latest date any copy has.
     """
+    ranked = list(ranked)
+    newest: dict[str, tuple[datetime, str]] = {}  # the latest date each text was said
+    for cand in ranked:
+        said = cand.payload.get("updated_at") or cand.payload.get("created_at")
+        when = _parse_time(said)
+        key = canonical_key(cand.text)
+        if when is not None and (key not in newest or when > newest[key][0]):
+            newest[key] = (when, str(said))
     seen: set[str] = set()
     for cand in ranked:
         key = canonical_key(cand.text)
         if key in seen or (len(key) <= _ACK_MAX_CHARS and is_acknowledgement(cand.text)):
             continue
         seen.add(key)
+        latest = newest.get(key)
+        if latest is not None and latest[1] != (cand.payload.get("updated_at") or cand.payload.get("created_at")):
+            # The copy kept is the best ranked; the date shown is when it was last said,
+            # or "the later note is current" would pick an older fact over it.
+            cand.payload = {**cand.payload, "updated_at": latest[1]}
         yield cand
+
+
+def _parse_time(value: object) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
 
 
 def _done(value: _Density) -> Future[_Density]:

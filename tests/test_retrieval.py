@@ -473,3 +473,40 @@ def test_a_fact_said_in_many_sessions_shows_once_and_chit_chat_never(
     assert sum(1 for t in texts if t.lower() == said_often.lower()) == 1
     assert also_said in texts
     assert not set(texts) & set(chit_chat)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Ty's birthday is June 3.", "谢谢你记得我对花生过敏", "У меня аллергия на арахис", "Buddy.", "Nice.", "Morning runs"],
+)
+def test_short_or_thankful_memories_that_say_something_are_still_shown(
+    store: MemoryStore, user_id: str, text: str
+) -> None:
+    # A name that looks like "ty" (thanks), a fact that opens with 谢谢, a script the
+    # acknowledgement lists do not cover, a dog called Buddy: none is an "ok".
+    seed(store, user_id, text, *DISTRACTORS)
+    assert text in [m.text for m in retriever(store).retrieve(user_id, text, top_k=5)]
+
+
+def test_a_fact_said_again_shows_the_date_it_was_last_said(store: MemoryStore, user_id: str) -> None:
+    # Paris (2024), Berlin (2025), Paris again (2026): the copy kept was often the 2024
+    # one, and "the later note is current" then made Berlin the answer.
+    said = {"I live in Paris.": ["2024-01-01T00:00:00+00:00", "2026-01-01T00:00:00+00:00"],
+            "I live in Berlin.": ["2025-01-01T00:00:00+00:00"]}  # fmt: skip
+    for text, dates in said.items():
+        for when in dates:
+            store.add_raw(user_id, text)
+            with store.pool.connection() as conn:
+                conn.execute(
+                    sql.SQL(
+                        "UPDATE {} SET payload = payload || jsonb_build_object('created_at', %s::text, 'updated_at', %s::text) "
+                        "WHERE payload->>'user_id' = %s AND payload->>'data' = %s AND NOT payload ? 'dated'"
+                    ).format(sql.Identifier(store.table)),
+                    [when, when, user_id, text],
+                )
+                conn.execute(
+                    sql.SQL("UPDATE {} SET payload = payload || '{{\"dated\": true}}' WHERE payload->>'user_id' = %s")
+                    .format(sql.Identifier(store.table)), [user_id],
+                )  # fmt: skip
+    shown = {m.text: (m.updated_at or m.created_at)[:4] for m in retriever(store).retrieve(user_id, "Where do I live?")}
+    assert shown == {"I live in Paris.": "2026", "I live in Berlin.": "2025"}
