@@ -108,13 +108,18 @@ def _category(item: dict[str, object], categories: Sequence[str]) -> str:
 def _distinct_slots(facts: list[Fact]) -> list[Fact]:
     """A slot named twice in one turn holds two values said together ("my sisters Anna
     and Maria"): the second must not replace the first, so repeats get `_2`, `_3`."""
-    seen: dict[str, int] = {}
+    used = {fact.slot for fact in facts if fact.slot is not None}  # "sister_name_2" may be the model's own
+    taken: set[str] = set()
     for fact in facts:
         if fact.slot is None:
             continue
-        seen[fact.slot] = seen.get(fact.slot, 0) + 1
-        if seen[fact.slot] > 1:
-            fact.slot = f"{fact.slot[:60]}_{seen[fact.slot]}"
+        if fact.slot in taken:
+            base, n = fact.slot[:60], 2
+            while f"{base}_{n}" in used:
+                n += 1
+            fact.slot = f"{base}_{n}"
+            used.add(fact.slot)
+        taken.add(fact.slot)
     return facts
 
 

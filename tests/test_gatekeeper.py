@@ -98,3 +98,14 @@ def test_one_slot_named_twice_in_a_turn_keeps_both_values() -> None:
         ' {"text": "User lives in Berlin", "category": "personal_facts", "slot": "home_city"}]}'
     )
     assert [f.slot for f in parse_extraction(raw)] == ["sister_name", "sister_name_2", "home_city"]
+
+
+def test_a_renamed_slot_never_takes_a_slot_the_model_named_itself() -> None:
+    # sister_name, sister_name, sister_name_2 became sister_name, sister_name_2,
+    # sister_name_2: the third fact replaced the second in the store.
+    raw = '{"facts": [' + ", ".join(
+        '{"text": "User\'s sister is %s", "category": "relationships", "slot": "%s"}' % (name, slot)
+        for name, slot in (("Anna", "sister_name"), ("Maria", "sister_name"), ("Eva", "sister_name_2"))
+    ) + "]}"
+    slots = [f.slot for f in parse_extraction(raw)]
+    assert len(set(slots)) == 3 and slots[0] == "sister_name" and slots[2] == "sister_name_2"
