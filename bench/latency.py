@@ -48,7 +48,7 @@ from bench.evaldata import default_eval_dir
 from memory import embedder as embedder_mod
 from memory import heap, lexical
 from memory.gatekeeper import Gatekeeper
-from memory.livekit_glue import MemoryAgent, MemorySession, fit_memories, recall_line_max
+from memory.livekit_glue import MemoryAgent, MemorySession, fit_recalled
 from memory.prompts import load_prompt
 from memory.service import MemoryService
 from memory.settings import DURABLE_CATEGORIES, MemoryMode, MemorySettings, load_settings
@@ -362,9 +362,8 @@ async def run_scenario(
                 else []
             )
             # Bounded as the reply's block is (MEMORY_RECALL_MAX_CHARS): what fits is what it should carry.
-            limit = service.settings.recall_max_chars
             profile = {r.id for r in (session_memory.profile or [])} if session_memory else set()
-            recs = fit_memories([r for r in recs if r.id not in profile], limit, line_max=recall_line_max(limit))
+            recs, _ = fit_recalled([r for r in recs if r.id not in profile], service.settings.recall_max_chars)
             refs.append(own_ids(recs))
         return "Sure."
 

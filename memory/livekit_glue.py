@@ -96,10 +96,14 @@ def fit_memories(records: list[MemoryRecord], max_chars: int, *, line_max: int |
     return kept
 
 
-def recall_line_max(max_chars: int) -> int:
-    """A recalled memory's longest line: a third of the block, so a long turn cut to it
-    leaves room for others."""
-    return (max_chars - 2) // 3
+def fit_recalled(records: list[MemoryRecord], max_chars: int) -> tuple[list[MemoryRecord], int | None]:
+    """The recalled memories a reply's block shows, and the line length they are cut to
+    (None: shown whole). Whole when they all fit; else each line is cut to a third of the
+    block, so one long turn leaves room for others, and what still does not fit is left out."""
+    if fit_memories(records, max_chars) == records:
+        return records, None
+    line_max = (max_chars - 2) // 3
+    return fit_memories(records, max_chars, line_max=line_max), line_max
 
 
 def format_memories(
@@ -368,12 +372,11 @@ class MemorySession:
         if log.recall is not None:
             # Bounded like the profile: five long turns made a 9,000-character block on every
             # reply. A long memory is shown cut to a third of the block, so others fit too.
-            limit = self.service.settings.recall_max_chars
             candidates = [r for r in log.recall.records if r.id not in shown]
-            fresh = fit_memories(candidates, limit, line_max=recall_line_max(limit))
+            fresh, line_max = fit_recalled(candidates, self.service.settings.recall_max_chars)
             if fresh:
                 block = load_prompt("recalled_memories").format(
-                    memories=format_memories(fresh, line_max=recall_line_max(limit)), today=datetime.now(timezone.utc).date().isoformat()
+                    memories=format_memories(fresh, line_max=line_max), today=datetime.now(timezone.utc).date().isoformat()
                 )
                 assert last_user is not None
                 items.insert(last_user, llm.ChatMessage(role="system", content=[block], id=RECALL_MESSAGE_ID))

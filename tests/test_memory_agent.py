@@ -257,6 +257,15 @@ async def test_the_recalled_block_is_bounded_and_dated(store: MemoryStore, user_
     assert f"today is {datetime.now(timezone.utc).date().isoformat()}" in block  # "last week" can be read
 
 
+async def test_a_long_memory_is_shown_whole_when_the_block_has_room(store: MemoryStore, user_id: str) -> None:
+    # Cut to a third of the block even when it was the only one: its end was lost.
+    long_turn = "I spent the whole weekend in my garden, " + "weeding and planting, " * 30 + "and I'm allergic to peanuts."
+    store.add_raw(user_id, long_turn)
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        await run.harness.user_says("What did I do in my garden?")
+        assert "allergic to peanuts" in recalled_text(run.requests[-1])
+
+
 # -------------------------------------------------------------------- GATED
 SISTER = {"text": "User's sister is Anna", "category": "relationships", "slot": "sister_name"}
 
