@@ -19,17 +19,27 @@ def _unfreeze_after() -> Iterator[None]:
 
 
 def test_prewarm_loads_vad_embedder_and_store_once_per_process(
-    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import agent
     from memory.store import MemoryStore
 
+    import subprocess
+    import sys
+
     monkeypatch.setenv("MEMORY_DATA_DIR", str(data_dir))
     monkeypatch.setenv("MEM0_SETTING", "gated")
+    # A job process killed earlier left its live gauge in the metrics directory.
+    metrics_dir = tmp_path
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = metrics_dir / f"gauge_livesum_{int(dead.stdout)}.db"
+    left.write_bytes(b"")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(metrics_dir))
     proc = SimpleNamespace(userdata={})
     agent.prewarm(proc)  # type: ignore[arg-type]
     store = proc.userdata["store"]
     try:
+        assert not left.exists()  # swept as this job process started
         assert isinstance(store, MemoryStore)
         assert proc.userdata["settings"].mode.value == "GATED"
         assert proc.userdata["vad"] is not None
