@@ -259,9 +259,13 @@ _CONTENT_FREE = (
     "好", "好的", "好吧", "好啊", "好呀", "好嘞", "行", "行吧", "嗯", "嗯嗯", "哦", "噢", "喔", "对", "对的", "对啊",
     "是的", "是啊", "是呀", "没错", "明白", "明白了", "知道了", "了解", "了解了", "懂了", "收到", "谢谢", "谢谢你",
     "谢谢您", "多谢", "谢啦", "不客气", "不用谢", "没事", "没关系", "没问题", "哈哈", "哈哈哈", "呵呵", "嘿嘿", "哇",
-    "你好", "您好",
+    "你好", "您好", "拜拜", "晚安", "谢了", "好滴", "好哒", "嗯哼", "哦哦", "噢噢",
+    "謝謝", "謝謝你", "謝啦", "沒問題", "沒事", "沒關係", "對", "對的", "對啊", "了解了", "明白了",
 )
-_CONTENT_FREE_RE = re.compile(rf"^(?:(?:{_alt(_CONTENT_FREE)})(?![\w'])[\s,!.?~。！？，…]*)+$")
+# Chinese words run together ("好的好的", "对对对"): only a Latin letter or digit may not follow.
+_CONTENT_FREE_RE = re.compile(
+    rf"^(?:(?:{_alt(_CONTENT_FREE)})(?![a-z0-9'])[啦呀啊呢哈哒滴嘛哦]*[\s,!.?~。！？，…]*)+$"
+)
 # Thanks formulas, whatever follows ("thanks for the tip", 谢谢你的建议).
 _THANKS = re.compile(
     r"^(?:thanks|thank you|thank u|thx|ty|many thanks|much appreciated|i appreciate it|appreciate it)\b"

@@ -327,3 +327,16 @@ def test_quality_gate_on_realistic_dev() -> None:
     m = evaluate(load_gate(_EVAL / "msc_gate.realistic.dev.json"), {"prefilter": prefilter})["prefilter"].metrics
     assert m.recall is not None and m.recall >= 0.95, m
     assert m.skip_rate is not None and m.skip_rate >= 0.50, m
+
+
+@pytest.mark.parametrize(
+    ("text", "says_nothing"),
+    [("好的好的", True), ("对对对", True), ("嗯嗯好", True), ("谢谢啦", True), ("謝謝", True), ("ok, thanks!", True),
+     ("好看", False), ("对面", False), ("好的朋友", False), ("对不起", False), ("好的，我女儿叫小美", False),
+     ("谢谢你记得我对花生过敏", False), ("Buddy.", False), ("Nice.", False), ("Ty's birthday is June 3.", False)],
+)
+def test_what_says_nothing_on_its_own(text: str, says_nothing: bool) -> None:
+    # Chinese acknowledgements run together (好的好的, 对对对) came back as memories.
+    from memory.prefilter import is_acknowledgement
+
+    assert is_acknowledgement(text) is says_nothing
