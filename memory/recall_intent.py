@@ -102,6 +102,7 @@ _QUESTION_EN = re.compile(
 )
 _QUESTION_ZH = re.compile(  # 啥 is everyday spoken 什么 (我叫啥, 我爱吃啥)
     r"\?|[吗嘛么]$|什么|啥|怎么|怎样|为什么|哪|谁|几[个点时天岁号月年次]|多少|多久|多大|是不是|有没有|是否|呢$"
+    r"|能不能|可不可以|会不会|要不要|行不行|[^不]不$|没问题吧"  # A-not-A and tag questions (我能不能吃海鲜)
 )
 # First person, minus request formulas ("tell me a joke", "can I ask", 帮我查一下).
 _FP_EN = re.compile(r"\b(?:i|me|my|mine|myself|we|us|our|ours|i'm|im|i've|i'd|i'll|we're|we've)\b")
@@ -111,7 +112,7 @@ _NOT_FP_EN = re.compile(
     r"|\bi (?:wonder|was wondering)\b|\bi mean\b"
 )
 _FP_ZH = re.compile(r"我|咱|俺")
-_NOT_FP_ZH = re.compile(r"(?:帮|给|告诉|跟|为|替|教|陪)我(?!们?的)(?=[\u3400-\u9fff])|我想问|我能(?![吃喝用戴穿带])|我可以(?![吃喝用戴穿带])|请问")
+_NOT_FP_ZH = re.compile(r"(?:帮|给|告诉|跟|为|替|教|陪)我(?!们?的)(?=[\u3400-\u9fff])|我想问|我(?:能|可以)(?!(?:不能|不可以)?[吃喝用戴穿带])|请问")
 # What is asked of someone in the user's life: their contact details, birthday, job...
 # ("what's Anna's number?", 上司的邮箱地址是多少). Not asked of the assistant ("your").
 _PERSONAL_ATTRIBUTE = re.compile(
@@ -124,6 +125,11 @@ _PERSONAL_ATTRIBUTE = re.compile(
 # Asked for a recommendation ("any restaurant you'd recommend?", 有什么推荐的吗): the
 # answer depends on the user's tastes and needs, which memory holds.
 _ADVICE = re.compile(r"\b(?:recommend|suggest)(?:s|ed|ions?|ations?)?\b|推荐|建议")
+# ...also asked for without a question: "recommend me a film", 给我推荐一部电影吧.
+_ADVICE_ASKED = re.compile(
+    r"(?:^|[.!?,;]\s*)(?:please |so |ok |okay )?(?:(?:can|could|would) you )?(?:recommend|suggest)\b"
+    r"|(?:^|[,.!?;])(?:请|麻烦)?你?(?:给我|帮我|给咱)?推荐"
+)
 _LISTENER = re.compile(r"\b(?:you|your|yours|you're|u|ur)\b|你|您")
 # Someone or something already known, pointed at ("那个当厨师的人", "这家医院") or
 # counted among the people the user knows (有几个人): not the listener's (你/您).
@@ -147,6 +153,8 @@ def recall_reason(text: str) -> str | None:
         return "recall_request"
     if _ABOUT_ME_EN.search(t) or _ABOUT_ME_ZH.search(t):
         return "about_me"
+    if _ADVICE_ASKED.search(t):
+        return "advice_request"
     en_fp = bool(_FP_EN.search(_NOT_FP_EN.sub(" ", t)))
     zh_fp = bool(_FP_ZH.search(_NOT_FP_ZH.sub("", t)))
     for sentence in _SENTENCES.split(t):

@@ -73,6 +73,12 @@ def test_messages_that_do_not_need_memory(text: str) -> None:
         ("我能吃虾吗？", "personal_question"),
         ("Any restaurant you would recommend?", "advice_request"),
         ("有什么好吃的推荐吗？", "advice_request"),
+        # Chinese asks by A-not-A or a tag, and asks for advice without a question.
+        ("我能不能吃海鲜", "personal_question"),
+        ("我可以喝牛奶不", "personal_question"),
+        ("我吃芒果没问题吧", "personal_question"),
+        ("给我推荐一部电影吧", "advice_request"),
+        ("Recommend me a good book", "advice_request"),
     ],
 )
 def test_questions_about_the_users_people_diet_and_choices(text: str, reason: str) -> None:
