@@ -59,6 +59,9 @@ def test_skips_transient_turns(text: str) -> None:
         "我妈妈下个月生日", "外婆的生日是十月一日。", "老婆怀孕了", "我觉得红色最好看",
         # Chinese drops the subject: substantive statements still go to the LLM
         "刚搬到北京", "明天早上九点开会",
+        # ...also when it opens like a reaction: a taste (很喜欢打篮球), a time (这周末搬家), a habit
+        "很喜欢打篮球", "挺喜欢爬山的", "太喜欢吃火锅了", "这周末搬家", "这个月底要去美国出差", "其实不吃香菜",
+        "一般周末都去爬山", "通常七点下班",
         # subject-less English speech
         "Just got back from a week in Rome", "Been working as a plumber for ages",
         # generic evaluation = the speaker's taste
