@@ -30,7 +30,7 @@ _DIGITS = r"\d+(?:[ -]\d+)*"  # "4711", "4 7 1 1", "839 201"
 # 13-19 digits, single spaces or dashes between them ("4111 1111 1111 1111").
 _CARD = re.compile(r"(?<![\d+])\d(?:[ -]?\d){12,}(?!\d)")
 _CARD_ISSUERS = re.compile(r"(?:4|5[1-5]|2[2-7]|3[47]|3[05689]|6)")  # Visa, MC, Amex, Diners/JCB, Discover/UnionPay
-_CN_ID = re.compile(r"(?<!\d)\d{17}[\dXx](?![\dXx])")
+_CN_ID = re.compile(r"(?<![\d-])\d{6}[ -]?\d{8}[ -]?\d{3}[\dXx](?![\dXx])")  # also said in groups: 6-8-4
 _CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _SSN = re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")
 _TOKEN = r"[A-Za-z0-9+=_-]"  # ASCII only: Chinese text has no spaces, and \w would take whole sentences
@@ -60,9 +60,17 @@ _EN_CODE_SECRET = re.compile(
 # for PIN, so that "pin 300 photos" (the verb) is left alone.
 _BARE_CODE = re.compile(rf"(?:\bPIN|\b[Cc][Vv][Vv]2?|\b[Cc][Vv][Cc]2?)\s*:?\s*({_DIGITS})(?!\w)")
 # "银行卡密码是839201", "验证码：4 7 1 1", "门禁密码为八三九二".
+# Simplified and traditional keywords; "is", or "changed / set to" (密码改成了 abc123).
+_ZH_SECRET_WORD = r"(?:密码|密碼|口令|验证码|驗證碼|校验码|校驗碼|安全码|安全碼|PIN码?|PIN碼|CVV)"
 _ZH_SECRET = re.compile(
-    r"(?:密码|口令|验证码|校验码|安全码|PIN码?|CVV)[^\s，。！？,.!?]{0,6}?(?:是|为|:|：|=)\s*"
-    r"([A-Za-z0-9!@#$%^&*._\-]+(?:\s+\d+)*|[零〇一二三四五六七八九两幺]{3,})",
+    _ZH_SECRET_WORD + r"[^\s，。！？,.!?]{0,6}?(?:是|为|為|:|：|=|改成了?|改为|改為|设成了?|設成了?|设为|設為|设置为|設置為)\s*"
+    r"([A-Za-z0-9!@#$%^&*._\-]+(?:\s+\d+)*|[零〇一二三四五六七八九两兩幺]{3,})",
+    re.IGNORECASE,
+)
+# The value straight after the word, with no "is" (银行卡密码839201, 验证码 4711): digits
+# in it, four or more characters, so "密码有8位" is left alone.
+_ZH_SECRET_BARE = re.compile(
+    _ZH_SECRET_WORD + r"\s*((?=[A-Za-z0-9!@#$%^&*._\-]*\d)[A-Za-z0-9!@#$%^&*._\-]{4,}|[零〇一二三四五六七八九两兩幺]{4,})",
     re.IGNORECASE,
 )
 
@@ -87,7 +95,7 @@ def _card_end(run: str) -> int | None:
 
 
 def _is_cn_id(match: re.Match[str]) -> bool:
-    s = match.group().upper()
+    s = re.sub(r"[ -]", "", match.group()).upper()
     check = "10X98765432"[sum(int(c) * w for c, w in zip(s[:17], _CN_ID_WEIGHTS)) % 11]
     return s[17] == check
 
@@ -120,6 +128,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], bool]], ...]
     ("code", _EN_CODE_SECRET, _enough_digits),
     ("code", _BARE_CODE, _enough_digits),
     ("password", _ZH_SECRET, _always),
+    ("password", _ZH_SECRET_BARE, _always),
 )
 
 

@@ -31,6 +31,14 @@ from memory.redact import MARK, redact_secrets
         ("my password is sunshine", "sunshine", "password"),
         ("密码是 8 3 9 2 0 1", "8 3 9 2 0 1", "password"),
         ("my card is 4111 1111 1111 1111 12 29", "4111", "card_number"),
+        # Chinese said without 是, in traditional characters, as a change, an ID in groups
+        ("银行卡密码839201", "839201", "password"),
+        ("验证码 4711", "4711", "password"),
+        ("我的密碼是839201", "839201", "password"),
+        ("驗證碼是4711", "4711", "password"),
+        ("密码改成了 abc123 了", "abc123", "password"),
+        ("我把密码设成了abc123", "abc123", "password"),
+        ("身份证号是110105 19491231 002X", "19491231", "id_number"),
     ],
 )
 def test_a_secret_is_replaced_and_the_rest_kept(text: str, secret: str, kind: str) -> None:
@@ -58,6 +66,7 @@ def test_a_secret_is_replaced_and_the_rest_kept(text: str, secret: str, kind: st
         "The wifi password is on the fridge",
         "Let me pin 300 photos to my board",
         "我两个账号的密码是一样的",
+        "密码有8位", "密码学很有意思", "验证码发到手机了吗",
         "验证码是一次性的，用完就没了",
         # Chinese has no spaces: a long run with a digit and a Latin letter is a sentence, not a key
         "我最近在学Python3编程因为公司要求我们所有人都要掌握基本的数据分析能力，挺难的。",
