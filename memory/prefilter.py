@@ -85,6 +85,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from .hanzi import to_simplified
+
 __all__ = ["GateAction", "GateDecision", "prefilter", "normalise", "is_acknowledgement", "REASONS", "MAX_CHARS"]
 
 
@@ -141,8 +143,9 @@ MAX_CHARS = 2000
 
 
 def normalise(text: str) -> str:
-    """NFKC (full-width to ASCII), one quote style, lower case, single spaces, capped length."""
-    t = unicodedata.normalize("NFKC", text[: MAX_CHARS * 2]).translate(_PUNCT_MAP).lower()
+    """NFKC (full-width to ASCII), traditional characters as simplified (memory/hanzi.py), one
+    quote style, lower case, single spaces, capped length."""
+    t = to_simplified(unicodedata.normalize("NFKC", text[: MAX_CHARS * 2])).translate(_PUNCT_MAP).lower()
     return _SPACES.sub(" ", t).strip()[:MAX_CHARS]
 
 

@@ -62,6 +62,8 @@ def test_skips_transient_turns(text: str) -> None:
         # ...also when it opens like a reaction: a taste (很喜欢打篮球), a time (这周末搬家), a habit
         "很喜欢打篮球", "挺喜欢爬山的", "太喜欢吃火锅了", "这周末搬家", "这个月底要去美国出差", "其实不吃香菜",
         "一般周末都去爬山", "通常七点下班",
+        # traditional characters
+        "我妹妹叫小雪", "我住在臺北", "我對花生過敏", "很喜歡看電影",
         # subject-less English speech
         "Just got back from a week in Rome", "Been working as a plumber for ages",
         # generic evaluation = the speaker's taste

@@ -79,6 +79,10 @@ def test_messages_that_do_not_need_memory(text: str) -> None:
         ("我吃芒果没问题吧", "personal_question"),
         ("给我推荐一部电影吧", "advice_request"),
         ("Recommend me a good book", "advice_request"),
+        # traditional characters, as users in Taiwan and Hong Kong (and some STT) write
+        ("我女兒叫什麼名字", "personal_question"),
+        ("媽媽是做什麼工作的？", "relation_question"),
+        ("你還記得我嗎", "recall_request"),
     ],
 )
 def test_questions_about_the_users_people_diet_and_choices(text: str, reason: str) -> None:
