@@ -18,7 +18,8 @@ import logging
 import re
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
+from zoneinfo import ZoneInfo
 from collections import deque
 from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
@@ -70,9 +71,21 @@ def _same_words(a: str, b: str) -> bool:
     return [w for w in re.split(r"\W+", a.casefold()) if w] == [w for w in re.split(r"\W+", b.casefold()) if w]
 
 
-def _memory_line(rec: MemoryRecord, line_max: int | None = None) -> str:
+def _local_date(stamp: str | None, zone: tzinfo) -> str:
+    """The day a memory was said, where the user lives (a morning in Beijing is the day
+    before in UTC)."""
+    if not stamp:
+        return ""
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp[:10]
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).astimezone(zone).date().isoformat()
+
+
+def _memory_line(rec: MemoryRecord, line_max: int | None = None, zone: tzinfo = timezone.utc) -> str:
     """One memory as a line of a block; with `line_max`, its text is cut to fit."""
-    tag = ", ".join(x for x in (rec.category, (rec.updated_at or rec.created_at or "")[:10]) if x)
+    tag = ", ".join(x for x in (rec.category, _local_date(rec.updated_at or rec.created_at, zone)) if x)
     suffix = f" ({tag})" if tag else ""
     # Memory text is untrusted data: keep it on one line so it cannot fake the block's end.
     text = " ".join(rec.text.replace("<", "‹").replace(">", "›").split())
@@ -107,11 +120,15 @@ def fit_recalled(records: list[MemoryRecord], max_chars: int) -> tuple[list[Memo
 
 
 def format_memories(
-    records: list[MemoryRecord], *, max_chars: int | None = None, line_max: int | None = None
+    records: list[MemoryRecord],
+    *,
+    max_chars: int | None = None,
+    line_max: int | None = None,
+    zone: tzinfo = timezone.utc,
 ) -> str:
-    """One memory a line, with its category and date, bounded in length."""
+    """One memory a line, with its category and date (in `zone`), bounded in length."""
     shown = records if max_chars is None else fit_memories(records, max_chars, line_max=line_max)
-    return "\n".join(_memory_line(rec, line_max) for rec in shown)
+    return "\n".join(_memory_line(rec, line_max, zone) for rec in shown)
 
 
 @dataclass
@@ -149,6 +166,7 @@ class MemorySession:
         budget = service.settings.recall_budget_ms / 1000 if budget_s is None else budget_s
         self.recaller = Recaller(self._fetch, budget_s=budget, context=lambda: tuple(self.earlier_turns()))
         self.profile: list[MemoryRecord] | None = None
+        self._zone = ZoneInfo(service.settings.timezone)  # dates as the user lives them
         self._profile_task: asyncio.Task[None] | None = None
         self._profile_loaded = asyncio.Event()  # fetched, or failed: no more reason to wait
         self._profile_at = time.monotonic()  # when it was last asked for
@@ -359,7 +377,7 @@ class MemorySession:
         if self.profile:
             # Only what fits is shown, and only what is shown is left out of recall below.
             fitting = fit_memories(self.profile, self.service.settings.profile_max_chars)
-            block = load_prompt("user_profile").format(memories=format_memories(fitting))
+            block = load_prompt("user_profile").format(memories=format_memories(fitting, zone=self._zone))
             pos = 0
             while pos < len(items) and getattr(items[pos], "role", None) in ("system", "developer"):
                 pos += 1
@@ -376,7 +394,8 @@ class MemorySession:
             fresh, line_max = fit_recalled(candidates, self.service.settings.recall_max_chars)
             if fresh:
                 block = load_prompt("recalled_memories").format(
-                    memories=format_memories(fresh, line_max=line_max), today=datetime.now(timezone.utc).date().isoformat()
+                    memories=format_memories(fresh, line_max=line_max, zone=self._zone),
+                    today=datetime.now(self._zone).date().isoformat(),
                 )
                 assert last_user is not None
                 items.insert(last_user, llm.ChatMessage(role="system", content=[block], id=RECALL_MESSAGE_ID))

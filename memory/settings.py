@@ -57,6 +57,7 @@ class MemorySettings:
     recall_budget_ms: float = 150.0
     profile_max_chars: int = 600
     recall_max_chars: int = 1500  # the recalled-memories block of one reply; a line at most a third of it
+    timezone: str = "UTC"  # the users' time zone (IANA name): memory dates and "today" as they live them
     profile_max_items: int = 12
     max_turn_chars: int = 2000
     durable_categories: tuple[str, ...] = field(default=DURABLE_CATEGORIES)
@@ -129,6 +130,20 @@ def _number(env: Mapping[str, str], name: str, default: float, *, lo: float, hi:
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 RETRIEVAL_FUSIONS: tuple[str, ...] = ("weighted", "rrf")
+
+
+def _time_zone(env: Mapping[str, str]) -> str:
+    """MEMORY_TIMEZONE as an IANA name the machine knows ("Asia/Shanghai"), or UTC."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    raw = env.get("MEMORY_TIMEZONE", "").strip() or "UTC"
+    try:
+        ZoneInfo(raw)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(
+            f"MEMORY_TIMEZONE={raw!r} is not a time zone: use an IANA name such as Asia/Shanghai or Europe/Berlin"
+        ) from None
+    return raw
 
 
 def _integer(env: Mapping[str, str], name: str, default: int, *, lo: int, hi: int) -> int:
@@ -240,6 +255,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         recall_budget_ms=_number(env, "MEMORY_BUDGET_MS", 150.0, lo=0.0, hi=10_000.0),
         profile_max_chars=_integer(env, "MEMORY_PROFILE_MAX_CHARS", 600, lo=50, hi=8000),
         recall_max_chars=_integer(env, "MEMORY_RECALL_MAX_CHARS", 1500, lo=200, hi=20000),
+        timezone=_time_zone(env),
         **_retrieval_settings(env),  # type: ignore[arg-type]
     )
 
@@ -259,7 +275,7 @@ VARIABLES: frozenset[str] = frozenset(
     """LIVEKIT_URL LIVEKIT_API_KEY LIVEKIT_API_SECRET OPENAI_API_KEY OPENAI_BASE_URL OPENAI_LLM_MODEL
     OPENAI_STT_MODEL OPENAI_STT_LANGUAGE OPENAI_TTS_MODEL OPENAI_TTS_VOICE PROMETHEUS_PORT PROMETHEUS_MULTIPROC_DIR MEM0_SETTING
     MEMORY_LLM_MODEL MEMORY_DATA_DIR MEMORY_DATABASE_URL MEMORY_COLLECTION MEMORY_EMBEDDER
-    OPENAI_EMBEDDING_MODEL MEMORY_TOP_K MEMORY_THRESHOLD MEMORY_BUDGET_MS MEMORY_PROFILE_MAX_CHARS MEMORY_RECALL_MAX_CHARS
+    OPENAI_EMBEDDING_MODEL MEMORY_TOP_K MEMORY_THRESHOLD MEMORY_BUDGET_MS MEMORY_PROFILE_MAX_CHARS MEMORY_RECALL_MAX_CHARS MEMORY_TIMEZONE
     MEMORY_RETRIEVAL_LEXICAL MEMORY_RETRIEVAL_VECTOR MEMORY_RETRIEVAL_FULLTEXT MEMORY_RETRIEVAL_SUBSTRING
     MEMORY_RETRIEVAL_PRONOUNS MEMORY_RETRIEVAL_PARTIAL MEMORY_RETRIEVAL_IDF MEMORY_RETRIEVAL_FUSION
     MEMORY_RETRIEVAL_LEXICAL_WEIGHT MEMORY_RETRIEVAL_COS_FLOOR MEMORY_RETRIEVAL_COS_CEIL

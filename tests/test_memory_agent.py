@@ -954,3 +954,15 @@ def test_a_long_chinese_turn_is_cut_after_a_sentence_not_inside_a_number() -> No
     assert "".join(parts) == text and all(len(p) <= limit for p in parts)
     assert any("13912345678" in p for p in parts)
     assert all(p.endswith(("。", "，")) for p in parts[:-1])
+
+
+def test_memory_dates_are_the_users_days_not_utcs() -> None:
+    # Said at 07:30 in Beijing, the memory showed the day before (UTC).
+    from zoneinfo import ZoneInfo
+
+    from memory.livekit_glue import format_memories
+    from memory.store import MemoryRecord
+
+    rec = MemoryRecord(id="m", text="我今天下午两点有面试", user_id="u", created_at="2026-11-24T23:30:00+00:00")
+    assert format_memories([rec], zone=ZoneInfo("Asia/Shanghai")).endswith("(2026-11-25)")
+    assert format_memories([rec]).endswith("(2026-11-24)")  # UTC unless MEMORY_TIMEZONE says otherwise

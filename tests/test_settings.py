@@ -203,3 +203,10 @@ def test_console_without_portaudio_exits_naming_what_to_install(tmp_path: Path) 
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "PortAudio" in proc.stderr and "apt install libportaudio2" in proc.stderr
     assert not (tmp_path / "data" / "pg").exists()  # refused before anything was started
+
+
+def test_the_time_zone_is_an_iana_name_or_start_up_fails_naming_it() -> None:
+    assert load_settings({"MEMORY_TIMEZONE": "Asia/Shanghai"}, dotenv=False).timezone == "Asia/Shanghai"
+    assert load_settings({}, dotenv=False).timezone == "UTC"
+    with pytest.raises(ConfigError, match="MEMORY_TIMEZONE='Beijing'"):
+        load_settings({"MEMORY_TIMEZONE": "Beijing"}, dotenv=False)
