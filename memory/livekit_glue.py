@@ -18,18 +18,18 @@ import logging
 import re
 import time
 import uuid
-from datetime import datetime, timezone, tzinfo
-from zoneinfo import ZoneInfo
 from collections import deque
 from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone, tzinfo
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from livekit.agents import Agent, AgentSession, ModelSettings, llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, UserInputTranscribedEvent
 
 from . import metrics
-from .prefetch import RecallResult, Recaller
+from .prefetch import Recaller, RecallResult
 from .prompts import load_prompt
 from .redact import redact_secrets
 from .service import MemoryService, RememberReport, Turn, split_turn
