@@ -216,54 +216,53 @@ _FILLER_RE = re.compile(rf"^(?:(?:{_alt(_FILLERS_EN)})\b[\s,]*|(?:{_alt(_FILLERS
 _VOCATIVES_ZH = ("朋友", "老朋友", "好朋友", "ai伴侣", "伙伴", "亲爱的")
 _VOCATIVE_ZH = re.compile(rf"(?<![a-z0-9])(?:{_alt(_VOCATIVES_ZH)})$")
 
-# Whole-clause acknowledgements, agreement tokens, farewells: SKIP on their own.
-_ACK_EN = (
-    "ok", "okay", "k", "kk", "yes", "yeah", "yea", "yep", "yup", "ya", "no", "nope", "nah", "sure", "right",
-    "alright", "all right", "cool", "nice", "great", "awesome", "good", "fine", "perfect", "excellent",
-    "thanks", "thank you", "thank u", "thx", "ty", "thanks a lot", "thank you so much", "thank you very much",
-    "many thanks", "got it", "i see", "understood", "makes sense", "fair enough", "true", "exactly", "indeed",
-    "definitely", "absolutely", "of course", "totally", "for sure", "sounds good", "sounds great", "no problem",
-    "no worries", "you're welcome", "welcome", "bye", "goodbye", "good bye", "see you", "see ya", "later",
-    "good night", "goodnight", "take care", "have a good day", "have a great day", "have a nice day",
-    "haha", "hahaha", "lol", "lmao", "wow", "oh", "ah", "aw", "aww", "hmm", "mm", "mhm", "uh huh", "oh no",
-    "oh wow", "oh my", "oh my god", "omg", "oops", "yay", "me too", "same", "same here", "agreed",
-    "i agree", "really", "seriously", "interesting", "neat", "sweet", "lovely", "congrats",
-    "congratulations", "good luck", "bless you", "go on", "continue", "never mind", "nevermind", "maybe",
-    "probably", "i guess", "i think so", "i hope so", "i don't know", "i dont know", "dunno", "not sure",
-    "i'm not sure", "no idea", "yes please", "no thanks", "please", "cheers",
-    "friend", "my friend", "buddy", "mate", "man", "dude", "pal", "bro",
-    # phatic answers to "how are you?"
-    "i'm fine", "i'm good", "i'm great", "i'm ok", "i'm okay", "i'm well", "i'm alright", "i'm doing well",
-    "i'm doing good", "i'm doing great", "i'm doing fine", "i'm doing ok", "i'm doing okay", "i am fine",
-    "i am good", "i am well", "i am doing well", "doing well", "doing good", "doing great", "doing fine",
-    "not bad", "pretty good", "all good", "can't complain", "same old", "not much",
-)
-_ACK_ZH = (
-    "好", "好的", "好吧", "好啊", "好呀", "好嘞", "行", "行吧", "可以", "嗯", "嗯嗯", "哦", "噢", "喔", "对", "对的",
-    "对啊", "是的", "是啊", "是呀", "没错", "当然", "当然了", "确实", "明白", "明白了", "知道了", "了解", "了解了",
-    "懂了", "收到", "谢谢", "谢谢你", "谢谢您", "多谢", "感谢", "非常感谢", "太感谢了", "谢啦", "不客气", "不用谢",
-    "没事", "没关系", "没问题", "ok", "哈哈", "哈哈哈", "呵呵", "嘿嘿", "哇",
-    "天哪", "加油", "真的吗", "真的", "是吗", "算了", "再见", "拜拜", "回头见", "晚安", "好梦", "恭喜", "辛苦了",
-    "太好了", "真棒", "棒", "厉害", "不错", "好主意", "有道理", "我也是", "我明白了", "我知道了", "我懂了",
-    "原来如此", "那当然", "一定", "放心", "正是如此", "确实如此", "的确如此", "恰是如此",
-    "我很好", "我挺好的", "我还好", "还好", "还行", "还不错", "挺好的", "都挺好",
-)
-# A clause made only of these ("ok thanks", "好的谢谢") is an acknowledgement.
-_ACK_RE = re.compile(rf"^(?:(?:{_alt(_ACK_EN + _ACK_ZH)})(?![a-z'])[\s,!.]*)+$")
-# Words that say nothing on their own, whatever was said before them: a turn made only
-# of these is no memory (`is_acknowledgement`). Not "nice" (a city), "buddy" (a dog).
-_CONTENT_FREE = (
+# Whole-clause acknowledgements, agreement tokens, farewells: SKIP on their own. The
+# *_EMPTY ones also say nothing as a memory, whatever came before (`is_acknowledgement`).
+_ACK_EN_EMPTY = (
     "ok", "okay", "k", "kk", "yes", "yeah", "yea", "yep", "yup", "ya", "no", "nope", "nah", "sure", "alright",
     "all right", "cool", "great", "awesome", "thanks", "thank you", "thank u", "thx", "thanks a lot",
     "thank you so much", "thank you very much", "many thanks", "got it", "i see", "understood", "makes sense",
     "sounds good", "sounds great", "no problem", "no worries", "bye", "goodbye", "see you", "see ya", "good night",
     "goodnight", "haha", "hahaha", "lol", "lmao", "wow", "oh", "ah", "aw", "aww", "hmm", "mm", "mhm", "uh huh",
-    "oops", "yay", "hi", "hello", "hey",
-    "好", "好的", "好吧", "好啊", "好呀", "好嘞", "行", "行吧", "嗯", "嗯嗯", "哦", "噢", "喔", "对", "对的", "对啊",
-    "是的", "是啊", "是呀", "没错", "明白", "明白了", "知道了", "了解", "了解了", "懂了", "收到", "谢谢", "谢谢你",
-    "谢谢您", "多谢", "谢啦", "不客气", "不用谢", "没事", "没关系", "没问题", "哈哈", "哈哈哈", "呵呵", "嘿嘿", "哇",
-    "你好", "您好", "拜拜", "晚安", "谢了", "好滴", "好哒", "嗯哼", "哦哦", "噢噢",
-    "謝謝", "謝謝你", "謝啦", "沒問題", "沒事", "沒關係", "對", "對的", "對啊", "了解了", "明白了",
+    "oops", "yay",
+)
+_ACK_EN = (
+    *_ACK_EN_EMPTY,
+    "right", "nice", "good", "fine", "perfect", "excellent", "ty", "fair enough", "true", "exactly", "indeed",
+    "definitely", "absolutely", "of course", "totally", "for sure", "you're welcome", "welcome", "good bye",
+    "later", "take care", "have a good day", "have a great day", "have a nice day", "oh no", "oh wow", "oh my",
+    "oh my god", "omg", "me too", "same", "same here", "agreed", "i agree", "really", "seriously", "interesting",
+    "neat", "sweet", "lovely", "congrats", "congratulations", "good luck", "bless you", "go on", "continue",
+    "never mind", "nevermind", "maybe", "probably", "i guess", "i think so", "i hope so", "i don't know",
+    "i dont know", "dunno", "not sure", "i'm not sure", "no idea", "yes please", "no thanks", "please", "cheers",
+    "friend", "my friend", "buddy", "mate", "man", "dude", "pal", "bro", "i'm fine", "i'm good", "i'm great",
+    "i'm ok", "i'm okay", "i'm well", "i'm alright", "i'm doing well", "i'm doing good", "i'm doing great",
+    "i'm doing fine", "i'm doing ok", "i'm doing okay", "i am fine", "i am good", "i am well", "i am doing well",
+    "doing well", "doing good", "doing great", "doing fine", "not bad", "pretty good", "all good", "can't complain",
+    "same old", "not much",
+)
+_ACK_ZH_EMPTY = (
+    "好", "好的", "好吧", "好啊", "好呀", "好嘞", "行", "行吧", "嗯", "嗯嗯", "哦", "噢", "喔", "对",
+    "对的", "对啊", "是的", "是啊", "是呀", "没错", "明白", "明白了", "知道了", "了解", "了解了", "懂了",
+    "收到", "谢谢", "谢谢你", "谢谢您", "多谢", "谢啦", "不客气", "不用谢", "没事", "没关系", "没问题",
+    "ok", "哈哈", "哈哈哈", "呵呵", "嘿嘿", "哇", "拜拜", "晚安",
+)
+_ACK_ZH = (
+    *_ACK_ZH_EMPTY,
+    "可以", "当然", "当然了", "确实", "感谢", "非常感谢", "太感谢了", "天哪", "加油", "真的吗", "真的",
+    "是吗", "算了", "再见", "回头见", "好梦", "恭喜", "辛苦了", "太好了", "真棒", "棒", "厉害", "不错",
+    "好主意", "有道理", "我也是", "我明白了", "我知道了", "我懂了", "原来如此", "那当然", "一定", "放心",
+    "正是如此", "确实如此", "的确如此", "恰是如此", "我很好", "我挺好的", "我还好", "还好", "还行", "还不错",
+    "挺好的", "都挺好",
+)
+_ACK_RE = re.compile(rf"^(?:(?:{_alt(_ACK_EN + _ACK_ZH)})(?![a-z'])[\s,!.]*)+$")
+# Words that say nothing on their own, whatever was said before them: a turn made only
+# of these is no memory (`is_acknowledgement`). Not "nice" (a city), "buddy" (a dog), nor
+# what can be an answer or an opinion ("not bad", 不错). Traditional forms are folded first.
+_CONTENT_FREE = (
+    *_ACK_EN_EMPTY,
+    *_ACK_ZH_EMPTY,
+    "hi", "hello", "hey", "你好", "您好", "谢了", "好滴", "好哒", "嗯哼", "哦哦", "噢噢",
 )
 # Chinese words run together ("好的好的", "对对对"): only a Latin letter or digit may not follow.
 _CONTENT_FREE_RE = re.compile(
