@@ -33,7 +33,7 @@ from .prefetch import Recaller, RecallResult
 from .prompts import load_prompt
 from .redact import redact_secrets
 from .service import MemoryService, RememberReport, Turn, split_turn
-from .store import MemoryRecord, clean_text, memory_user_id, now_iso
+from .store import MemoryRecord, clean_text, memory_user_id, now_iso, parse_time
 from .write_queue import DurableWriteQueue
 
 logger = logging.getLogger("memory.livekit")
@@ -74,13 +74,10 @@ def _same_words(a: str, b: str) -> bool:
 def _local_date(stamp: str | None, zone: tzinfo) -> str:
     """The day a memory was said, where the user lives (a morning in Beijing is the day
     before in UTC)."""
-    if not stamp:
-        return ""
-    try:
-        when = datetime.fromisoformat(stamp)
-    except ValueError:
-        return stamp[:10]
-    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).astimezone(zone).date().isoformat()
+    when = parse_time(stamp)
+    if when is None:
+        return (stamp or "")[:10]
+    return when.astimezone(zone).date().isoformat()
 
 
 def _memory_line(rec: MemoryRecord, line_max: int | None = None, zone: tzinfo = timezone.utc) -> str:

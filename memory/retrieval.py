@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -53,9 +53,9 @@ from psycopg import sql
 
 from . import lexical
 from .embedder import local_model
-from .settings import EmbedderKind, MemorySettings
 from .prefilter import is_acknowledgement
-from .store import MemoryRecord, MemoryStore, canonical_key
+from .settings import EmbedderKind, MemorySettings
+from .store import MemoryRecord, MemoryStore, canonical_key, parse_time
 
 logger = logging.getLogger("memory.retrieval")
 
@@ -676,7 +676,7 @@ def worth_showing(ranked: Iterable[Candidate]) -> Iterator[Candidate]:
     newest: dict[str, tuple[datetime, str]] = {}  # the latest date each text was said
     for cand in ranked:
         said = cand.payload.get("updated_at") or cand.payload.get("created_at")
-        when = _parse_time(said)
+        when = parse_time(said)
         key = canonical_key(cand.text)
         if when is not None and (key not in newest or when > newest[key][0]):
             newest[key] = (when, str(said))
@@ -692,14 +692,6 @@ def worth_showing(ranked: Iterable[Candidate]) -> Iterator[Candidate]:
             # or "the later note is current" would pick an older fact over it.
             cand.payload = {**cand.payload, "updated_at": latest[1]}
         yield cand
-
-
-def _parse_time(value: object) -> datetime | None:
-    try:
-        when = datetime.fromisoformat(str(value))
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
 
 
 def _done(value: _Density) -> Future[_Density]:

@@ -189,6 +189,17 @@ def validate_text(text: str, *, what: str = "memory text") -> str:
     return cleaned
 
 
+def parse_time(value: object) -> datetime | None:
+    """An ISO time as an aware datetime (naive ones taken as UTC); None if it is none."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+
 def _said_before(said_at: str | None, other: object) -> bool:
     """Was `said_at` strictly earlier than `other` (ISO times; False when either is unknown)?"""
     if said_at is None or not isinstance(other, str):
