@@ -534,9 +534,13 @@ class MemoryStore:
         raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
 
     def _undo_if_forgotten(self, user_id: str, said_at: str | None, mem_id: str | None) -> None:
-        """A forget that came between the check and the write: take the write back."""
+        """A forget that came between the check and the write: take the write back.
+
+        Its history goes even when the forget already took the row: Mem0 writes the
+        history entry after the row, so it can land after the forget purged history."""
         if mem_id and self.forgotten(user_id, said_at):
-            self._remove(user_id, sql.SQL("id = %s::uuid"), [mem_id])
+            if mem_id not in self._remove(user_id, sql.SQL("id = %s::uuid"), [mem_id]):
+                self._purge_history([mem_id])
             raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
 
     def reindex_lex(self, user_id: str, *, limit: int = 20_000, batch: int = 100, pause_s: float = 0.02) -> int:

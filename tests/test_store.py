@@ -151,6 +151,26 @@ def test_a_write_racing_the_forget_takes_itself_back(store: MemoryStore, user_id
     assert history_rows_mentioning(store, "SECRET-RACE") == []
 
 
+def test_a_forget_between_the_row_and_its_history_entry_leaves_no_history(
+    store: MemoryStore, user_id: str, monkeypatch
+) -> None:
+    # Mem0 inserts the row, then its history entry: a forget in between took the row
+    # and purged the history before the entry was written.
+    said_at = now_iso()
+    real_history = store.mem0.db.add_history
+
+    def forget_then_record(*args, **kwargs):
+        store.delete_user(user_id)
+        return real_history(*args, **kwargs)
+
+    monkeypatch.setattr(store.mem0.db, "add_history", forget_then_record)
+    with pytest.raises(ForgottenTurn):
+        store.add_raw(user_id, "My locker code word is PLATYPUS", said_at=said_at)
+    monkeypatch.undo()
+    assert store.list_user(user_id) == []
+    assert history_rows_mentioning(store, "PLATYPUS") == []
+
+
 @pytest.mark.parametrize(
     ("bad", "named"),
     [("bob\x00", "NUL"), ("u" * 1025, "limit is 1024"), ("用" * 342, "1026 bytes"), ("  ", "empty"),
