@@ -7,6 +7,10 @@ memories, their Mem0 history and the user's turns still waiting in this machine'
 write journal, and records the request so that turns said before it, still on
 their way on other machines, are refused when they arrive (`MemoryService.forget`).
 Run it on each machine whose data directory holds a journal, or let the record do it.
+
+It says where it looked, and exits 1 when nothing was stored under an identity:
+identities are exact (case, spaces and accents count), and "forgot alcie: 0" with
+exit 0 told the operator a request was carried out that had matched nobody.
 """
 
 from __future__ import annotations
@@ -15,20 +19,65 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
-from memory.postgres import storage_problems
+from memory.postgres import CONNECT_TIMEOUT_S, storage_problems
 from memory.service import MemoryService
-from memory.settings import ConfigError, load_settings
-from memory.store import InvalidMemoryText, MemoryStore, describe_error, memory_user_id
+from memory.settings import ConfigError, MemorySettings, load_settings
+from memory.store import InvalidMemoryText, MemoryStore, describe_error, memory_user_id, validate_user_id
+
+
+def where(settings: MemorySettings) -> str:
+    """The store the command works on, in words (a database URL may hold a password)."""
+    if settings.database_url:
+        info = conninfo_to_dict(settings.database_url)
+        place = f"database {info.get('dbname', '?')} on {info.get('host', 'localhost')}"
+    else:
+        place = f"MEMORY_DATA_DIR={str(settings.data_dir)!r}"
+    return f"{place}, MEMORY_COLLECTION={settings.collection!r}"
+
+
+def missing_store(settings: MemorySettings) -> str | None:
+    """Why there is no memory store to forget from, if there is none. Checked before
+    opening: opening makes an empty one (a new embedded server in the directory the
+    command happens to run in, or a new table), and forgetting from that finds nothing."""
+    if not settings.database_url:
+        if not (settings.pgdata / "PG_VERSION").exists():
+            return f"no memory store in MEMORY_DATA_DIR={str(settings.data_dir)!r} (is it the worker's?)"
+        return None
+    try:
+        with psycopg.connect(settings.database_url, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+            (table,) = conn.execute("SELECT to_regclass(%s)", [settings.collection]).fetchone()  # type: ignore[misc]
+    except psycopg.Error:
+        return None  # storage_problems names the variable
+    return None if table else f"no table MEMORY_COLLECTION={settings.collection!r} in that database"
+
+
+def store_ids(identities: Sequence[str], *, stored: bool) -> list[str]:
+    """The ids the store keeps these users under, all checked before any is forgotten."""
+    return [validate_user_id(i) if stored else memory_user_id(i) for i in identities]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memory.forget", description=__doc__.split("\n\n")[0])
     ap.add_argument("user_ids", nargs="+", metavar="USER_ID", help="LiveKit participant identity, as given to the agent")
+    ap.add_argument(
+        "--stored-id",
+        action="store_true",
+        help="the ids are as the store and the worker's logs give them (an identity with spaces is kept as lk-...)",
+    )
     args = ap.parse_args(argv)
     try:
+        ids = store_ids(args.user_ids, stored=args.stored_id)
+    except InvalidMemoryText as exc:
+        print(f"memory.forget: nothing was forgotten: {exc}", file=sys.stderr)
+        return 2
+    store = None
+    try:
         settings = load_settings()
-        problems = storage_problems(settings.data_dir, settings.database_url)
+        problems = [p] if (p := missing_store(settings)) else storage_problems(settings.data_dir, settings.database_url)
         store = None if problems else MemoryStore.open(settings)
     except ConfigError as exc:  # a table made for another embedder, among others
         problems = [str(exc)]
@@ -37,18 +86,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problems or store is None:
         print("memory.forget: nothing was forgotten:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
+    print(f"memory store: {where(settings)}")
+    status = 0
     try:
         service = MemoryService(store, settings)
-        for user_id in args.user_ids:
-            try:
-                removed = service.forget(memory_user_id(user_id))  # as the sessions keep it
-            except InvalidMemoryText as exc:
-                print(f"{user_id!r}: {exc}", file=sys.stderr)
-                return 2
-            print(f"forgot {user_id}: {removed} memories")
+        for identity, user_id in zip(args.user_ids, ids, strict=True):
+            gone = service.forget(user_id)
+            print(f"forgot {identity}: {gone.memories} memories, {gone.waiting_turns} turns waiting to be written")
+            if not gone.memories and not gone.waiting_turns:
+                status = 1
+                print(
+                    f"memory.forget: nothing was stored under {identity!r} (identities are exact: case, spaces "
+                    "and accents count; an lk-... id from the logs needs --stored-id). The request is recorded.",
+                    file=sys.stderr,
+                )
     finally:
         store.close()
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -173,6 +173,14 @@ class RememberReport:
     cut_from: int | None = None  # the turn's length, when it was cut to `max_turn_chars`
 
 
+@dataclass(frozen=True)
+class Forgotten:
+    """What a forget removed: memories from the store, turns from this machine's journal."""
+
+    memories: int
+    waiting_turns: int
+
+
 # The profile is short: who the user is comes first, then each kind of fact in turn.
 PROFILE_PINNED: tuple[str, ...] = ("name",)
 PROFILE_ORDER: tuple[str, ...] = ("personal_facts", "relationships", "preferences", "goals")
@@ -279,9 +287,9 @@ class MemoryService:
         return profile_order(rows, limit)
 
     # ---------------------------------------------------------------- forget
-    def forget(self, user_id: str) -> int:
+    def forget(self, user_id: str) -> Forgotten:
         """"Forget me": the user's memories, their Mem0 history, and the user's turns
-        still waiting in this machine's write journal. Returns how many memories went.
+        still waiting in this machine's write journal. Says how many of each went.
 
         Turns of the user on their way anywhere else (another machine's journal) are
         refused when they arrive: the store records the request before deleting.
@@ -291,7 +299,7 @@ class MemoryService:
         removed = self.store.delete_user(user_id)
         purged = purge_user(self.settings.journal_path, user_id)
         logger.info("forgot %s: %d memories, %d journal rows", user_id, removed, purged)
-        return removed
+        return Forgotten(removed, purged)
 
     # ----------------------------------------------------------------- write
     async def remember(self, turn: Turn, keep_verdict: Callable[[Turn], None] | None = None) -> RememberReport:

@@ -587,11 +587,44 @@ def test_forget_command_names_a_bad_id_and_forgets_a_good_one(
     monkeypatch.chdir(tmp_path)  # no developer's .env: the command reads the one where it runs
     monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
     monkeypatch.setenv("MEMORY_COLLECTION", store.settings.collection)
-    assert forget_main(["  "]) == 2
+    assert forget_main([user_id, "  "]) == 2  # every id is checked before any is forgotten
     assert "empty" in capsys.readouterr().err
+    assert [m.text for m in store.list_user(user_id)] == ["My locker code is 4711"]
     assert forget_main([user_id]) == 0
-    assert f"forgot {user_id}: 1 memories" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"forgot {user_id}: 1 memories, 0 turns waiting" in out
+    assert str(store.settings.data_dir) in out  # where it looked
     assert store.list_user(user_id) == []
+
+
+def test_forget_command_says_when_it_matched_nobody(
+    tmp_path: Path, store: MemoryStore, user_id: str, monkeypatch, capsys
+) -> None:
+    from memory.forget import main as forget_main
+    from memory.store import memory_user_id
+
+    spaced = f"{user_id} jr"  # kept under a hash: the logs show the lk-... id
+    store.add_raw(memory_user_id(spaced), "My locker code is 4711")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
+    monkeypatch.setenv("MEMORY_COLLECTION", store.settings.collection)
+    assert forget_main([user_id.upper()]) == 1  # a typo: the operator must not be told it worked
+    assert "nothing was stored under" in capsys.readouterr().err
+    assert forget_main([memory_user_id(spaced)]) == 1  # the id from the logs, taken for an identity
+    assert "--stored-id" in capsys.readouterr().err
+    assert forget_main(["--stored-id", memory_user_id(spaced)]) == 0
+    assert store.list_user(memory_user_id(spaced)) == []
+
+
+def test_forget_command_makes_no_store_where_there_is_none(tmp_path: Path, monkeypatch, capsys) -> None:
+    from memory.forget import main as forget_main
+
+    monkeypatch.chdir(tmp_path)  # run from the wrong directory: the default data dir is not the worker's
+    monkeypatch.delenv("MEMORY_DATA_DIR", raising=False)
+    monkeypatch.delenv("MEMORY_DATABASE_URL", raising=False)
+    assert forget_main(["alice"]) == 2
+    assert "no memory store in MEMORY_DATA_DIR" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # no new embedded server was made there
 
 
 def test_forget_command_names_the_variable_when_the_store_cannot_be_opened(
