@@ -167,6 +167,11 @@ class MemorySession:
         self._profile_task: asyncio.Task[None] | None = None
         self._profile_loaded = asyncio.Event()  # fetched, or failed: no more reason to wait
         self._profile_at = time.monotonic()  # when it was last asked for
+        # An operator's forget during the session (`python -m memory.forget`): looked for
+        # once a turn, as the user starts speaking; memories from before it are not shown.
+        self._forgotten_at: datetime | None = None
+        self._forget_check: asyncio.Task[None] | None = None
+        self._checked_this_turn = False
         # Completed turns go through a journal on disk, so an outage or a crash loses nothing.
         self.queue = queue or DurableWriteQueue(
             service.settings.journal_path,
@@ -220,6 +225,33 @@ class MemorySession:
         except Exception as exc:  # look-ups go uncorrected and start it again
             logger.warning("retrieval warm-up failed: %r", exc)
 
+    def _check_forget_once(self) -> None:
+        if not self._checked_this_turn:
+            self._checked_this_turn = True
+            self._forget_check = asyncio.ensure_future(self._check_forget())
+
+    async def _check_forget(self) -> None:
+        """Has the user been forgotten since we last looked? Then the answers cached for
+        this session (a look-up that misses its budget falls back to one up to 30 s old)
+        and the profile lose every memory from before it, at once, not 30 s later.
+        One primary-key read, off the reply path; a failed read changes nothing."""
+        try:
+            at = await self.service.forgotten_at(self.user_id)
+        except Exception as exc:  # noqa: BLE001 - a dead store: the next turn looks again
+            logger.debug("forget check failed: %r", exc)
+            return
+        if at is not None and (self._forgotten_at is None or at > self._forgotten_at):
+            self._forgotten_at = at
+            self.recaller.clear()
+            if self.profile:
+                self.profile = self._after_forget(self.profile)
+
+    def _after_forget(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
+        """The records made after the user's last known forget (all of them if none)."""
+        if self._forgotten_at is None:
+            return records
+        return [r for r in records if (made := parse_time(r.created_at)) is not None and made > self._forgotten_at]
+
     async def _refresh_profile(self) -> None:
         """GATED stored or superseded a fact: the profile shown with every request must
         not go on saying the old value ("lives in Paris" after "I moved to Berlin").
@@ -240,6 +272,7 @@ class MemorySession:
         must be for the words so far (earlier finals plus this one), or the reply
         would find no prefetch for its words and wait out its budget."""
         self._current_committed = False  # a new turn is being spoken
+        self._check_forget_once()
         so_far = " ".join([*self._turn_finals, ev.transcript.strip()]).strip()
         segment = ev.transcript.strip()
         if ev.is_final and segment:
@@ -260,6 +293,8 @@ class MemorySession:
         # What goes to the journal: no secrets, no character the store would refuse.
         kept, _ = redact_secrets(clean_text(text))
         if item.role == "user" and text:
+            self._check_forget_once()  # typed input brings no transcript: for the next turn
+            self._checked_this_turn = False
             turn_id = item.id or uuid.uuid4().hex
             for part_no, part in enumerate(split_turn(kept, self.service.settings.max_turn_chars)):
                 self.queue.enqueue(
@@ -371,9 +406,10 @@ class MemorySession:
             await profile_ready
 
         shown: set[str] = set()
-        if self.profile:
+        profile = self._after_forget(self.profile or [])
+        if profile:
             # Only what fits is shown, and only what is shown is left out of recall below.
-            fitting = fit_memories(self.profile, self.service.settings.profile_max_chars)
+            fitting = fit_memories(profile, self.service.settings.profile_max_chars)
             block = load_prompt("user_profile").format(memories=format_memories(fitting, zone=self._zone))
             pos = 0
             while pos < len(items) and getattr(items[pos], "role", None) in ("system", "developer"):
@@ -387,7 +423,7 @@ class MemorySession:
         if log.recall is not None:
             # Bounded like the profile: five long turns made a 9,000-character block on every
             # reply. A long memory is shown cut to a third of the block, so others fit too.
-            candidates = [r for r in log.recall.records if r.id not in shown]
+            candidates = [r for r in self._after_forget(log.recall.records) if r.id not in shown]
             fresh, line_max = fit_recalled(candidates, self.service.settings.recall_max_chars)
             if fresh:
                 block = load_prompt("recalled_memories").format(
@@ -453,8 +489,9 @@ class MemorySession:
         with the shutdown reason (a string), which then was the drain's timeout."""
         drained = await self.queue.aclose(drain_timeout_s)
         await self.recaller.aclose()
-        if self._profile_task is not None and not self._profile_task.done():
-            self._profile_task.cancel()
+        for task in (self._profile_task, self._forget_check):
+            if task is not None and not task.done():
+                task.cancel()
         turns = [t for t in self.turns if not t.provisional]  # a reply never used is no turn
         logger.info(
             "memory session summary",

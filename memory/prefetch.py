@@ -133,6 +133,12 @@ class Recaller:
             return RecallResult(waited_s=waited, took_s=took, prefetched=prefetched, error=err)
         return RecallResult(lookup.task.result(), waited, took, prefetched)
 
+    def clear(self) -> None:
+        """Forget the finished look-ups (the user was forgotten: their answers are stale).
+        Those still running stay: the reply is waiting for them."""
+        for key in [k for k, lookup in self._lookups.items() if lookup.task.done()]:
+            del self._lookups[key]
+
     async def aclose(self) -> None:
         tasks = [lk.task for lk in self._lookups.values() if not lk.task.done()]
         for task in tasks:

@@ -18,6 +18,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
 from .gatekeeper import Fact, Gatekeeper, GateOutcome
@@ -287,6 +288,10 @@ class MemoryService:
         return profile_order(rows, limit)
 
     # ---------------------------------------------------------------- forget
+    async def forgotten_at(self, user_id: str) -> datetime | None:
+        """When the user last asked to be forgotten (a read slot, like any read)."""
+        return await run_read(self.store.forgotten_at, user_id)
+
     def forget(self, user_id: str) -> Forgotten:
         """"Forget me": the user's memories, their Mem0 history, and the user's turns
         still waiting in this machine's write journal. Says how many of each went.

@@ -508,6 +508,15 @@ class MemoryStore:
                 db.connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
             db.connection.commit()
 
+    def forgotten_at(self, user_id: str) -> datetime | None:
+        """When the user last asked to be forgotten, if ever (one primary-key read)."""
+        query = sql.SQL("SELECT forgotten_at FROM {} WHERE user_id = %s").format(
+            sql.Identifier(forgets_table(self.table))
+        )
+        with self.pool.connection() as conn:
+            row = conn.execute(query, [user_id]).fetchone()
+        return row[0] if row else None
+
     def forgotten(self, user_id: str, said_at: str | None) -> bool:
         """Did the user ask to be forgotten at or after `said_at` (an ISO time)?"""
         if said_at is None:

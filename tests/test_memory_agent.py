@@ -439,6 +439,37 @@ async def test_a_forget_during_a_session_takes_the_profile_out_of_its_next_repli
         assert memory_blocks(run.requests[-1], "user_profile") == []
 
 
+@pytest.mark.parametrize("mode", [MemoryMode.NORMAL, MemoryMode.GATED])
+async def test_a_forget_during_a_session_reaches_it_at_the_next_turn_even_from_its_cache(
+    store: MemoryStore, user_id: str, mode: MemoryMode
+) -> None:
+    # A look-up that misses its budget falls back to the answer of the same words from
+    # up to 30 s before: after an operator's forget, that answer named the forgotten fact.
+    if mode is MemoryMode.NORMAL:
+        store.add_raw(user_id, "My sister is called Xylophena")
+    else:
+        store.upsert_fact(user_id, "User's sister is Xylophena", category="relationships", slot="sister_name")
+    async with voice_session(store, mode, user_id) as run:
+        await run.harness.user_says("What's my sister's name?")
+        assert "Xylophena" in json.dumps(run.requests[-1].messages)
+        run.service.forget(user_id)
+        await run.harness.user_says("Nice weather today")
+        if (check := getattr(run.memory, "_forget_check", None)) is not None:
+            await check  # the turn's check, started at its first words
+        hung = asyncio.Event()
+
+        async def store_hangs(*args, **kwargs):  # type: ignore[no-untyped-def]
+            await hung.wait()  # the look-up misses the budget: the cached answer is the fallback
+            return []
+
+        run.service.recall = store_hangs  # type: ignore[method-assign]
+        run.memory.recaller.budget_s = 0.3
+        await run.harness.user_says("What's my sister's name?")
+        assert run.memory.turns[-1].recall is not None and run.memory.turns[-1].recall.missed_budget
+        assert "Xylophena" not in json.dumps(run.requests[-1].messages)
+        hung.set()
+
+
 async def test_gated_profile_is_bounded(store: MemoryStore, user_id: str) -> None:
     for i in range(40):
         store.upsert_fact(user_id, f"User likes hobby number {i} very much indeed", category="preferences", slot=f"hobby_{i}")
