@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from livekit.agents import llm
+from livekit.agents import APIStatusError, llm
 from pydantic import BaseModel, Field
 
 from .prefilter import GateAction, GateDecision, prefilter
@@ -27,6 +27,12 @@ logger = logging.getLogger("memory.gatekeeper")
 
 MAX_FACT_CHARS = 300
 MAX_FACTS_PER_TURN = 8
+
+
+# HTTP statuses by which the model refuses one turn for what it says or its size (400
+# content filter, 413, 422). Not 401/403/404/429 or 5xx: those are the account or the
+# service, for every turn alike, and the queue retries until they are fixed.
+REFUSED_TURN = frozenset({400, 413, 422})
 
 
 class ExtractionUnavailable(RuntimeError):
@@ -176,6 +182,13 @@ class Gatekeeper:
             return GateOutcome(decision, _forced_fallback(text, decision), error="no extraction LLM")
         try:
             raw = await asyncio.wait_for(self._extract(text, context), self._timeout_s)
+        except APIStatusError as exc:
+            if exc.status_code not in REFUSED_TURN:
+                raise ExtractionUnavailable(f"fact extraction call failed: {exc!r}") from exc
+            # The model refuses this turn (a content filter, a request too large): it
+            # would refuse every retry, and the turns behind it in the queue would wait.
+            logger.warning("fact extraction refused the turn (HTTP %d)", exc.status_code)
+            return GateOutcome(decision, _forced_fallback(text, decision), True, error=f"HTTP {exc.status_code}")
         except Exception as exc:  # transient: the durable queue retries this turn
             raise ExtractionUnavailable(f"fact extraction call failed: {exc!r}") from exc
         try:

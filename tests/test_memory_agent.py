@@ -865,6 +865,22 @@ async def test_broken_extraction_output_stores_nothing_and_session_goes_on(
     assert "rejected" in caplog.text and "Tom" not in caplog.text  # the model's prose echoes the user's words
 
 
+async def test_a_turn_the_model_refuses_does_not_hold_up_the_turns_after_it(store: MemoryStore, user_id: str) -> None:
+    # A content filter answers HTTP 400 for one turn, on every attempt: the queue retried
+    # it for ever and no later turn of any session on the machine was written.
+    from livekit.agents import APIStatusError
+
+    def respond(request: LLMRequest) -> str:
+        said = json.loads(request.messages[-1][1])["latest_user_message"]
+        if "Zorblax" in said:
+            raise APIStatusError("content filtered", status_code=400)
+        return json.dumps({"facts": [{"text": "User's sister is Maria", "category": "relationships", "slot": "sister"}]})
+
+    async with voice_session(store, MemoryMode.GATED, user_id, extraction=RecordingLLM(respond)) as run:
+        await run.harness.user_says("My band is called Zorblax and our songs are about violence")
+        await run.harness.user_says("My sister is called Maria")
+    assert [m.text for m in store.list_user(user_id)] == ["User's sister is Maria"]
+    assert run.memory.queue.pending_count() == 0
 
 
 def _total(name: str) -> float:
