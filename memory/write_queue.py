@@ -50,8 +50,12 @@ long outage takes at most about that long.
 Errors. `InvalidMemoryText` (bad input: it will never succeed) moves the row to
 a dead-letter state with the reason; it is logged and kept for inspection
 (`dead_letters()`), never retried, never silently dropped. A row that cannot
-be decoded is dead-lettered the same way. Every other exception, and an
-attempt that exceeds `attempt_timeout_s`, is retried forever. Nothing here
+be decoded, or whose fields have the wrong types, is dead-lettered the same way.
+A failure that says the store or the model is away (`is_outage`: a lost
+connection, a full pool, a model that does not answer) and an attempt that
+exceeds `attempt_timeout_s` are retried forever; any other failure of the same
+turn (data the store refuses, a bug its words trigger) is dead-lettered after
+`MAX_TURN_FAILURES` attempts, or one bad turn would hold up every turn behind it. Nothing here
 raises into the session: `drain` and `aclose` are bounded and never raise.
 """
 
@@ -75,9 +79,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from . import metrics
-from .service import Turn
-from .store import InvalidMemoryText, describe_error
+from .gatekeeper import ExtractionUnavailable
+from .service import StoreBusy, Turn
+from .store import InvalidMemoryText, StoreUnavailable, describe_error, parse_time
 
 logger = logging.getLogger("memory.write_queue")
 
@@ -89,6 +96,8 @@ DEAD = "dead"
 # A lock wait on the journal blocks the event loop, so keep it short. Every
 # transaction here is one small statement, so real waits are sub-millisecond.
 BUSY_TIMEOUT_S = 2.0
+# Failed attempts of one turn, not for an outage (`is_outage`), before it is dead-lettered.
+MAX_TURN_FAILURES = 5
 _SCHEMA_VERSION = 1
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pending_writes (
@@ -136,7 +145,25 @@ def decode_turn(payload: str) -> Turn:
     names = {f.name for f in dataclasses.fields(Turn)}
     kwargs = {k: v for k, v in data.items() if k in names}
     kwargs["context"] = tuple(kwargs.get("context") or ())
+    # A damaged row (a bit flip, a hand edit) would fail inside the write on every
+    # attempt, and the turns behind it would wait for ever: refuse it here, by name.
+    for name in ("user_id", "text", "session_id", "turn_id", "created_at"):
+        if not isinstance(kwargs.get(name), str):
+            raise ValueError(f"journal field {name!r} is {type(kwargs.get(name)).__name__}, not text")
+    if parse_time(kwargs["created_at"]) is None:
+        raise ValueError(f"journal field 'created_at' is no ISO time: {kwargs['created_at'][:40]!r}")
+    if not all(isinstance(c, str) for c in kwargs["context"]):
+        raise ValueError("journal field 'context' holds something other than text")
+    if not isinstance(kwargs.get("seq"), int | None) or not isinstance(kwargs.get("verdict"), dict | None):
+        raise ValueError("journal field 'seq' or 'verdict' has the wrong type")
     return Turn(**kwargs)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Does this failure say that the store or the model is away (retried for as long as
+    it takes), rather than that this one turn cannot be written (`MAX_TURN_FAILURES`)?"""
+    outage = (psycopg.OperationalError, psycopg.InterfaceError, StoreUnavailable, StoreBusy, ExtractionUnavailable)
+    return isinstance(exc, outage + (OSError, TimeoutError, asyncio.TimeoutError))
 
 
 def purge_user(path: Path, user_id: str) -> int:
@@ -592,6 +619,11 @@ class DurableWriteQueue:
             return
         except Exception as exc:
             self._unsettled_seq = None
+            if not is_outage(exc) and attempt >= MAX_TURN_FAILURES:
+                # Not the store being away but this turn failing (data the store refuses,
+                # a bug its words trigger): the turns behind it must not wait for ever.
+                self._dead_letter(seq, turn_id, attempt, f"failed {attempt} times: {describe_error(exc)}")
+                return
             await self._retry(seq, turn_id, attempt, describe_error(exc))
             return
         self._unsettled_seq = None

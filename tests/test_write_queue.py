@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -23,11 +25,12 @@ from contextlib import closing
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from memory.service import Turn
 from memory.settings import MemoryMode
 from memory.store import InvalidMemoryText, MemoryStore, now_iso
-from memory.write_queue import DurableWriteQueue, decode_turn, encode_turn, purge_user
+from memory.write_queue import MAX_TURN_FAILURES, DurableWriteQueue, decode_turn, encode_turn, purge_user
 from tests.conftest import make_service, scripted_extraction, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -382,6 +385,49 @@ async def test_bad_input_is_dead_lettered_and_later_turns_still_written(
     assert await again.drain(1.0) is True
     await again.aclose(1.0)
     assert len(again.dead_letters()) == 3 and sum(calls.values()) == 4
+
+
+@pytest.mark.parametrize(
+    ("damage", "named"),
+    [({"text": None}, "'text' is NoneType"), ({"user_id": 7}, "'user_id' is int"),
+     ({"created_at": "2026-13-45T99:00"}, "no ISO time"), ({"context": [1]}, "'context'")],
+    ids=["null-text", "numeric-user", "bad-time", "bad-context"],
+)
+def test_a_damaged_journal_row_is_refused_by_the_field_it_got_wrong(damage: dict, named: str) -> None:
+    # Valid JSON with a wrong field used to fail inside the write, on every attempt.
+    payload = json.loads(encode_turn(make_turn("alice", "I like tea")))
+    payload.update(damage)
+    with pytest.raises(ValueError, match=re.escape(named)):
+        decode_turn(json.dumps(payload))
+
+
+async def test_a_turn_that_keeps_failing_gives_way_after_a_few_attempts_but_an_outage_never(
+    tmp_path: Path, user_id: str
+) -> None:
+    calls: Counter[str] = Counter()
+    written: list[str] = []
+
+    async def write(turn: Turn) -> object:
+        calls[turn.text] += 1
+        if turn.text == "bad data":  # what the store refuses for this turn only
+            raise psycopg.errors.DatetimeFieldOverflow("date/time field value out of range")
+        if turn.text == "during an outage" and calls[turn.text] <= MAX_TURN_FAILURES + 2:
+            raise psycopg.OperationalError("connection refused")
+        written.append(turn.text)
+        return None
+
+    queue = DurableWriteQueue(tmp_path / "journal.sqlite3", write, base_backoff_s=0.001, max_backoff_s=0.002)
+    for text in ("bad data", "said after it", "during an outage", "said last"):
+        queue.enqueue(make_turn(user_id, text))
+    queue.start()
+    try:
+        assert await queue.drain(15.0) is True
+    finally:
+        await queue.aclose(1.0)
+    assert written == ["said after it", "during an outage", "said last"]  # the outage's turn kept, in order
+    assert calls["bad data"] == MAX_TURN_FAILURES
+    [dead] = queue.dead_letters()
+    assert dead.turn is not None and dead.turn.text == "bad data" and "DatetimeFieldOverflow" in dead.error
 
 
 async def test_odd_input_never_blocks_the_turns_behind_it(tmp_path: Path, store: MemoryStore, user_id: str) -> None:
