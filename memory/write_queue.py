@@ -51,6 +51,9 @@ Errors. `InvalidMemoryText` (bad input: it will never succeed) moves the row to
 a dead-letter state with the reason; it is logged and kept for inspection
 (`dead_letters()`), never retried, never silently dropped. A row that cannot
 be decoded, or whose fields have the wrong types, is dead-lettered the same way.
+A journal file that is damaged (its integrity check fails when it is opened) is
+set aside under a new name and a new one started (`set_aside_if_damaged`); one
+that cannot be opened at all (a full disk) sends turns straight to the store.
 A failure that says the store or the model is away (`is_outage`: a lost
 connection, a full pool, a model that does not answer) and an attempt that
 exceeds `attempt_timeout_s` are retried forever; any other failure of the same
@@ -63,6 +66,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import fcntl
 import json
 import logging
 import os
@@ -159,6 +163,47 @@ def decode_turn(payload: str) -> Turn:
     return Turn(**kwargs)
 
 
+class DamagedJournal(sqlite3.DatabaseError):
+    """The journal's own integrity check failed (a file cut short reads until it does not)."""
+
+
+def _is_damaged(exc: sqlite3.DatabaseError) -> bool:
+    """SQLITE_CORRUPT or SQLITE_NOTADB: the file itself is broken, not the disk or access."""
+    return isinstance(exc, DamagedJournal) or (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (11, 26)
+
+
+def _opens(path: Path) -> bool:
+    try:
+        with closing(sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)) as conn:
+            return conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+    except sqlite3.DatabaseError as exc:
+        if _is_damaged(exc):
+            return False
+        raise
+
+
+def set_aside_if_damaged(path: Path) -> bool:
+    """Move a damaged journal (power loss, a bad disk) aside as `<name>.damaged-<time>`,
+    with its WAL, so that a new one can be made; True if it was moved.
+
+    Without this every session of the machine failed to start ("file is not a database")
+    and no caller got an agent. Checked again under a lock file: another worker process
+    may have set it aside already, and its new journal must not be moved in turn. The
+    old file is kept for inspection: the turns it held may still be read from it.
+    """
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists() or _opens(path):
+            return False
+        aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+        for suffix in ("", "-wal", "-shm"):
+            old = Path(str(path) + suffix)
+            if old.exists():
+                old.rename(Path(str(aside) + suffix))
+    logger.error("write journal %s was damaged: set aside as %s, a new one is started", path, aside.name)
+    return True
+
+
 def is_outage(exc: BaseException) -> bool:
     """Does this failure say that the store or the model is away (retried for as long as
     it takes), rather than that this one turn cannot be written (`MAX_TURN_FAILURES`)?"""
@@ -247,7 +292,18 @@ class DurableWriteQueue:
 
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
-        self._open_journal()
+        try:
+            try:
+                self._open_journal()
+            except sqlite3.DatabaseError as exc:
+                if not _is_damaged(exc):
+                    raise
+                set_aside_if_damaged(self.path)  # or another process did
+                self._open_journal()
+        except sqlite3.DatabaseError as exc:
+            # A full disk, no permission: turns go straight to the store until it opens.
+            logger.error("write journal %s cannot be opened (turns go straight to the store): %s",
+                         self.path, describe_error(exc))  # fmt: skip
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None  # new rows to look at
@@ -279,6 +335,9 @@ class DurableWriteQueue:
         )
         try:
             conn.execute("PRAGMA journal_mode=WAL")
+            # Pending turns only, so small: checked whole once per open.
+            if (check := conn.execute("PRAGMA quick_check").fetchone()[0]) != "ok":
+                raise DamagedJournal(f"integrity check: {check[:200]}")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.create_function("pid_alive", 1, lambda pid: int(_pid_alive(pid)))
             version = conn.execute("PRAGMA user_version").fetchone()[0]

@@ -430,6 +430,39 @@ async def test_a_turn_that_keeps_failing_gives_way_after_a_few_attempts_but_an_o
     assert dead.turn is not None and dead.turn.text == "bad data" and "DatetimeFieldOverflow" in dead.error
 
 
+@pytest.mark.parametrize("damage", ["overwritten", "truncated"])
+async def test_a_damaged_journal_is_set_aside_and_sessions_still_start(
+    tmp_path: Path, user_id: str, damage: str, caplog
+) -> None:
+    # Power loss or a bad disk: every session of the machine failed to start, with
+    # "file is not a database", and no caller got an agent.
+    journal = tmp_path / "journal.sqlite3"
+    old = DurableWriteQueue(journal, lambda turn: asyncio.sleep(0))
+    for i in range(200):
+        old.enqueue(make_turn(user_id, f"turn {i} " + "words " * 50))
+    old._execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    await old.aclose(0.1)
+    before = journal.read_bytes()
+    damaged = b"\0" * 100 + before[100:] if damage == "overwritten" else before[: len(before) // 2]
+    journal.write_bytes(damaged)
+    written: list[str] = []
+
+    async def write(turn: Turn) -> None:
+        written.append(turn.text)
+
+    queue = DurableWriteQueue(journal, write)  # a new session on the machine
+    queue.start()
+    queue.enqueue(make_turn(user_id, "My sister is called Maria"))
+    try:
+        assert await queue.drain(5.0) is True
+    finally:
+        await queue.aclose(1.0)
+    assert written == ["My sister is called Maria"]
+    [aside] = [p for p in tmp_path.iterdir() if ".damaged-" in p.name and not p.name.endswith(("-wal", "-shm"))]
+    assert aside.read_bytes() == damaged  # kept as it was, for inspection
+    assert str(journal) in caplog.text and aside.name in caplog.text
+
+
 async def test_odd_input_never_blocks_the_turns_behind_it(tmp_path: Path, store: MemoryStore, user_id: str) -> None:
     # A GATED turn with a NUL (kept verbatim by the forced write) and a turn of a user id
     # no index can hold used to fail inside Postgres on every retry, forever, with
