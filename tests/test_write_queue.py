@@ -633,7 +633,8 @@ async def test_forget_drops_the_users_waiting_and_dead_turns_not_others(
     queue.start()
     try:
         await wait_until(lambda: queue.dead_lettered == 1 and queue.retried >= 1, what="the outage to bite")
-        assert await asyncio.to_thread(service.forget, user_id) == 0  # nothing had reached the store
+        gone = await asyncio.to_thread(service.forget, user_id)
+        assert (gone.memories, gone.waiting_turns) == (0, 2)  # nothing had reached the store; both waited
         assert [r[0] for r in journal_rows(service.settings.journal_path)] == [theirs.turn_id]
         down = False
         assert await queue.drain(10.0) is True
