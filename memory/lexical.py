@@ -5,11 +5,11 @@ voice user asks most: short ones ("颜色"), first versus second person ("我喜
 against the stored "你喜欢的颜色"), and names. These pure functions supply the
 lexical signal that the retriever fuses with the vector similarity:
 
-- `normalise`: case and width folded (NFKC + casefold); the pronouns that name the
-  user (你/我/您, I/me/you, ...) rewritten to one neutral form (用户, user), so the
-  speaker's point of view stops mattering; numbers one form (160cm -> 160 cm, 08月 and
-  八月 -> 8 月). Applied to the query and to memory text alike; the stored text never
-  changes.
+- `normalise`: case, width and script folded (NFKC + casefold, traditional Chinese
+  characters as simplified); the pronouns that name the user (你/我/您, I/me/you, ...)
+  rewritten to one neutral form (用户, user), so the speaker's point of view stops
+  mattering; numbers one form (160cm -> 160 cm, 08月 and 八月 -> 8 月). Applied to the
+  query and to memory text alike; the stored text never changes.
 - `question_focus`: the word a question asks for ("是啥职位"), which its answer seldom
   repeats; the retriever weighs it down.
 - `keywords`: the content words of a message: English words minus stop words;
@@ -35,12 +35,14 @@ from functools import lru_cache
 
 import cn2an
 
+from . import hanzi
+
 # Stored with `lex` as `lex_v`; bump when `index_text` changes. Session start rewrites
 # a user's rows of an older form (`MemoryStore.reindex_lex`); until then they are
 # still found by the substring and vector stages, and always scored from their text.
 # 2: numbers and letters are separate words, numbers lose leading zeros; 3: Chinese
-# numerals before a unit are digits.
-LEX_VERSION = 3
+# numerals before a unit are digits; 4: traditional characters as simplified.
+LEX_VERSION = 4
 
 USER_ZH = "用户"
 USER_EN = "user"
@@ -135,7 +137,9 @@ def rarity(word: str) -> float:
 
 
 def warm_up() -> None:
-    """Load the segmenter and the word frequencies now (prewarm), not on the first turn."""
+    """Load the segmenter, the word frequencies and the character tables now (prewarm),
+    not on the first turn."""
+    hanzi.warm_up()
     _jieba()
     analyse("你喜欢的颜色")
     rarity("颜色")
@@ -143,8 +147,14 @@ def warm_up() -> None:
 
 
 def fold(text: str) -> str:
-    """Case and width folded (full-width letters and digits become ASCII)."""
-    return unicodedata.normalize("NFKC", text).casefold().replace("’", "'")
+    """Case and width folded (full-width letters and digits become ASCII), traditional
+    Chinese characters as simplified (memory/hanzi.py).
+
+    The script is folded because one user's memories come in both: an STT may write
+    Mandarin in traditional characters on one turn and the extraction model, or an
+    earlier session, in simplified ("我女兒" asks about "你的女儿").
+    """
+    return hanzi.to_simplified(unicodedata.normalize("NFKC", text).casefold().replace("’", "'"))
 
 
 def normalise(text: str, *, pronouns: bool = True) -> str:

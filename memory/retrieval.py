@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 from psycopg import sql
 
-from . import lexical
+from . import hanzi, lexical
 from .embedder import local_model
 from .prefilter import is_acknowledgement
 from .settings import EmbedderKind, MemorySettings
@@ -745,8 +745,9 @@ def _tail_within(text: str, limit: int, count: Callable[[str, bool], int]) -> st
 
 def _like_patterns(words: Sequence[str]) -> list[str]:
     """ILIKE patterns for the keywords: the word itself, or an English stem of 4+ letters
-    so that 'hikes' also finds 'hiking'. Neutral pronouns and 1-2 letter words would
-    match nearly everything."""
+    so that 'hikes' also finds 'hiking'; a Chinese word in traditional characters as well,
+    since keywords are folded to simplified and the stored text is not. Neutral pronouns
+    and 1-2 letter words would match nearly everything."""
     out: dict[str, None] = {}
     for word in words:
         if word in _NEUTRAL:
@@ -756,8 +757,9 @@ def _like_patterns(words: Sequence[str]) -> list[str]:
             word = stem if len(stem) >= 4 else word
             if len(word) < 3:
                 continue
-        escaped = re.sub(r"([\\%_])", r"\\\1", word)
-        out.setdefault(f"%{escaped}%", None)
+        for form in (word, *hanzi.traditional_forms(word)):
+            escaped = re.sub(r"([\\%_])", r"\\\1", form)
+            out.setdefault(f"%{escaped}%", None)
     return list(out)
 
 

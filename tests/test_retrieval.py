@@ -129,6 +129,23 @@ def test_formal_you_in_memory_matches_plain_you_in_query(store: MemoryStore, use
     assert r.retrieve(user_id, "你的生日是哪天", top_k=1)[0].text == "您的生日是五月三日"
 
 
+def test_a_question_in_traditional_characters_finds_a_memory_in_simplified(store: MemoryStore, user_id: str) -> None:
+    seed(store, user_id, "你的女儿叫小美", "你的头发是自然卷", *DISTRACTORS)
+    r = retriever(store, retrieval_vector=False)  # what the lexical stages find on their own
+    cands = {c.payload["data"]: c for c in r.candidates(user_id, "我女兒叫什麼名字", top_k=5)}
+    assert "fulltext" in cands["你的女儿叫小美"].stages
+    assert cands["你的女儿叫小美"].lexical > 0.5
+    assert r.retrieve(user_id, "我的頭髮是什麼樣的", top_k=1)[0].text == "你的头发是自然卷"
+
+
+def test_a_memory_in_traditional_characters_is_found_by_every_lexical_stage(store: MemoryStore, user_id: str) -> None:
+    seed(store, user_id, "我女兒最喜歡吃麵條", *DISTRACTORS)
+    full_text = retriever(store, retrieval_vector=False, retrieval_substring=False)
+    substring = retriever(store, retrieval_vector=False, retrieval_fulltext=False)
+    for r in (full_text, substring):
+        assert [h.text for h in r.retrieve(user_id, "面条", top_k=1)] == ["我女兒最喜歡吃麵條"]
+
+
 def test_english_name_is_found_by_its_exact_spelling(store: MemoryStore, user_id: str) -> None:
     seed(store, user_id, "My dentist is Dr. Okonkwo", "I like hiking in the Alps", "My sister is called Anna")
     assert retriever(store).retrieve(user_id, "Okonkwo", top_k=1)[0].text == "My dentist is Dr. Okonkwo"
@@ -384,9 +401,10 @@ def test_densities_are_computed_where_connections_hand_back_pgvector_values(
 ) -> None:
     """A shared database whose connections have pgvector's adapters registered (its
     owner's pool configuration) returns `Vector` objects, not bytes."""
-    import memory.retrieval as retrieval_mod
     from pgvector.psycopg import register_vector
     from psycopg_pool import ConnectionPool
+
+    import memory.retrieval as retrieval_mod
 
     monkeypatch.setattr(retrieval_mod, "_DENSITY_MIN", 2)
     seed(store, user_id, COLOUR, *DISTRACTORS)
