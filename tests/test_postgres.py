@@ -124,6 +124,38 @@ def test_only_a_socket_lock_of_this_data_directory_naming_another_process_is_rem
         other.wait()
 
 
+def _initialised_data_dir(prefix: str) -> Path:
+    """A data directory whose embedded server was made, started and stopped."""
+    from memory.postgres import embedded_url, leave_embedded
+
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(data_dir, 0o755)
+    embedded_url(data_dir / "pg")
+    leave_embedded(data_dir / "pg")  # the only user: stopped
+    return data_dir
+
+
+def test_the_start_up_check_names_memory_data_dir_when_the_embedded_server_does_not_start() -> None:
+    # The worker's start-up check crashed with a CalledProcessError traceback (pg_ctl's
+    # exit status) instead of saying which directory and why.
+    from memory.settings import load_settings
+    from memory.store import schema_problems
+
+    data_dir = _initialised_data_dir("memory-nostart-")
+    pgdata = data_dir / "pg"
+    try:
+        with (pgdata / "postgresql.auto.conf").open("a") as conf:
+            conf.write("shared_buffers = 'plenty'\n")
+        settings = load_settings({"MEMORY_DATA_DIR": str(data_dir)}, dotenv=False)
+        problems = schema_problems(settings)
+        assert len(problems) == 1, problems
+        assert problems[0].startswith(f"MEMORY_DATA_DIR={str(data_dir)!r}: the embedded Postgres server")
+        assert "FATAL:" in problems[0] and str(pgdata / "log") in problems[0]
+        assert not _running_postmaster(pgdata)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
 def _job_process(data_dir: str) -> None:
     """What prewarm does in a LiveKit job process: join the embedded server."""
     import psycopg
