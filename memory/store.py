@@ -32,12 +32,22 @@ from psycopg_pool import ConnectionPool
 
 from . import embedder as embedder_mod
 from .lexical import LEX_VERSION, lex_fields
-from .postgres import EmbeddedStartError, embedded_url, ensure_schema, forgets_table, leave_embedded, open_pool
+from .postgres import (
+    EmbeddedStartError,
+    embedded_url,
+    ensure_schema,
+    forgets_table,
+    leave_embedded,
+    open_pool,
+    revive_embedded,
+)
 from .settings import ConfigError, EmbedderKind, MemorySettings
 
 logger = logging.getLogger("memory.store")
 
 MAX_TEXT_CHARS = 4000
+# How often a process with an embedded server checks that it is still running (seconds).
+EMBEDDED_CHECK_S = 10.0
 MAX_USER_ID_BYTES = 1024
 
 
@@ -277,6 +287,9 @@ class MemoryStore:
         self.pool = pool
         self.mem0 = mem0
         self.table = settings.collection
+        self._closed = threading.Event()
+        if not settings.database_url:
+            threading.Thread(target=self._keep_embedded_up, name="memory-embedded-watch", daemon=True).start()
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -304,7 +317,19 @@ class MemoryStore:
         return store
 
     def close(self) -> None:
+        self._closed.set()
         self.pool.close()
+
+    def _keep_embedded_up(self) -> None:
+        """Every `EMBEDDED_CHECK_S`, start the embedded server again if it died (one read of
+        its pid file), and replace the pool's connections to the dead one."""
+        while not self._closed.wait(EMBEDDED_CHECK_S):
+            try:
+                if revive_embedded(self.settings.pgdata):
+                    logger.warning("the embedded Postgres server in %s had stopped: started again", self.settings.pgdata)
+                    self.pool.check()  # the idle connections to the dead server, replaced now
+            except Exception as exc:  # noqa: BLE001 - tried again at the next check
+                logger.warning("starting the embedded Postgres server again failed: %s", describe_error(exc))
 
     # ----------------------------------------------------------------- writes
     def add_raw(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -391,3 +392,52 @@ def test_a_fleet_database_connection_notices_a_vanished_peer(store: MemoryStore)
     finally:
         pool.close()
         listener.close()
+
+
+SERVER_KILLED = """
+import os, signal, sys, time
+import memory
+import memory.store as store_mod
+from memory.postgres import _running_postmaster
+from memory.settings import load_settings
+store_mod.EMBEDDED_CHECK_S = 0.2
+store = store_mod.MemoryStore.open(load_settings({"MEMORY_DATA_DIR": sys.argv[1]}, dotenv=False))
+store.add_raw("alice", "My sister is called Maria")
+os.kill(_running_postmaster(store.settings.pgdata), signal.SIGKILL)  # the OOM killer, say
+deadline = time.monotonic() + 60
+while True:  # what the write queue does: retry until the store is back
+    try:
+        texts = [m.text for m in store.list_user("alice")]
+        store.add_raw("alice", "I live in Berlin", write_id="after-the-kill")  # a retry is a no-op
+        break
+    except Exception:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.1)
+print(sorted(texts), sorted(m.text for m in store.list_user("alice")))
+store.close()
+"""
+
+
+def test_a_process_whose_embedded_server_died_starts_it_again() -> None:
+    # The library starts the server once per process: after it died, every session of
+    # the job processes already running (and those prewarmed and kept idle) went on
+    # without memory until the process ended.
+    data_dir = Path(tempfile.mkdtemp(prefix="memory-revive-"))
+    os.chmod(data_dir, 0o755)
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", SERVER_KILLED, str(data_dir)], cwd=ROOT, capture_output=True, text=True, timeout=180
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        before, after = ["My sister is called Maria"], ["I live in Berlin", "My sister is called Maria"]
+        assert run.stdout.strip() == f"{before} {after}"  # nothing lost, and it writes again
+        assert "started again" in run.stderr
+    finally:
+        pid_file = data_dir / "pg" / "postmaster.pid"
+        if pid_file.exists():  # a failed run: stop what it left (if the pid is still the server)
+            import psutil
+
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(int(pid_file.read_text().split()[0])).terminate()
+        shutil.rmtree(data_dir, ignore_errors=True)
