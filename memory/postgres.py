@@ -112,7 +112,8 @@ def revive_embedded(pgdata: Path) -> bool:
     if server is None:  # this process never joined it: not ours to start
         return False
     with server._lock:
-        if _running_postmaster(pgdata) is not None:
+        # Running again, or this process has left it (exiting: the last one out stops it).
+        if _running_postmaster(pgdata) is not None or os.getpid() not in (_live_users(pgdata) or []):
             return False
         clear_stale_pid_file(pgdata)
         server.ensure_postgres_running()
