@@ -49,7 +49,8 @@ def missing_store(settings: MemorySettings) -> str | None:
         return None
     try:
         with psycopg.connect(settings.database_url, connect_timeout=CONNECT_TIMEOUT_S) as conn:
-            (table,) = conn.execute("SELECT to_regclass(%s)", [settings.collection]).fetchone()  # type: ignore[misc]
+            query = "SELECT to_regclass(quote_ident(%s))"  # the name as created, capitals kept
+            (table,) = conn.execute(query, [settings.collection]).fetchone()  # type: ignore[misc]
     except psycopg.Error:
         return None  # storage_problems names the variable
     return None if table else f"no table MEMORY_COLLECTION={settings.collection!r} in that database"

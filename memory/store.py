@@ -479,7 +479,7 @@ class MemoryStore:
                 [[r[0] for r in rows], user_id],
             )
             entities = f"{self.table}_entities"
-            if conn.execute("SELECT to_regclass(%s)", [entities]).fetchone()[0] is not None:
+            if conn.execute("SELECT to_regclass(quote_ident(%s))", [entities]).fetchone()[0] is not None:
                 conn.execute(
                     sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s").format(sql.Identifier(entities)),
                     [user_id],
@@ -774,8 +774,10 @@ def _check_dims(pool: ConnectionPool, settings: MemorySettings) -> None:
     """Fail at start-up, naming the variables, if the table was made for another embedder."""
     with pool.connection() as conn:
         row = conn.execute(
-            # to_regclass: no row for a table not made yet (a fresh data directory).
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'vector'",
+            # to_regclass: no row for a table not made yet (a fresh data directory);
+            # quote_ident: the table's name as created, capitals kept ("Memories").
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(quote_ident(%s)) "
+            "AND attname = 'vector'",
             [settings.collection],
         ).fetchone()
     if row and row[0] > 0 and row[0] != settings.embedding_dims:

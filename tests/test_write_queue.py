@@ -696,6 +696,28 @@ def test_forget_command_says_when_it_matched_nobody(
     assert store.list_user(memory_user_id(spaced)) == []
 
 
+def test_forget_command_finds_a_fleet_table_named_with_capitals(
+    tmp_path: Path, store: MemoryStore, user_id: str, monkeypatch, capsys
+) -> None:
+    # to_regclass folds an unquoted name to lower case: the command said there was no
+    # table "Memories_..." and forgot nobody.
+    from memory.forget import main as forget_main
+    from memory.settings import load_settings
+
+    env = {"MEMORY_DATABASE_URL": store.url, "MEMORY_COLLECTION": f"Memories_{uuid.uuid4().hex[:8]}",
+           "MEMORY_DATA_DIR": str(tmp_path)}  # fmt: skip
+    fleet = MemoryStore.open(load_settings(env, dotenv=False))
+    try:
+        fleet.add_raw(user_id, "My locker code is 4711")
+        monkeypatch.chdir(tmp_path)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        assert forget_main([user_id]) == 0, capsys.readouterr().err
+        assert fleet.list_user(user_id) == []
+    finally:
+        fleet.close()
+
+
 def test_forget_command_makes_no_store_where_there_is_none(tmp_path: Path, monkeypatch, capsys) -> None:
     from memory.forget import main as forget_main
 
