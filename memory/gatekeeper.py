@@ -29,10 +29,19 @@ MAX_FACT_CHARS = 300
 MAX_FACTS_PER_TURN = 8
 
 
-# HTTP statuses by which the model refuses one turn for what it says or its size (400
-# content filter, 413, 422). Not 401/403/404/429 or 5xx: those are the account or the
-# service, for every turn alike, and the queue retries until they are fixed.
-REFUSED_TURN = frozenset({400, 413, 422})
+# How the model's API refuses one turn for what it says or its size: HTTP 413, or a 400
+# whose error code says so (a content filter, a context too long). Any other 400 is a
+# setting that fails every turn alike ("response_format is not supported with this
+# model"), as are 401/403/404/422/429 and 5xx: the queue retries until it is fixed.
+REFUSED_STATUS = 413
+REFUSED_CODES = ("content_filter", "context_length_exceeded", "string_above_max_length", "invalid_prompt")
+
+
+def refuses_turn(exc: APIStatusError) -> bool:
+    """Is this API error about this turn's content, so that every retry would get it too?"""
+    if exc.status_code == REFUSED_STATUS:
+        return True
+    return exc.status_code == 400 and any(code in f"{exc.message} {exc.body}" for code in REFUSED_CODES)
 
 
 class ExtractionUnavailable(RuntimeError):
@@ -183,7 +192,7 @@ class Gatekeeper:
         try:
             raw = await asyncio.wait_for(self._extract(text, context), self._timeout_s)
         except APIStatusError as exc:
-            if exc.status_code not in REFUSED_TURN:
+            if not refuses_turn(exc):
                 raise ExtractionUnavailable(f"fact extraction call failed: {exc!r}") from exc
             # The model refuses this turn (a content filter, a request too large): it
             # would refuse every retry, and the turns behind it in the queue would wait.

@@ -54,11 +54,13 @@ be decoded, or whose fields have the wrong types, is dead-lettered the same way.
 A journal file that is damaged (its integrity check fails when it is opened) is
 set aside under a new name and a new one started (`set_aside_if_damaged`); one
 that cannot be opened at all (a full disk) sends turns straight to the store.
-A failure that says the store or the model is away (`is_outage`: a lost
-connection, a full pool, a model that does not answer) and an attempt that
-exceeds `attempt_timeout_s` are retried forever; any other failure of the same
-turn (data the store refuses, a bug its words trigger) is dead-lettered after
-`MAX_TURN_FAILURES` attempts, or one bad turn would hold up every turn behind it. Nothing here
+A failure that says this one turn cannot be written (`is_turn_failure`: data
+the store refuses, a bug its words trigger) is dead-lettered once it has failed
+that way `MAX_TURN_FAILURES` times, or one bad turn would hold up every turn
+behind it. Everything else (a lost connection, a read-only or full database, a
+model or embedding API that errs or does not answer) and an attempt that exceeds
+`attempt_timeout_s` is taken for an outage and retried forever: a turn dead-
+lettered during an outage would never be remembered. Nothing here
 raises into the session: `drain` and `aclose` are bounded and never raise.
 """
 
@@ -100,7 +102,8 @@ DEAD = "dead"
 # A lock wait on the journal blocks the event loop, so keep it short. Every
 # transaction here is one small statement, so real waits are sub-millisecond.
 BUSY_TIMEOUT_S = 2.0
-# Failed attempts of one turn, not for an outage (`is_outage`), before it is dead-lettered.
+# Failures of one turn that say it cannot be written (`is_turn_failure`), before it is
+# dead-lettered; the attempts that met an outage do not count.
 MAX_TURN_FAILURES = 5
 _SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -204,11 +207,17 @@ def set_aside_if_damaged(path: Path) -> bool:
     return True
 
 
-def is_outage(exc: BaseException) -> bool:
-    """Does this failure say that the store or the model is away (retried for as long as
-    it takes), rather than that this one turn cannot be written (`MAX_TURN_FAILURES`)?"""
-    outage = (psycopg.OperationalError, psycopg.InterfaceError, StoreUnavailable, StoreBusy, ExtractionUnavailable)
-    return isinstance(exc, outage + (OSError, TimeoutError, asyncio.TimeoutError))
+def is_turn_failure(exc: BaseException) -> bool:
+    """Does this failure say that this one turn cannot be written, whatever the store's
+    state: data Postgres refuses (a date out of range, a row too large) or a Python error
+    that its content triggers? Narrow on purpose: anything else counts as an outage and
+    is retried for as long as it lasts (a read-only database during a failover, an API's
+    503 or 429, a lost connection), since a dead letter is never written."""
+    if isinstance(exc, StoreUnavailable | StoreBusy | ExtractionUnavailable):
+        return False
+    store_refuses = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)
+    content_bug = (TypeError, ValueError, AttributeError, LookupError, UnicodeError)
+    return isinstance(exc, store_refuses + content_bug)
 
 
 def purge_user(path: Path, user_id: str) -> int:
@@ -321,6 +330,7 @@ class DurableWriteQueue:
         # Rows the store has but the journal could not delete (disk full): skipped,
         # and deleted when the journal lets us (a replay of one would be a NOOP).
         self._written_seqs: set[int] = set()
+        self._turn_failures: dict[int, int] = {}  # journal row -> failures that were the turn's own
         # Recently written turn ids: a late duplicate enqueue is ignored.
         self._done: OrderedDict[str, None] = OrderedDict()
         self._done_max = 4096
@@ -678,14 +688,17 @@ class DurableWriteQueue:
             return
         except Exception as exc:
             self._unsettled_seq = None
-            if not is_outage(exc) and attempt >= MAX_TURN_FAILURES:
-                # Not the store being away but this turn failing (data the store refuses,
-                # a bug its words trigger): the turns behind it must not wait for ever.
-                self._dead_letter(seq, turn_id, attempt, f"failed {attempt} times: {describe_error(exc)}")
-                return
+            if is_turn_failure(exc):
+                # Counted apart from the outages the turn waited out: five of these, not
+                # five attempts, before the turns behind it stop waiting for it.
+                failed = self._turn_failures[seq] = self._turn_failures.get(seq, 0) + 1
+                if failed >= MAX_TURN_FAILURES:
+                    self._dead_letter(seq, turn_id, attempt, f"failed {failed} times: {describe_error(exc)}")
+                    return
             await self._retry(seq, turn_id, attempt, describe_error(exc))
             return
         self._unsettled_seq = None
+        self._turn_failures.pop(seq, None)
         await self._delete(seq)
         self._written(turn_id)
 
@@ -755,6 +768,7 @@ class DurableWriteQueue:
         await asyncio.sleep(delay)
 
     def _dead_letter(self, seq: int | None, turn_id: str, attempts: int, error: str) -> None:
+        self._turn_failures.pop(seq, None)  # type: ignore[arg-type]
         self.dead_lettered += 1
         metrics.DEAD_LETTERS.inc()
         logger.error(

@@ -873,7 +873,7 @@ async def test_a_turn_the_model_refuses_does_not_hold_up_the_turns_after_it(stor
     def respond(request: LLMRequest) -> str:
         said = json.loads(request.messages[-1][1])["latest_user_message"]
         if "Zorblax" in said:
-            raise APIStatusError("content filtered", status_code=400)
+            raise APIStatusError("filtered", status_code=400, body={"code": "content_filter"})
         return json.dumps({"facts": [{"text": "User's sister is Maria", "category": "relationships", "slot": "sister"}]})
 
     async with voice_session(store, MemoryMode.GATED, user_id, extraction=RecordingLLM(respond)) as run:
@@ -881,6 +881,27 @@ async def test_a_turn_the_model_refuses_does_not_hold_up_the_turns_after_it(stor
         await run.harness.user_says("My sister is called Maria")
     assert [m.text for m in store.list_user(user_id)] == ["User's sister is Maria"]
     assert run.memory.queue.pending_count() == 0
+
+
+async def test_a_setting_the_model_refuses_for_every_turn_loses_no_fact_once_it_is_fixed(
+    store: MemoryStore, user_id: str
+) -> None:
+    # The same HTTP 400, for a wrong MEMORY_LLM_MODEL: every turn waits until it is fixed.
+    from livekit.agents import APIStatusError
+
+    fixed = False
+
+    def respond(request: LLMRequest) -> str:
+        if not fixed:
+            raise APIStatusError("'response_format' of type 'json_object' is not supported with this model",
+                                 status_code=400, body={"code": None})  # fmt: skip
+        return json.dumps({"facts": [{"text": "User's sister is Anna", "category": "relationships", "slot": "sister"}]})
+
+    async with voice_session(store, MemoryMode.GATED, user_id, extraction=RecordingLLM(respond)) as run:
+        await run.harness.user_says("My sister is called Anna")
+        await wait_until(lambda: run.memory.queue.retried >= 2, what="the refused attempts")
+        fixed = True  # the operator fixes the setting
+    assert [m.text for m in store.list_user(user_id)] == ["User's sister is Anna"]
 
 
 def _total(name: str) -> float:

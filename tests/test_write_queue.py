@@ -407,24 +407,34 @@ async def test_a_turn_that_keeps_failing_gives_way_after_a_few_attempts_but_an_o
     calls: Counter[str] = Counter()
     written: list[str] = []
 
+    outages = [
+        psycopg.OperationalError("connection refused"),
+        psycopg.errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction"),  # a failover
+        RuntimeError("Error code: 503 - service unavailable"),  # an embedding API's own error class
+    ]
+
     async def write(turn: Turn) -> object:
         calls[turn.text] += 1
         if turn.text == "bad data":  # what the store refuses for this turn only
             raise psycopg.errors.DatetimeFieldOverflow("date/time field value out of range")
-        if turn.text == "during an outage" and calls[turn.text] <= MAX_TURN_FAILURES + 2:
-            raise psycopg.OperationalError("connection refused")
+        if turn.text == "during an outage" and calls[turn.text] <= 3 * MAX_TURN_FAILURES:
+            raise outages[calls[turn.text] % len(outages)]
+        if turn.text == "one slip after an outage" and calls[turn.text] <= MAX_TURN_FAILURES + 1:
+            if calls[turn.text] <= MAX_TURN_FAILURES:
+                raise psycopg.OperationalError("connection refused")
+            raise ValueError("a one-off")  # the attempts the outage took do not count towards it
         written.append(turn.text)
         return None
 
     queue = DurableWriteQueue(tmp_path / "journal.sqlite3", write, base_backoff_s=0.001, max_backoff_s=0.002)
-    for text in ("bad data", "said after it", "during an outage", "said last"):
+    for text in ("bad data", "said after it", "during an outage", "one slip after an outage", "said last"):
         queue.enqueue(make_turn(user_id, text))
     queue.start()
     try:
         assert await queue.drain(15.0) is True
     finally:
         await queue.aclose(1.0)
-    assert written == ["said after it", "during an outage", "said last"]  # the outage's turn kept, in order
+    assert written == ["said after it", "during an outage", "one slip after an outage", "said last"]  # in order
     assert calls["bad data"] == MAX_TURN_FAILURES
     [dead] = queue.dead_letters()
     assert dead.turn is not None and dead.turn.text == "bad data" and "DatetimeFieldOverflow" in dead.error
