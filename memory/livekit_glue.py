@@ -228,7 +228,8 @@ class MemorySession:
     def _check_forget_once(self) -> None:
         if not self._checked_this_turn:
             self._checked_this_turn = True
-            self._forget_check = asyncio.ensure_future(self._check_forget())
+            if self._forget_check is None or self._forget_check.done():  # a hung store: one read held, not one a turn
+                self._forget_check = asyncio.ensure_future(self._check_forget())
 
     async def _check_forget(self) -> None:
         """Has the user been forgotten since we last looked? Then the answers cached for
