@@ -547,12 +547,11 @@ class MemoryStore:
         """Did the user ask to be forgotten at or after `said_at` (an ISO time)?"""
         if said_at is None:
             return False
-        query = sql.SQL("SELECT forgotten_at >= %s::timestamptz FROM {} WHERE user_id = %s").format(
-            sql.Identifier(forgets_table(self.table))
-        )
-        with self.pool.connection() as conn:
-            row = conn.execute(query, [said_at, user_id]).fetchone()
-        return bool(row and row[0])
+        said = parse_time(said_at)
+        if said is None:
+            raise InvalidMemoryText(f"the time the turn was said is no ISO time: {said_at[:40]!r}")
+        forgotten = self.forgotten_at(user_id)
+        return forgotten is not None and forgotten >= said
 
     def _refuse_if_forgotten(self, user_id: str, said_at: str | None, write_id: str | None) -> None:
         """Refuse a turn said before a forget. An earlier attempt of the same write that
