@@ -191,15 +191,13 @@ class Gatekeeper:
             return GateOutcome(decision, _forced_fallback(text, decision), error="no extraction LLM")
         try:
             raw = await asyncio.wait_for(self._extract(text, context), self._timeout_s)
-        except APIStatusError as exc:
-            if not refuses_turn(exc):
+        except Exception as exc:
+            if not (isinstance(exc, APIStatusError) and refuses_turn(exc)):  # transient: the queue retries the turn
                 raise ExtractionUnavailable(f"fact extraction call failed: {exc!r}") from exc
             # The model refuses this turn (a content filter, a request too large): it
             # would refuse every retry, and the turns behind it in the queue would wait.
             logger.warning("fact extraction refused the turn (HTTP %d)", exc.status_code)
             return GateOutcome(decision, _forced_fallback(text, decision), True, error=f"HTTP {exc.status_code}")
-        except Exception as exc:  # transient: the durable queue retries this turn
-            raise ExtractionUnavailable(f"fact extraction call failed: {exc!r}") from exc
         try:
             facts = parse_extraction(raw)
         except ValueError as exc:  # junk output is permanent: keep only a forced write

@@ -768,7 +768,8 @@ class DurableWriteQueue:
         await asyncio.sleep(delay)
 
     def _dead_letter(self, seq: int | None, turn_id: str, attempts: int, error: str) -> None:
-        self._turn_failures.pop(seq, None)  # type: ignore[arg-type]
+        if seq is not None:
+            self._turn_failures.pop(seq, None)
         self.dead_lettered += 1
         metrics.DEAD_LETTERS.inc()
         logger.error(
