@@ -54,7 +54,8 @@ def embedded_url(pgdata: Path) -> str:
     except Exception as exc:
         _forget_failed_start(pgdata)
         raise EmbeddedStartError(
-            f"the embedded Postgres server in {pgdata} did not start ({_start_failure(log, seen, exc)}); its log is {log}"
+            f"the embedded Postgres server in {pgdata} did not start ({_start_failure(log, seen, exc)}); "
+            f"its log is {log}"
         ) from exc
     # The library leaves the server when the last process that joined it exits, from
     # an atexit hook. LiveKit's job processes are multiprocessing children, which end

@@ -326,7 +326,8 @@ class MemoryStore:
         while not self._closed.wait(EMBEDDED_CHECK_S):
             try:
                 if revive_embedded(self.settings.pgdata):
-                    logger.warning("the embedded Postgres server in %s had stopped: started again", self.settings.pgdata)
+                    logger.warning("the embedded Postgres server in %s had stopped: started again",
+                                   self.settings.pgdata)  # fmt: skip
                     self.pool.check()  # the idle connections to the dead server, replaced now
             except Exception as exc:  # noqa: BLE001 - tried again at the next check
                 logger.warning("starting the embedded Postgres server again failed: %s", describe_error(exc))

@@ -874,7 +874,8 @@ async def test_a_turn_the_model_refuses_does_not_hold_up_the_turns_after_it(stor
         said = json.loads(request.messages[-1][1])["latest_user_message"]
         if "Zorblax" in said:
             raise APIStatusError("filtered", status_code=400, body={"code": "content_filter"})
-        return json.dumps({"facts": [{"text": "User's sister is Maria", "category": "relationships", "slot": "sister"}]})
+        fact = {"text": "User's sister is Maria", "category": "relationships", "slot": "sister"}
+        return json.dumps({"facts": [fact]})
 
     async with voice_session(store, MemoryMode.GATED, user_id, extraction=RecordingLLM(respond)) as run:
         await run.harness.user_says("My band is called Zorblax and our songs are about violence")
