@@ -194,6 +194,40 @@ _NOT_A_REQUEST = re.compile(
 )
 
 
+# A request to remember put as a question: "Can you remember I'm allergic to peanuts?",
+# 你能记住我对花生过敏吗. Not an order FORCE may trust (the same words ask for a recall:
+# "Can you remember my sister's name?"), and not a pure question either: it was skipped
+# as one, and the allergy was lost for good. Such a turn goes to extraction, which keeps
+# the fact if there is one and nothing if it was a recall.
+_ASK_TO_REMEMBER_EN = re.compile(
+    r"(?:^|[.!?;,]\s*)(?:(?:ok|okay|oh|hey|so|and|also|but|now|just|please|btw)[\s,]+)*"
+    r"(?:can|could|would|will) you (?:please\s+)?(?:also\s+)?"
+    r"(?:remember|memori[sz]e|note(?: down)?|keep in mind|make (?:a )?note(?: of)?|save|store|write down)\b"
+    r"(?!\s+(?:when|the time|how|what|who|where|why|which|if|whether|me\b|to\b))[\s,:]*(?:that\b)?"
+)
+_ASK_TO_REMEMBER_ZH = re.compile(
+    r"(?:能|可以|会|要)(?:帮我|给我|替我)?(?:记住|记下|记一下|记着|记好|记得)(?:下来)?[\s,:]*"
+    r"|^(?:请你?|你)?记得(?=我.*(?:好吗|行吗|可以吗|好不好|ok吗)[\s?]*$)"
+)
+_ASK_TAIL_ZH = re.compile(r"(?:吗|呢|好吗|行吗|可以吗|好不好|行不行|可不可以|ok吗)?[\s?]*$")
+_RECALL_WORDS_ZH = re.compile(r"什么|谁|哪|几|多少|怎么")
+
+
+def _asks_to_remember(t: str) -> bool:
+    """Does the (normalised) turn ask, as a question, that a fact about the user be
+    remembered? Only when what follows the request says something about the user and is
+    not itself a recall question ("... what my name is", 我叫什么)."""
+    if not _may_force(t):
+        return False
+    m = _ASK_TO_REMEMBER_EN.search(t) or _ASK_TO_REMEMBER_ZH.search(t)
+    if m is None:
+        return False
+    rest = _ASK_TAIL_ZH.sub("", t[m.end():]).strip(" ,.!")
+    if not rest or _QUESTION_EN.match(rest) or _RECALL_WORDS_ZH.search(rest):
+        return False
+    return _read(rest).disclosure is not None
+
+
 # ==================================================================================
 # Fillers, vocatives, acknowledgements, greetings
 # ==================================================================================
@@ -711,6 +745,8 @@ def prefilter(text: str, context: Sequence[str] = ()) -> GateDecision:
         and not _NOT_A_REQUEST.search(t)
     ):
         return GateDecision(GateAction.FORCE, "explicit_remember")
+    if _asks_to_remember(t):
+        return GateDecision(GateAction.EXTRACT, "remember_request")
 
     clauses = _clauses(t)
     if not clauses:

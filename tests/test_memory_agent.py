@@ -778,6 +778,23 @@ async def test_explicit_remember_request_is_stored_even_if_extraction_finds_noth
     assert [m.text for m in store.list_user(user_id)] == ["请记住我的车位是B12"]
 
 
+async def test_gated_keeps_a_fact_the_user_asks_to_be_remembered_in_a_question(
+    store: MemoryStore, user_id: str
+) -> None:
+    # Skipped as a pure question before: the allergy never reached the extraction model.
+    extraction = scripted_extraction(
+        {
+            "Can you remember I'm allergic to peanuts?": [
+                {"text": "User is allergic to peanuts", "category": "personal_facts", "slot": "allergy_peanuts"}
+            ]
+        }
+    )
+    async with voice_session(store, MemoryMode.GATED, user_id, extraction=extraction) as run:
+        await run.harness.user_says("Can you remember I'm allergic to peanuts?")
+    assert extraction.count == 1
+    assert [m.text for m in store.list_user(user_id)] == ["User is allergic to peanuts"]
+
+
 class RecordingQueue(DurableWriteQueue):
     """The real journal, keeping a copy of each turn handed to it."""
 

@@ -345,3 +345,20 @@ def test_what_says_nothing_on_its_own(text: str, says_nothing: bool) -> None:
     from memory.prefilter import is_acknowledgement
 
     assert is_acknowledgement(text) is says_nothing
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Can you remember I'm allergic to peanuts?", "Could you remember my sister's name is Anna?",
+     "Would you keep in mind I'm vegetarian?", "Can you note down that my birthday is May 3rd?",
+     "你能记住我对花生过敏吗", "你可以记一下我的生日是五月三号吗？", "你会记住我喜欢蓝色吗", "記得我對花生過敏好嗎"],
+)
+def test_a_request_to_remember_asked_as_a_question_reaches_extraction(text: str) -> None:
+    # These were skipped as pure questions: the fact in them never reached the model.
+    # Not FORCE: the same words also ask for a recall, and FORCE would store the question.
+    assert prefilter(text) == GateDecision(EXTRACT, "remember_request")
+
+
+@pytest.mark.parametrize("text", ["Can you remember what my name is?", "你能记住我叫什么吗", "你还记得我妹妹叫什么吗？"])
+def test_a_recall_asked_like_a_request_to_remember_is_still_skipped(text: str) -> None:
+    assert prefilter(text).action is SKIP
