@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from livekit.agents import APIStatusError, llm
@@ -42,6 +42,22 @@ def refuses_turn(exc: APIStatusError) -> bool:
     if exc.status_code == REFUSED_STATUS:
         return True
     return exc.status_code == 400 and any(code in f"{exc.message} {exc.body}" for code in REFUSED_CODES)
+
+
+# The user's stored facts shown to the extraction model, newest first: enough for the
+# slots a turn may touch, bounded so a long-known user does not make every call large.
+MAX_KNOWN_FACTS = 40
+
+
+@dataclass(frozen=True)
+class KnownFact:
+    """A fact already stored about the user, as the extraction model is shown it."""
+
+    slot: str
+    text: str
+
+
+KnownFacts = Callable[[], Awaitable[Sequence[KnownFact]]]
 
 
 class ExtractionUnavailable(RuntimeError):
@@ -183,14 +199,21 @@ class Gatekeeper:
         self._timeout_s = timeout_s
         self._prompt = load_prompt("extract_facts")
 
-    async def review(self, text: str, context: Sequence[str] = ()) -> GateOutcome:
+    async def review(
+        self, text: str, context: Sequence[str] = (), known: KnownFacts | None = None
+    ) -> GateOutcome:
+        """The verdict on one turn. `known` reads what is stored about the user already,
+        with slots (only for a turn that reaches the model), so the model can name the slot
+        a change replaces and give an added value (a second sister) a slot of its own:
+        blind to them, "I have a sister called Lisa too" replaced Anna."""
         decision = prefilter(text, context)
         if decision.action is GateAction.SKIP:
             return GateOutcome(decision)
         if self._llm is None:
             return GateOutcome(decision, _forced_fallback(text, decision), error="no extraction LLM")
+        facts_known = await known() if known is not None else ()
         try:
-            raw = await asyncio.wait_for(self._extract(text, context), self._timeout_s)
+            raw = await asyncio.wait_for(self._extract(text, context, facts_known), self._timeout_s)
         except Exception as exc:
             if not (isinstance(exc, APIStatusError) and refuses_turn(exc)):  # transient: the queue retries the turn
                 raise ExtractionUnavailable(f"fact extraction call failed: {exc!r}") from exc
@@ -207,14 +230,18 @@ class Gatekeeper:
             facts = _forced_fallback(text, decision)
         return GateOutcome(decision, facts, extraction_called=True)
 
-    async def _extract(self, text: str, context: Sequence[str]) -> str:
+    async def _extract(self, text: str, context: Sequence[str], known: Sequence[KnownFact] = ()) -> str:
         assert self._llm is not None
         ctx = llm.ChatContext.empty()
         ctx.add_message(role="system", content=self._prompt)
         ctx.add_message(
             role="user",
             content=json.dumps(
-                {"previous_turns": list(context)[-2:], "latest_user_message": text},
+                {
+                    "known_facts": [{"slot": k.slot, "text": k.text} for k in known[:MAX_KNOWN_FACTS]],
+                    "previous_turns": list(context)[-2:],
+                    "latest_user_message": text,
+                },
                 ensure_ascii=False,
             ),
         )

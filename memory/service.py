@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from .gatekeeper import Fact, Gatekeeper, GateOutcome
+from .gatekeeper import MAX_KNOWN_FACTS, Fact, Gatekeeper, GateOutcome, KnownFact
 from .prefilter import GateAction, GateDecision
 from .recall_intent import needs_memory
 from .redact import redact_secrets
@@ -307,6 +307,15 @@ class MemoryService:
         return Forgotten(removed, purged)
 
     # ----------------------------------------------------------------- write
+    async def _known_facts(self, user_id: str) -> list[KnownFact]:
+        """The user's stored facts that have a slot, newest first, for the extraction
+        model (`Gatekeeper.review`). A failed read raises: the queue retries the turn,
+        rather than extracting blind and replacing a value it should have added to."""
+        records = await run_write(
+            self.store.list_user, user_id, categories=self.settings.durable_categories, limit=MAX_KNOWN_FACTS
+        )
+        return [KnownFact(rec.slot, rec.text) for rec in records if rec.slot]
+
     async def remember(self, turn: Turn, keep_verdict: Callable[[Turn], None] | None = None) -> RememberReport:
         """Store what this mode keeps of a turn, secrets left out. Bad input is dropped
         with a reason. The glue splits long turns (`split_turn`); one that still comes
@@ -352,7 +361,7 @@ class MemoryService:
         outcome = self._reviewed.get(turn.turn_id) or _journaled_verdict(turn)
         if outcome is None:
             context = [redact_secrets(clean_text(t))[0] for t in turn.context]
-            outcome = await self.gatekeeper.review(text, context)
+            outcome = await self.gatekeeper.review(text, context, functools.partial(self._known_facts, turn.user_id))
             for fact in outcome.facts:  # a model that kept a secret anyway
                 fact.text, more = redact_secrets(fact.text)
                 report.redacted += more

@@ -344,6 +344,35 @@ async def test_two_values_of_one_slot_said_together_are_both_kept(store: MemoryS
     assert sorted(r.text for r in store.list_user(user_id)) == ["User's sister is Anna", "User's sister is Maria"]
 
 
+async def test_the_extraction_model_sees_the_known_slots_so_a_second_sister_does_not_replace_the_first(
+    store: MemoryStore, user_id: str
+) -> None:
+    # Blind to what was stored, a model following the prompt's own example gives Lisa the
+    # slot `sister_name` too, and Anna (said in an earlier session) was replaced.
+    store.upsert_fact(user_id, "User's sister is Anna", category="relationships", slot="sister_name")
+    text = "I have a sister called Lisa too"
+
+    def respond(request: LLMRequest) -> str:
+        known = {k["slot"] for k in json.loads(request.messages[-1][1]).get("known_facts", [])}
+        slot = "sister_name_2" if "sister_name" in known else "sister_name"
+        return json.dumps({"facts": [{"text": "User's sister is Lisa", "category": "relationships", "slot": slot}]})
+
+    extraction = RecordingLLM(respond)
+    service = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(extraction))
+    report = await service.remember(Turn(user_id, text, "s", "t-lisa", now_iso()))
+    sent = json.loads(extraction.requests[-1].messages[-1][1])
+    assert sent["known_facts"] == [{"slot": "sister_name", "text": "User's sister is Anna"}]
+    assert [w.event for w in report.writes] == ["ADD"]
+    assert sorted(r.text for r in store.list_user(user_id)) == ["User's sister is Anna", "User's sister is Lisa"]
+
+
+async def test_a_skipped_gated_turn_reads_no_known_facts(store: MemoryStore, user_id: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    service = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(scripted_extraction({})))
+    monkeypatch.setattr(store, "list_user", lambda *a, **k: pytest.fail("read for a skipped turn"))
+    report = await service.remember(Turn(user_id, "ok thanks", "s", "t-ok", now_iso()))
+    assert report.gate is not None and report.gate.decision.action.value == "skip"
+
+
 async def test_a_gated_turn_said_before_a_forget_never_reaches_the_extraction_model(
     store: MemoryStore, user_id: str
 ) -> None:
