@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import tempfile
+from typing import Any
 
 from dotenv import find_dotenv, load_dotenv
 
@@ -109,8 +110,24 @@ def _prometheus_port() -> int | None:
         return None
 
 
+class _Server(AgentServer):
+    """LiveKit's CLI logs "worker failed" and returns normally when the worker stops on an
+    error (a port in use, LiveKit unreachable after its retries), so the process exited 0
+    and a supervisor restarting on failure (Docker, systemd, Kubernetes) took it for a
+    clean stop. This remembers the failure so that `main` can exit non-zero."""
+
+    failed: bool = False
+
+    async def run(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            await super().run(*args, **kwargs)
+        except Exception:
+            self.failed = True
+            raise
+
+
 # With PROMETHEUS_PORT set, LiveKit serves its metrics and ours (memory/metrics.py) there.
-server = AgentServer(setup_fnc=prewarm, prometheus_port=_prometheus_port())
+server = _Server(setup_fnc=prewarm, prometheus_port=_prometheus_port())
 
 
 @server.rtc_session()
@@ -206,6 +223,8 @@ def main() -> None:
         if settings is not None and not settings.database_url:
             # A job process LiveKit killed never left the embedded server's users.
             stop_if_unused(settings.pgdata)
+    if server.failed:
+        sys.exit("agent.py: the worker stopped on an error (logged above)")
 
 
 if __name__ == "__main__":

@@ -187,6 +187,40 @@ def test_a_worker_that_could_not_keep_memories_exits_naming_the_variable(tmp_pat
     assert "secret" not in proc.stderr  # the URL's password is not printed
 
 
+def test_a_worker_that_stops_on_an_error_exits_non_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LiveKit's CLI logs the worker's failure (LiveKit unreachable after its retries, a
+    port taken after the start-up check) and returns; the process must still fail."""
+    import asyncio
+
+    from livekit.agents import AgentServer
+
+    import agent
+
+    async def fails(self: AgentServer, **_: object) -> None:
+        raise OSError("address already in use")
+
+    def run_app(server: AgentServer) -> None:  # as LiveKit's CLI: the failure is logged, not raised
+        async def worker() -> None:
+            try:
+                await server.run(devmode=True, unregistered=False)
+            except Exception:  # noqa: BLE001
+                pass
+
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(worker())
+        finally:
+            loop.close()
+
+    monkeypatch.setattr(AgentServer, "run", fails)
+    monkeypatch.setattr(agent.cli, "run_app", run_app)
+    monkeypatch.setattr(agent.server, "failed", False, raising=False)
+    monkeypatch.setattr(sys, "argv", ["agent.py", "download-files"])
+    with pytest.raises(SystemExit) as stopped:
+        agent.main()
+    assert stopped.value.code not in (0, None)
+
+
 def _has_portaudio() -> bool:
     try:
         import sounddevice  # noqa: F401
