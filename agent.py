@@ -10,8 +10,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import socket
 import sys
 import tempfile
+from collections.abc import Mapping
 from typing import Any
 
 from dotenv import find_dotenv, load_dotenv
@@ -202,6 +204,31 @@ def _audio_problems() -> list[str]:
     return []
 
 
+# LiveKit's `start` serves its health check here (AgentServer's production default).
+_START_HTTP_PORT = 8081
+
+
+def _port_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
+    """The ports the worker will listen on must be free. LiveKit finds out only after
+    start-up, logs a traceback and exits 0 (a second worker on the machine, a metrics
+    port another service took); checked here, the message names the variable."""
+    wanted: list[tuple[str, int]] = []
+    raw = env.get("PROMETHEUS_PORT", "").strip()
+    if raw and command in ("dev", "start", "connect"):
+        wanted.append((f"PROMETHEUS_PORT={raw}", int(raw)))
+    if command == "start":
+        wanted.append((f"port {_START_HTTP_PORT} (LiveKit's health check in 'start')", _START_HTTP_PORT))
+    problems = []
+    for what, port in wanted:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio binds
+            try:
+                sock.bind(("", port))
+            except OSError as exc:
+                problems.append(f"{what} cannot be listened on ({exc.strerror or exc}): is another worker running?")
+    return problems
+
+
 def main() -> None:
     command = sys.argv[1] if len(sys.argv) > 1 else None
     if {"-h", "--help"} & set(sys.argv[1:]):  # help needs no configuration
@@ -209,12 +236,14 @@ def main() -> None:
         return
     env = _cli_env(sys.argv[2:])
     problems = startup_problems(command, env)
+    busy = [] if problems else _port_problems(command, env)  # once PROMETHEUS_PORT is a number
     if not problems and command == "console":
         problems = _audio_problems()
     settings = None
     if not problems and command in ("dev", "start", "connect", "console"):
         settings = load_settings(env, dotenv=False)
         problems = storage_problems(settings.data_dir, settings.database_url) or schema_problems(settings)
+    problems += busy
     if problems:
         sys.exit("agent.py: cannot start:\n  " + "\n  ".join(problems))
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -185,6 +186,21 @@ def test_a_worker_that_could_not_keep_memories_exits_naming_the_variable(tmp_pat
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "MEMORY_DATA_DIR" in proc.stderr and "MEMORY_DATABASE_URL cannot be reached" in proc.stderr
     assert "secret" not in proc.stderr  # the URL's password is not printed
+
+
+def test_a_metrics_port_in_use_stops_the_worker_naming_the_variable(tmp_path: Path) -> None:
+    # LiveKit found out after start-up, logged a traceback and exited 0: a supervisor that
+    # restarts on failure took the worker for stopped on purpose.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {"PYTHONPATH": str(ROOT), "LIVEKIT_URL": "ws://127.0.0.1:1", "LIVEKIT_API_KEY": "k",
+               "LIVEKIT_API_SECRET": "s", "OPENAI_API_KEY": "k", "MEMORY_DATA_DIR": str(tmp_path / "data"),
+               "PROMETHEUS_PORT": str(port)}  # fmt: skip
+        proc = _run_agent(["dev"], env, tmp_path)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert f"PROMETHEUS_PORT={port} cannot be listened on" in proc.stderr
 
 
 def test_a_worker_that_stops_on_an_error_exits_non_zero(monkeypatch: pytest.MonkeyPatch) -> None:
