@@ -305,9 +305,16 @@ def storage_problems(data_dir: Path, database_url: str | None) -> list[str]:
         try:
             psycopg.connect(database_url, connect_timeout=CONNECT_TIMEOUT_S).close()
         except psycopg.Error as exc:  # the URL itself is not printed: it may hold a password
-            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-            problems.append(f"MEMORY_DATABASE_URL cannot be reached: {reason}")
+            problems.append(f"MEMORY_DATABASE_URL cannot be reached: {_connect_failure(exc)}")
     return problems
+
+
+def _connect_failure(exc: psycopg.Error) -> str:
+    """libpq's reason in one line: its first line says which host and port failed and why
+    ("Connection refused"), a second one only hints ("Is the server running ..."); the
+    hint alone, as was printed, named neither. libpq never puts the password in it."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return "; ".join(lines) or type(exc).__name__
 
 
 def _configure(conn: Connection) -> None:

@@ -185,6 +185,8 @@ def test_a_worker_that_could_not_keep_memories_exits_naming_the_variable(tmp_pat
     proc = _run_agent(["start"], env, tmp_path)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "MEMORY_DATA_DIR" in proc.stderr and "MEMORY_DATABASE_URL cannot be reached" in proc.stderr
+    # libpq's reason, with the host and port that failed, not only its closing hint
+    assert 'connection to server at "127.0.0.1", port 1 failed: Connection refused' in proc.stderr
     assert "secret" not in proc.stderr  # the URL's password is not printed
 
 
