@@ -252,8 +252,8 @@ def main() -> None:
         if settings is not None and not settings.database_url:
             # A job process LiveKit killed never left the embedded server's users.
             stop_if_unused(settings.pgdata)
-    if server.failed:
-        sys.exit("agent.py: the worker stopped on an error (logged above)")
+        if server.failed:  # in place of the SystemExit(0) that LiveKit's CLI (click) ends with
+            sys.exit("agent.py: the worker stopped on an error (logged above)")
 
 
 if __name__ == "__main__":
