@@ -299,6 +299,7 @@ def _run_worker(monkeypatch, data_dir: Path, jobs) -> None:  # type: ignore[no-u
 
     monkeypatch.setattr(agent.cli, "run_app", worker_run)
     monkeypatch.setattr(agent, "startup_problems", lambda command, env: [])
+    monkeypatch.setattr(agent, "_port_problems", lambda command, env: [])  # another worker may hold 8081
     monkeypatch.setattr(sys, "argv", ["agent.py", "start"])
     monkeypatch.setenv("MEMORY_DATA_DIR", str(data_dir))
     monkeypatch.delenv("MEMORY_DATABASE_URL", raising=False)
