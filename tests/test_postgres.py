@@ -442,3 +442,23 @@ def test_a_process_whose_embedded_server_died_starts_it_again() -> None:
             with contextlib.suppress(psutil.Error):
                 psutil.Process(int(pid_file.read_text().split()[0])).terminate()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_the_embedded_server_starts_without_a_runtime_directory_warning() -> None:
+    # Where XDG_RUNTIME_DIR is unset (a container, a service), it was pointed at the data
+    # directory, mode 0755, and platformdirs warned at every start of every process.
+    data_dir = Path(tempfile.mkdtemp(prefix="memory-xdg-"))
+    os.chmod(data_dir, 0o755)
+    script = (
+        "import sys\nfrom pathlib import Path\nimport memory\n"
+        "from memory.postgres import embedded_url, leave_embedded\n"
+        "pgdata = Path(sys.argv[1]) / 'pg'\nembedded_url(pgdata)\nleave_embedded(pgdata)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    try:
+        proc = subprocess.run([sys.executable, "-c", script, str(data_dir)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert "RuntimeDirWarning" not in proc.stderr and "XDG_RUNTIME_DIR" not in proc.stderr
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
