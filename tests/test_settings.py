@@ -263,3 +263,19 @@ def test_the_time_zone_is_an_iana_name_or_start_up_fails_naming_it() -> None:
     assert load_settings({}, dotenv=False).timezone == "UTC"
     with pytest.raises(ConfigError, match="MEMORY_TIMEZONE='Beijing'"):
         load_settings({"MEMORY_TIMEZONE": "Beijing"}, dotenv=False)
+
+
+def test_an_empty_openai_base_url_from_the_example_env_means_openai(tmp_path: Path) -> None:
+    # `cp .env.example .env` leaves OPENAI_BASE_URL empty; the OpenAI SDK read that
+    # itself as its base URL and every STT, LLM and TTS request failed.
+    (tmp_path / ".env").write_text("OPENAI_BASE_URL=\nOPENAI_API_KEY=sk-test\n")
+    probe = (
+        "import agent\nfrom livekit.plugins import openai\n"
+        "print(openai.LLM(**agent._openai_kwargs())._client.base_url)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "https://api.openai.com/v1/"
