@@ -326,6 +326,24 @@ def _livekit_url_problems(url: str) -> list[str]:
     return []
 
 
+def _base_url_problems(url: str) -> list[str]:
+    """OPENAI_BASE_URL, when set, must be an http(s):// URL with a host. Without its scheme
+    ("localhost:8000/v1") the worker started, and every STT, LLM and TTS request failed
+    with the SDK's bare "Connection error"."""
+    from urllib.parse import urlsplit
+
+    if not url:
+        return []
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        host = None
+    if host is None or parts.scheme not in ("http", "https"):
+        return [f"OPENAI_BASE_URL={url!r} is not an http:// or https:// URL with a host (http://localhost:8000/v1)"]
+    return []
+
+
 def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
     """Every configuration problem for `command`, as lines naming the variables."""
     problems: list[str] = []
@@ -334,6 +352,7 @@ def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
         problems.append(f"missing environment variables for '{command}': {', '.join(missing)}")
     if "LIVEKIT_URL" in _COMMAND_NEEDS.get(command or "", ()) and "LIVEKIT_URL" not in missing:
         problems += _livekit_url_problems(env["LIVEKIT_URL"].strip())
+    problems += _base_url_problems(env.get("OPENAI_BASE_URL", "").strip())
     problems += unknown_variables(env)
     try:
         load_settings(env, dotenv=False)

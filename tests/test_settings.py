@@ -279,3 +279,15 @@ def test_an_empty_openai_base_url_from_the_example_env_means_openai(tmp_path: Pa
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "https://api.openai.com/v1/"
+
+
+@pytest.mark.parametrize("url", ["localhost:8000/v1", "api.openai.com", "ftp://example.com/v1", "http://"])
+def test_an_openai_base_url_without_scheme_or_host_fails_fast_naming_it(url: str) -> None:
+    # The worker started, and every STT, LLM and TTS request failed with "Connection error".
+    problems = startup_problems("download-files", {"OPENAI_BASE_URL": url})
+    assert len(problems) == 1 and problems[0].startswith(f"OPENAI_BASE_URL={url!r}")
+
+
+@pytest.mark.parametrize("url", ["", "https://api.openai.com/v1", "http://localhost:8000/v1", "http://[::1]:8000/v1"])
+def test_an_openai_base_url_with_scheme_and_host_passes(url: str) -> None:
+    assert startup_problems("download-files", {"OPENAI_BASE_URL": url}) == []
