@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import multiprocessing.util
 import os
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -70,21 +71,24 @@ def _ensure_runtime_dir() -> None:
     (platformdirs), which must be the user's own and mode 0700. Where XDG_RUNTIME_DIR is
     unset (a container, a service, `env -i`) it was pointed at the data directory, mode
     0755, which platformdirs rejects with a RuntimeDirWarning at every start before it
-    falls back to /tmp/runtime-<uid>: the same place, made private here, without the
-    warning. Local, not on the data volume: the library avoids network filesystems for
-    its lock. Set before the library is imported (it reads the path then); job processes
-    inherit it from the worker's start-up check."""
+    falls back to /run/user/<uid> or /tmp/runtime-<uid>: the same places, in the same
+    order, without the warning (a `memory.forget` run from a login shell, which has the
+    variable, then shares the worker's lock). Local, not on the data volume: the library
+    avoids network filesystems for its lock. Set before the library is imported (it reads
+    the path then); job processes inherit it from the worker's start-up check."""
     if os.environ.get("XDG_RUNTIME_DIR", "").strip():
         return
-    run = Path(tempfile.gettempdir()) / f"runtime-{os.getuid()}"
-    try:
-        run.mkdir(mode=0o700, exist_ok=True)
-        if run.is_symlink() or run.stat().st_uid != os.getuid():
-            return  # not ours: platformdirs says so and picks its own
-        run.chmod(0o700)
-    except OSError:
-        return
-    os.environ["XDG_RUNTIME_DIR"] = str(run)
+    uid = os.getuid()
+    for run in (Path(f"/run/user/{uid}"), Path(tempfile.gettempdir()) / f"runtime-{uid}"):
+        try:
+            if run.parent.name != "user":  # /run/user/<uid> is the system's to make
+                run.mkdir(mode=0o700, exist_ok=True)
+            info = run.lstat()
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid and stat.S_IMODE(info.st_mode) == 0o700:
+            os.environ["XDG_RUNTIME_DIR"] = str(run)
+            return
 
 
 def _forget_failed_start(pgdata: Path) -> None:
