@@ -234,6 +234,8 @@ def _port_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
     if command == "start":
         wanted.append((f"port {_START_HTTP_PORT} (LiveKit's health check in 'start')", _START_HTTP_PORT))
     problems = []
+    if command == "start" and raw and int(raw) == _START_HTTP_PORT:
+        problems.append(f"PROMETHEUS_PORT={raw} is LiveKit's health check port in 'start': choose another")
     for what, port in wanted:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio binds

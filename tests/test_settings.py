@@ -291,3 +291,11 @@ def test_an_openai_base_url_without_scheme_or_host_fails_fast_naming_it(url: str
 @pytest.mark.parametrize("url", ["", "https://api.openai.com/v1", "http://localhost:8000/v1", "http://[::1]:8000/v1"])
 def test_an_openai_base_url_with_scheme_and_host_passes(url: str) -> None:
     assert startup_problems("download-files", {"OPENAI_BASE_URL": url}) == []
+
+
+def test_the_metrics_port_cannot_be_the_health_check_port_of_start() -> None:
+    # Both free, each checked alone; then LiveKit bound 8081 twice and the worker failed.
+    import agent
+
+    problems = agent._port_problems("start", {"PROMETHEUS_PORT": "8081"})
+    assert "PROMETHEUS_PORT=8081 is LiveKit's health check port in 'start': choose another" in problems
