@@ -27,7 +27,8 @@ COPY . .
 RUN uv sync --locked --no-dev && chown -R appuser /app
 
 USER appuser
-# Silero VAD and other plugin files are fetched now, not on the first call.
+# Plugin model files are fetched now, not on the first call (today's plugins need none:
+# Silero's VAD ships in its wheel).
 RUN uv run --no-dev python agent.py download-files
 
 VOLUME ["/data"]
