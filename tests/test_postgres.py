@@ -462,3 +462,27 @@ def test_the_embedded_server_starts_without_a_runtime_directory_warning() -> Non
         assert "RuntimeDirWarning" not in proc.stderr and "XDG_RUNTIME_DIR" not in proc.stderr
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_a_job_process_that_exited_but_was_not_collected_is_no_user_of_the_server(tmp_path: Path) -> None:
+    # Stopped as a group (systemd, `kill -- -PGID`), the forkserver died before the job
+    # processes, whose exits waited as zombies: counted as users, the worker's exit left
+    # the server running.
+    import json
+    import time
+
+    import psutil
+
+    from memory.postgres import _live_users
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])  # exits; not waited for: a zombie
+    try:
+        deadline = time.monotonic() + 30
+        while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        (tmp_path / ".handle_pids.json").write_text(json.dumps([child.pid, os.getpid()]))
+        assert _live_users(tmp_path) == [os.getpid()]
+        assert json.loads((tmp_path / ".handle_pids.json").read_text()) == [os.getpid()]
+    finally:
+        child.wait()
