@@ -16,24 +16,9 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-from dotenv import find_dotenv, load_dotenv
+from memory.settings import load_env_file
 
-load_dotenv(find_dotenv(usecwd=True))  # the .env of the directory the worker starts in
-
-from memory.settings import VARIABLES  # noqa: E402
-
-
-def _unset_empty_variables() -> None:
-    """An empty variable means its default (`.env.example` ships several empty). Our
-    settings read it so, but libraries read some themselves: the OpenAI SDK took an empty
-    OPENAI_BASE_URL as the base URL, and every STT, LLM and TTS request failed with
-    "Connection error" (no http:// or https://). Unset, they use their defaults."""
-    for name in VARIABLES:
-        if name in os.environ and not os.environ[name].strip():
-            del os.environ[name]
-
-
-_unset_empty_variables()
+load_env_file()  # the .env of the directory the worker starts in; empty variables unset
 
 
 def _share_metrics_across_processes() -> None:

@@ -223,11 +223,24 @@ def _retrieval_settings(env: Mapping[str, str]) -> dict[str, object]:
     }
 
 
+def load_env_file() -> None:
+    """The `.env` of the directory the worker starts in, into the environment (a variable
+    already set wins); then the worker's variables left empty are unset. An empty variable
+    means its default, and our settings read it so, but libraries read some themselves:
+    the OpenAI SDK took an empty OPENAI_BASE_URL (as `.env.example` ships it) as its base
+    URL, and every STT, LLM and TTS request failed with "Connection error". Called again
+    in each job process (prewarm), so the unsetting must happen here, not once in main."""
+    load_dotenv(find_dotenv(usecwd=True), override=False)
+    for name in VARIABLES:
+        if name in os.environ and not os.environ[name].strip():
+            del os.environ[name]
+
+
 def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) -> MemorySettings:
     """Read and validate the memory settings; raise `ConfigError` naming the variable."""
     if env is None:
         if dotenv:
-            load_dotenv(find_dotenv(usecwd=True), override=False)  # the .env where the worker starts
+            load_env_file()
         env = os.environ
     mode = _choice(env, "MEM0_SETTING", MemoryMode, MemoryMode.NORMAL)
     embedder = _choice(env, "MEMORY_EMBEDDER", EmbedderKind, EmbedderKind.LOCAL)

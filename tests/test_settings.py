@@ -271,6 +271,7 @@ def test_an_empty_openai_base_url_from_the_example_env_means_openai(tmp_path: Pa
     (tmp_path / ".env").write_text("OPENAI_BASE_URL=\nOPENAI_API_KEY=sk-test\n")
     probe = (
         "import agent\nfrom livekit.plugins import openai\n"
+        "agent.load_settings()\n"  # as each job process's prewarm does: it reads .env again
         "print(openai.LLM(**agent._openai_kwargs())._client.base_url)\n"
     )
     proc = subprocess.run(
