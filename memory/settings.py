@@ -230,7 +230,9 @@ def load_env_file() -> None:
     the OpenAI SDK took an empty OPENAI_BASE_URL (as `.env.example` ships it) as its base
     URL, and every STT, LLM and TTS request failed with "Connection error". Called again
     in each job process (prewarm), so the unsetting must happen here, not once in main."""
-    load_dotenv(find_dotenv(usecwd=True), override=False)
+    path = find_dotenv(usecwd=True)
+    if path:
+        load_dotenv(path, override=False)
     for name in VARIABLES:
         if name in os.environ and not os.environ[name].strip():
             del os.environ[name]

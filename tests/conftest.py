@@ -20,6 +20,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+import memory.settings
+
+# No developer's .env reaches the tests (README: `cp .env.example .env`, then `uv run
+# pytest`): `import agent` and `load_settings()` read the one above the working
+# directory into this process, and with its MEMORY_DATABASE_URL the prewarm test wrote
+# into that database. Subprocesses run from a temporary directory for the same reason.
+memory.settings.find_dotenv = lambda *args, **kwargs: ""
 
 
 import memory  # noqa: F401  (switches Mem0 telemetry off before mem0 is imported)

@@ -210,7 +210,7 @@ def test_memory_metrics_counted_in_a_job_process_reach_the_workers_metrics_page(
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PROMETHEUS_PORT": "9477", "PYTHONPATH": str(root),
            "MEMORY_DATA_DIR": str(tmp_path / "data")}  # fmt: skip
     for given in ({}, {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "not-yet")}):  # made if missing
-        proc = subprocess.run([sys.executable, str(script)], cwd=root, env={**env, **given},
+        proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env={**env, **given},
                               capture_output=True, text=True, timeout=120)  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-1500:]
         assert "memory_write_retries_total 3.0" in proc.stdout
@@ -265,7 +265,7 @@ def test_a_killed_job_processs_backlog_leaves_the_metrics_page_when_the_next_one
     script.write_text(_A_KILLED_JOB_PROCESS_BACKLOG)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(root),
            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom")}  # fmt: skip
-    proc = subprocess.run([sys.executable, str(script)], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-1500:]
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.split(" ", 1)[0] in ("BEFORE", "SWEPT", "AFTER"))
     assert "memory_write_queue_pending 7.0" in lines["BEFORE"]
