@@ -166,6 +166,9 @@ class MemorySession:
         self._zone = ZoneInfo(service.settings.timezone)  # dates as the user lives them
         self._profile_task: asyncio.Task[None] | None = None
         self._profile_loaded = asyncio.Event()  # fetched, or failed: no more reason to wait
+        # A reply waited its whole budget for the profile and it did not come (a hung
+        # store, a locked table): later replies do not wait for it again.
+        self._profile_missed = False
         self._profile_at = time.monotonic()  # when it was last asked for
         # An operator's forget during the session (`python -m memory.forget`): looked for
         # once a turn, as the user starts speaking; memories from before it are not shown.
@@ -376,13 +379,17 @@ class MemorySession:
     async def _profile_within(self, timeout_s: float) -> None:
         """A profile still loading is waited for, within the reply's budget: the first
         reply (the greeting) may come before the session-start fetch is back, and it is
-        the one that should know the user. A slow store costs no more than the budget."""
-        if self._profile_task is None or self._profile_loaded.is_set():
+        the one that should know the user. A slow store costs one reply the budget, once:
+        after that, replies take the profile when it is there and never wait for it."""
+        if self._profile_task is None or self._profile_loaded.is_set() or self._profile_missed:
             return
         try:
             await asyncio.wait_for(self._profile_loaded.wait(), timeout_s)
         except asyncio.TimeoutError:
-            logger.info("profile not ready within the budget; this reply goes without it")
+            # Once is enough: a read still out after a whole budget is hung, and waiting
+            # for it again cost every later reply the full budget for as long as it hung.
+            self._profile_missed = True
+            logger.info("profile not ready within the budget; replies go without it until it comes")
 
     async def prepare_chat_ctx(self, chat_ctx: llm.ChatContext) -> llm.ChatContext:
         """A copy of the context with the profile and this turn's memories added."""

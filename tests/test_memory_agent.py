@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import pytest
-from livekit.agents import function_tool
+from livekit.agents import function_tool, llm
 
 from memory.gatekeeper import Gatekeeper
 from memory.livekit_glue import PROFILE_MESSAGE_ID, MemoryAgent, MemorySession
@@ -766,6 +766,35 @@ async def test_a_profile_that_never_comes_delays_the_greeting_by_the_budget_only
     # The harness allows each step 10 s: a greeting waiting on the profile unbounded fails it.
     request = await greet(store, user_id, budget_s=0.2, release_when_asked=False)
     assert memory_blocks(request, "user_profile") == []
+
+
+async def test_a_profile_read_that_hangs_costs_one_reply_the_budget_not_every_reply(
+    store: MemoryStore, user_id: str
+) -> None:
+    # A locked table or a store that takes connections but never answers: the profile
+    # read stays out. Every GATED reply used to wait its whole budget for it again
+    # (measured: each reply 150 ms later, for as long as the table was locked).
+    store.upsert_fact(user_id, "User's name is Mira", category="personal_facts", slot="name")
+    settings = make_service(store, MemoryMode.GATED).settings
+    service = HeldProfileService(store, settings, gatekeeper=Gatekeeper(None))
+    memory = MemorySession(service, user_id=user_id, budget_s=0.05)
+    memory.start_profile()
+    ctx = llm.ChatContext()
+    ctx.add_message(role="user", content="That sounds good to me")  # needs no recall: the profile alone
+    try:
+        first = await memory.prepare_chat_ctx(ctx)  # waits out its budget
+        assert PROFILE_MESSAGE_ID not in [item.id for item in first.items]
+        # A reply that waited for the profile again would wait this whole budget.
+        memory.recaller.budget_s = 60.0
+        await asyncio.wait_for(memory.prepare_chat_ctx(ctx), 5.0)
+        # When the read comes back after all, the next reply has the profile.
+        service.release.set()
+        await memory.wait_profile()
+        later = await asyncio.wait_for(memory.prepare_chat_ctx(ctx), 5.0)
+        assert PROFILE_MESSAGE_ID in [item.id for item in later.items]
+    finally:
+        service.release.set()
+        await memory.aclose()
 
 
 async def test_gated_moving_supersedes_the_old_city(store: MemoryStore, user_id: str) -> None:
