@@ -46,7 +46,7 @@ from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, cl
 from livekit.plugins import openai, silero  # noqa: E402
 
 from memory import heap, lexical, metrics  # noqa: E402
-from memory.embedder import local_model  # noqa: E402
+from memory.embedder import local_model, write_model  # noqa: E402
 from memory.gatekeeper import Gatekeeper  # noqa: E402
 from memory.livekit_glue import MemoryAgent, MemorySession  # noqa: E402
 from memory.postgres import stop_if_unused, storage_problems  # noqa: E402
@@ -73,6 +73,7 @@ def prewarm(proc: JobProcess) -> None:
     proc.userdata["vad"] = silero.VAD.load()
     if settings.embedder is EmbedderKind.LOCAL:
         local_model()
+        write_model()
     lexical.warm_up()
     proc.userdata["settings"] = settings
     proc.userdata["store"] = store = _open_store(settings)

