@@ -9,8 +9,10 @@ per mode the added delay from the end of the user's speech to the LLM request
 (memory on minus memory off, paired by turn), LLM requests per user turn, and
 the share of turns whose injected memories are the ones for that turn (the
 block the LLM saw equals a reference look-up for that turn's words, made with no
-budget). Two stress scenarios: a store that stalls 5 s on every call, and an
-embedder that takes 200 ms a call (as a remote embedding API would).
+budget). Three stress scenarios: a store that stalls 5 s on every call, an
+embedder that takes 200 ms a call (as a remote embedding API would), and a
+journal holding 40 long turns of another user when the session starts (an outage
+just over, or a stopped worker's turns): they are written while the user talks.
 
 The process is prepared as the worker's prewarm prepares it: models loaded, then
 the long-lived heap frozen out of the garbage collector's full passes
@@ -50,9 +52,10 @@ from memory import heap, lexical
 from memory.gatekeeper import Gatekeeper
 from memory.livekit_glue import MemoryAgent, MemorySession, fit_recalled
 from memory.prompts import load_prompt
-from memory.service import MemoryService
+from memory.service import MemoryService, Turn
 from memory.settings import DURABLE_CATEGORIES, MemoryMode, MemorySettings, load_settings
-from memory.store import MemoryRecord, MemoryStore
+from memory.store import MemoryRecord, MemoryStore, now_iso
+from memory.write_queue import DurableWriteQueue
 from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
 from tests.harness.fakes import SpeechEventType
 
@@ -319,6 +322,40 @@ def slow_embedder(store: MemoryStore, seconds: float) -> Iterator[None]:
         emb.embed = original
 
 
+BACKLOG_USER = "bench-backlog"
+# Scenarios whose turns' last words reach memory with the final transcript only.
+FINAL_WORDS_SCENARIOS = ("off (final words baseline)", "NORMAL, 40 long turns waiting")
+
+
+@contextmanager
+def journal_backlog(store: MemoryStore, settings: MemorySettings, turns: int, chars: int) -> Iterator[None]:
+    """`turns` turns of `chars` characters of another user wait in the journal, released
+    by a worker that stopped: the session's queue takes them over and writes them while
+    the user talks. Embedding one such turn keeps the local model busy for 0.3-0.4 s."""
+    texts = _memory_texts(4 * turns)
+    queue = DurableWriteQueue(settings.journal_path, lambda turn: asyncio.sleep(0))
+    for i in range(turns):
+        text = " ".join(texts[4 * i :])[:chars]
+        queue.enqueue(Turn(BACKLOG_USER, text, "bench-backlog", f"bench-backlog-{uuid.uuid4().hex}", now_iso(), seq=i))
+    queue._release_leases()  # as a stopped worker leaves them: anyone may take them
+    queue._closed = True
+    if queue._conn is not None:
+        queue._conn.close()
+        queue._conn = None
+    try:
+        yield
+    finally:
+        import sqlite3
+
+        from psycopg import sql
+
+        with sqlite3.connect(settings.journal_path) as conn:
+            conn.execute("DELETE FROM pending_writes WHERE json_extract(payload, '$.user_id') = ?", (BACKLOG_USER,))
+        with store.pool.connection() as conn:
+            conn.execute(sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s").format(sql.Identifier(store.table)),
+                         [BACKLOG_USER])  # fmt: skip
+
+
 def _block(request: LLMRequest) -> str:
     for role, text in request.messages:
         if role == "system" and text.startswith("<recalled_memories>"):
@@ -334,6 +371,7 @@ async def run_scenario(
     *,
     interim_gap: float,
     reference: bool,
+    words_in_final: bool = False,
 ) -> ScenarioResult:
     result = ScenarioResult(name)
     service: MemoryService | None = None
@@ -384,7 +422,7 @@ async def run_scenario(
         session_memory.attach(harness.session)
     t0 = time.perf_counter()
     with full_passes(result.gc_full_passes_ms):
-        await _drive(harness, llm, turns, result, session_memory, refs, own_ids, reference, interim_gap)
+        await _drive(harness, llm, turns, result, session_memory, refs, own_ids, reference, interim_gap, words_in_final)
     if session_memory is not None:
         await session_memory.aclose(drain_timeout_s=2.0)
         result.budget_missed = sum(1 for t in session_memory.turns if t.recall and t.recall.missed_budget)
@@ -402,13 +440,19 @@ async def _drive(
     own_ids: Callable[[list[MemoryRecord]], list[str]],
     reference: bool,
     interim_gap: float,
+    words_in_final: bool = False,
 ) -> None:
     """Say every turn and record, per turn, when the LLM request came and what it carried."""
     async with harness:
         for text in turns:
             n_req, n_emit = llm.count, len(harness.stt.emitted)
             n_refs = len(refs)
-            await harness.user_says(text, interims_for(text), interim_gap=interim_gap)
+            interims = interims_for(text)
+            if words_in_final and len(interims) > 1:
+                # The last words come with the final transcript only (as a streaming STT
+                # often sends them): the look-up for the whole turn starts at the final.
+                interims = interims[:-1]
+            await harness.user_says(text, interims, interim_gap=interim_gap)
             eos = [t for kind, t, _ in harness.stt.emitted[n_emit:] if kind == SpeechEventType.END_OF_SPEECH]
             reqs = llm.requests[n_req:]
             delay = (reqs[0].arrived_at - eos[0]) if reqs and eos else None
@@ -498,7 +542,10 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         ("NORMAL", normal, turns, None),
         ("GATED", gated, turns, None),
         ("off (stress baseline)", None, slow_turns, None),
+        ("off (final words baseline)", None, slow_turns, None),
         ("NORMAL, embedder 200 ms", normal, slow_turns, lambda: slow_embedder(store, 0.2)),
+        # Before the stalled store: its stalled calls go on for up to 5 s after it.
+        ("NORMAL, 40 long turns waiting", normal, slow_turns, lambda: journal_backlog(store, normal, 40, 1500)),
         ("NORMAL, store stalls 5 s", normal, slow_turns, lambda: stalled_store(store, 5.0)),
     ]
     wanted = {"main": specs[:3], "stress": specs[3:]}
@@ -515,12 +562,14 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
             results[name] = await run_scenario(
                 name, store, settings, tts, interim_gap=args.interim_gap,
                 reference=ctx is None and settings is not None,
+                words_in_final=name in FINAL_WORDS_SCENARIOS,
             )
     pairs = {
         "NORMAL": ("NORMAL", "off"),
         "GATED": ("GATED", "off"),
         "NORMAL_embedder_200ms": ("NORMAL, embedder 200 ms", "off (stress baseline)"),
         "NORMAL_store_stall_5s": ("NORMAL, store stalls 5 s", "off (stress baseline)"),
+        "NORMAL_journal_backlog": ("NORMAL, 40 long turns waiting", "off (final words baseline)"),
     }
     summary = {k: summarise(results[a], results[b]) for k, (a, b) in pairs.items() if a in results}
     forget_sessions(store)

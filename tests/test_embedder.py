@@ -59,3 +59,20 @@ def test_the_write_handle_embeds_as_the_query_handle_does() -> None:
     import memory.embedder as embedder
 
     assert emb.embed(text, "add") == embedder.local_model().encode(text, False).tolist()
+
+
+def test_the_engine_threads_wait_passively_unless_the_operator_says_otherwise() -> None:
+    # Spinning OpenMP threads on shared cores made a 6 ms query embedding take up to
+    # 2.6 s beside one busy process. libgomp reads the policy when it loads: at import.
+    import os
+    import subprocess
+    import sys
+
+    probe = "import memory.embedder, os; print(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    unset = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert unset.stdout.strip() == "PASSIVE"
+    given = subprocess.run(
+        [sys.executable, "-c", probe], env={**env, "OMP_WAIT_POLICY": "ACTIVE"}, capture_output=True, text=True, check=True
+    )
+    assert given.stdout.strip() == "ACTIVE"
