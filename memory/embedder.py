@@ -22,13 +22,17 @@ from mem0.utils.factory import EmbedderFactory
 MemoryAction = Literal["add", "search", "update"]
 
 # The engine runs on OpenMP (its own libgomp, loaded with the first model). By default
-# a waiting OpenMP thread spins; with the two cores shared (a write's embedding beside a
-# look-up's, other job processes, Postgres) a spinning team waits for a member that is
-# not running: a 6 ms query embedding took 100 ms to 2.6 s beside one busy process.
-# Passive waiting sleeps instead: 16 ms at most there, about 6 ms slower at the median
-# on idle cores, no slower on long texts. libgomp reads this when it loads, so it is set
-# at import, before any model exists; an operator's own setting is kept.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# a waiting OpenMP thread spins for about 300,000 turns; with the two cores shared (a
+# write's embedding beside a look-up's, other job processes, Postgres) a spinning team
+# waits for a member that is not running: a query embedding of 11 ms took 150-200 ms
+# beside one busy process. Passive waiting (OMP_WAIT_POLICY=PASSIVE) bounds that but
+# doubles every embedding on idle cores (11 -> 21-25 ms). A short spin, then sleep, keeps
+# both: 11-14 ms idle, at most 45 ms beside one or two busy processes (README). libgomp
+# reads this when it loads, so it is set at import, before any model exists; an
+# operator's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept.
+SPIN_COUNT = "1000"
+if not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ):
+    os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
 
 _model_lock = threading.Lock()
 _model = None
