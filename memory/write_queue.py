@@ -420,9 +420,15 @@ class DurableWriteQueue:
 
     def owned_pending_count(self) -> int:
         """Rows this queue is responsible for (its own and those it took over), less
-        those already written whose delete the journal refused."""
-        rows = self._execute("SELECT seq FROM pending_writes WHERE state = ? AND owner = ?", (PENDING, self.owner))
-        return sum(1 for (seq,) in rows if seq not in self._written_seqs) + len(self._unsaved)
+        those already written whose delete the journal refused. Counted by the index, not
+        read out: it runs at every enqueue, on the reply's path, and reading 40,000 waiting
+        rows into Python took 10 ms there (an outage's backlog)."""
+        where = "FROM pending_writes WHERE state = ? AND owner = ?"
+        ((count,),) = self._execute(f"SELECT COUNT(*) {where}", (PENDING, self.owner))
+        if self._written_seqs:  # written rows whose delete failed: few, unless the disk is full
+            rows = self._execute(f"SELECT seq {where} AND seq >= ?", (PENDING, self.owner, min(self._written_seqs)))
+            count -= sum(1 for (seq,) in rows if seq in self._written_seqs)
+        return int(count) + len(self._unsaved)
 
     def _count_pending(self) -> None:
         """The backlog gauge: set whenever it may have changed, not only on success, so
