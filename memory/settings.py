@@ -326,35 +326,30 @@ def unknown_variables(env: Mapping[str, str]) -> list[str]:
 _EXAMPLE_LIVEKIT_URL = "wss://your-project.livekit.cloud"
 
 
-def _livekit_url_problems(url: str) -> list[str]:
+def _has_url_form(url: str, schemes: tuple[str, ...]) -> bool:
+    """Is `url` one of `schemes` with a host? Without them the clients start and then fail
+    on every call with a bare "Connection error" (or, for LiveKit, retry for minutes)."""
     from urllib.parse import urlsplit
 
-    if url == _EXAMPLE_LIVEKIT_URL:
-        return [f"LIVEKIT_URL is still the example value {url!r}: set your LiveKit project's URL"]
     try:
         parts = urlsplit(url)
-        host = parts.hostname
+        return parts.hostname is not None and parts.scheme in schemes
     except ValueError:  # "ws://[::1:7880"
-        host = None
-    if host is None or parts.scheme not in ("ws", "wss", "http", "https"):
+        return False
+
+
+def _livekit_url_problems(url: str) -> list[str]:
+    if url == _EXAMPLE_LIVEKIT_URL:
+        return [f"LIVEKIT_URL is still the example value {url!r}: set your LiveKit project's URL"]
+    if not _has_url_form(url, ("ws", "wss", "http", "https")):
         return [f"LIVEKIT_URL={url!r} is not a ws://, wss://, http:// or https:// URL with a host"]
     return []
 
 
 def _base_url_problems(url: str) -> list[str]:
-    """OPENAI_BASE_URL, when set, must be an http(s):// URL with a host. Without its scheme
-    ("localhost:8000/v1") the worker started, and every STT, LLM and TTS request failed
-    with the SDK's bare "Connection error"."""
-    from urllib.parse import urlsplit
-
-    if not url:
-        return []
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
-        host = None
-    if host is None or parts.scheme not in ("http", "https"):
+    """OPENAI_BASE_URL, when set ("localhost:8000/v1" without its scheme started a worker
+    whose every STT, LLM and TTS request failed)."""
+    if url and not _has_url_form(url, ("http", "https")):
         return [f"OPENAI_BASE_URL={url!r} is not an http:// or https:// URL with a host (http://localhost:8000/v1)"]
     return []
 
