@@ -108,7 +108,7 @@ def make_plugins(settings: MemorySettings, vad: lk_vad.VAD, env: Mapping[str, st
     env = os.environ if env is None else env
     get = lambda name, default: env.get(name, "").strip() or default  # noqa: E731
     base_url = env.get("OPENAI_BASE_URL", "").strip()
-    client = openai_client(base_url)
+    client = openai_client(base_url, env.get("OPENAI_API_KEY", "").strip())
     mode = stt_mode(env)
     if mode is SttMode.REALTIME:
         openai_stt._delta_transcript_interval = INTERIM_INTERVAL_S
@@ -133,7 +133,7 @@ def make_plugins(settings: MemorySettings, vad: lk_vad.VAD, env: Mapping[str, st
     )
 
 
-def openai_client(base_url: str = "") -> Any:
+def openai_client(base_url: str = "", api_key: str = "") -> Any:
     """One OpenAI client for the process's STT, LLM and TTS, as the plugins configure
     their own (no SDK retries: LiveKit retries; LiveKit's timeouts)."""
     import httpx
@@ -141,6 +141,7 @@ def openai_client(base_url: str = "") -> Any:
 
     return openai_sdk.AsyncClient(
         max_retries=0,
+        api_key=api_key or None,
         base_url=base_url or None,
         http_client=httpx.AsyncClient(
             timeout=httpx.Timeout(connect=15.0, read=5.0, write=5.0, pool=5.0),
