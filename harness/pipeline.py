@@ -165,8 +165,18 @@ class PipelineHarness:
                 await asyncio.wait_for(self._changed.wait(), min(left, 0.05))
 
     async def idle(self) -> None:
-        """Until the agent is listening (a greeting has played)."""
-        await self._until(lambda: self.agent_state == "listening", "the agent to listen")
+        """Until the agent is listening with nothing to say (a greeting has played)."""
+
+        def quiet() -> bool:
+            speech = self.session.current_speech if self.session is not None else None
+            return self.agent_state == "listening" and (speech is None or speech.done())
+
+        await self._until(quiet, "the agent to listen")
+
+    async def greeted(self) -> None:
+        """Until the session's greeting has played (its first audio frame, then quiet)."""
+        await self._until(lambda: bool(self.speaker.first_frames), "the greeting")
+        await self.idle()
 
     async def say(self, utterance: Utterance) -> SpokenTurn:
         """Speak one utterance into the microphone; return once its reply has played."""
@@ -177,5 +187,6 @@ class PipelineHarness:
         await self._until(lambda: len(self.user_items) > n_items, f"{utterance.text!r} to be committed")
         await self._until(lambda: len(self.speaker.first_frames) > n_audio, f"a reply to {utterance.text!r}")
         await self.idle()
-        first = self.speaker.first_frames[n_audio]
+        # the reply's: the first frame after the end of speech
+        first = next((t for t in self.speaker.first_frames[n_audio:] if t > eos), None)
         return SpokenTurn(utterance.text, eos, first, self.llm.requests[n_req:], " ".join(self.user_items[n_items:]))

@@ -52,7 +52,7 @@ async def _session(harness: PipelineHarness, userdata: dict[str, Any], user: str
     MemorySession.attach = spy  # type: ignore[method-assign]
     try:
         async with harness.entrypoint(userdata, user_id=user, job_id=f"job-{uuid.uuid4().hex[:8]}"):
-            await harness.idle()  # the greeting has played
+            await harness.greeted()
             turn = await harness.say(UTTERANCES[key])
             memory = seen[0] if seen else None
             log = memory.turns[-1] if memory and memory.turns else None
