@@ -465,8 +465,10 @@ async def _turns(
                 got = set(own_ids([r for r in (log_.recall.records if log_.recall else []) if r.id in log_.injected_ids]))
                 own = got == set(refs[-1])
                 if not own and os.environ.get("BENCH_DEBUG_OWN"):
-                    print(f"own mismatch: {utt.text!r} prefetched={log_.recall.prefetched if log_.recall else None}",
-                          file=sys.stderr)  # fmt: skip
+                    print(f"own mismatch: {utt.text!r} prefetched={log_.recall.prefetched if log_.recall else None} "
+                          f"injected-only={len(got - set(refs[-1]))} reference-only={len(set(refs[-1]) - got)} "
+                          f"earlier_context={log_.recall.earlier_context if log_.recall else None} "
+                          f"requests={[r.messages[-1][1][:30] for r in turn.requests]}", file=sys.stderr)  # fmt: skip
         result.turns.append(TurnRecord(utt.text, turn.first_audio_s, len(turn.requests), own, injected, i == 0, waited))
 
 

@@ -41,8 +41,17 @@ def _event(kind: stt.SpeechEventType, text: str = "", language: str = "en") -> s
 
 
 def _tokens(text: str) -> tuple[list[str], str]:
-    """Words (or, without spaces, characters) and how they join back."""
-    return (text.split(" "), " ") if " " in text else (list(text), "")
+    """Words (or, without spaces, characters) and how they join back. Punctuation comes
+    with the token before it, as a model's deltas carry it ("来着？", not "来着" then "？")."""
+    if " " in text:
+        return text.split(" "), " "
+    tokens: list[str] = []
+    for ch in text:
+        if tokens and not ch.isalnum():
+            tokens[-1] += ch
+        else:
+            tokens.append(ch)
+    return tokens, ""
 
 
 class RealtimeSTT(stt.STT):
