@@ -83,11 +83,12 @@ logger = logging.getLogger("agent")
 # before the turn ends (tests/test_pipeline.py checks the plugin still has this knob).
 INTERIM_INTERVAL_S = 0.0
 
-# LiveKit kills a job process whose prewarm takes longer than this. Prewarm measured
-# 2.6-4.4 s on 2 idle cores and up to about 12 s with both cores busy and two processes
-# prewarming at once (docs/latency.md, `python -m bench.prewarm`); LiveKit's default of
-# 10 s killed and respawned processes in a loop. 60 s is a wide margin over the worst
-# measured: a process this slow is still better than none, and a hung one still ends.
+# LiveKit kills a job process whose prewarm takes longer than this. Measured with
+# `python -m bench.prewarm` (docs/latency.md): 4.9-8.3 s (p50 7.9 s) for two processes
+# prewarming at once beside a busy process and the test suite on 2 cores, after 12 s of
+# importing; the issue saw 6-10 s, so LiveKit's default of 10 s killed and respawned
+# processes in a loop. 60 s is a wide margin over the worst measured: a slow process is
+# still better than none, and a hung one still ends.
 PREWARM_TIMEOUT_S = 60.0
 
 

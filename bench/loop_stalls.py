@@ -47,10 +47,19 @@ async def run(turns: int, mode: str) -> dict[str, object]:
     proc = types.SimpleNamespace(userdata={})
     agent.prewarm(proc)  # type: ignore[arg-type]
     stalls = _Stalls()
-    logging.getLogger("livekit.agents").addHandler(stalls)
+    lk_logger = logging.getLogger("livekit.agents")
+    lk_logger.setLevel(logging.WARNING)
+    lk_logger.addHandler(stalls)
     loop_monitor.start_monitoring(
         asyncio.get_running_loop(), thresholds=loop_monitor.LoopMonitorThresholds(warn=0.05, error=0.5), emit_spans=False
     )
+    # The monitor must see a known stall, or "no stalls" would mean nothing.
+    await asyncio.sleep(0.2)
+    time.sleep(0.12)
+    await asyncio.sleep(0.2)
+    if not stalls.seen:
+        raise SystemExit("bench.loop_stalls: LiveKit's loop monitor did not report a 120 ms block; cannot measure")
+    stalls.seen.clear()
     h = PipelineHarness(mode, vad=proc.userdata["vad"])
     userdata = {k: proc.userdata[k] for k in ("settings", "store", "retriever")}
     utts = [u for k, u in sorted(load_utterances().items()) if k.startswith("u")][:turns]
