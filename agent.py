@@ -42,8 +42,15 @@ def _share_metrics_across_processes() -> None:
 
 _share_metrics_across_processes()
 
-from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, cli, room_io  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, TurnHandlingOptions, cli, room_io  # noqa: E402
+from livekit.agents import llm as lk_llm  # noqa: E402
+from livekit.agents import stt as lk_stt  # noqa: E402
+from livekit.agents import tts as lk_tts  # noqa: E402
+from livekit.agents import vad as lk_vad  # noqa: E402
 from livekit.plugins import openai, silero  # noqa: E402
+from livekit.plugins.openai import stt as openai_stt  # noqa: E402
 
 from memory import heap, lexical, metrics  # noqa: E402
 from memory.embedder import local_model, write_model  # noqa: E402
@@ -53,24 +60,134 @@ from memory.postgres import stop_if_unused, storage_problems  # noqa: E402
 from memory.prompts import load_prompt  # noqa: E402
 from memory.retrieval import Retriever  # noqa: E402
 from memory.service import MemoryService  # noqa: E402
-from memory.settings import ConfigError, EmbedderKind, MemoryMode, MemorySettings, load_settings, startup_problems  # noqa: E402
+from memory.settings import (  # noqa: E402
+    DEFAULT_STT_MODELS,
+    ConfigError,
+    EmbedderKind,
+    MemoryMode,
+    MemorySettings,
+    SttMode,
+    load_settings,
+    startup_problems,
+    stt_mode,
+)
 from memory.store import MemoryStore, UnavailableStore, describe_error, schema_problems  # noqa: E402
 
 logger = logging.getLogger("agent")
 
 
-def _openai_kwargs() -> dict[str, str]:
-    base_url = os.environ.get("OPENAI_BASE_URL", "").strip()
-    return {"base_url": base_url} if base_url else {}
+# Interim transcripts of OpenAI's realtime STT: the plugin sends at most one every 0.5 s
+# and drops the deltas in between, so the words the user ended on were often known only
+# from the final transcript, and memory's look-up for them started there, on the
+# reply's path. Every delta as an interim lets the look-up for the whole utterance run
+# before the turn ends (tests/test_pipeline.py checks the plugin still has this knob).
+INTERIM_INTERVAL_S = 0.0
+
+# LiveKit kills a job process whose prewarm takes longer than this. Measured with
+# `python -m bench.prewarm` (docs/latency.md): 4.9-8.3 s (p50 7.9 s) for two processes
+# prewarming at once beside a busy process and the test suite on 2 cores, after 12 s of
+# importing; the issue saw 6-10 s, so LiveKit's default of 10 s killed and respawned
+# processes in a loop. 60 s is a wide margin over the worst measured: a slow process is
+# still better than none, and a hung one still ends.
+PREWARM_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Plugins:
+    """The cloud models of a session, made once per job process in prewarm: their
+    constructors are slow (openai.TTS builds an SSL context, ~0.2 s) and would otherwise
+    stall the event loop as the session starts. Tests and benchmarks put fakes here."""
+
+    stt: lk_stt.STT
+    llm: lk_llm.LLM
+    tts: lk_tts.TTS
+    gatekeeper_llm: lk_llm.LLM | None = None
+
+
+def make_plugins(settings: MemorySettings, vad: lk_vad.VAD, env: Mapping[str, str] | None = None) -> Plugins:
+    """OpenAI's STT, LLM and TTS as configured, sharing one HTTP client (one SSL context)."""
+    env = os.environ if env is None else env
+    get = lambda name, default: env.get(name, "").strip() or default  # noqa: E731
+    base_url = env.get("OPENAI_BASE_URL", "").strip()
+    client = openai_client(base_url, env.get("OPENAI_API_KEY", "").strip())
+    mode = stt_mode(env)
+    if mode is SttMode.REALTIME:
+        openai_stt._delta_transcript_interval = INTERIM_INTERVAL_S
+    chat_model = get("OPENAI_LLM_MODEL", "gpt-4.1-mini")
+    return Plugins(
+        stt=openai.STT(
+            model=get("OPENAI_STT_MODEL", DEFAULT_STT_MODELS[mode]),
+            language=get("OPENAI_STT_LANGUAGE", "en"),
+            use_realtime=mode is SttMode.REALTIME,
+            # Realtime: the same Silero VAD as the session commits each utterance (the
+            # plugin would otherwise build LiveKit's cloud VAD, which needs credentials).
+            vad=vad,
+            client=client,
+        ),
+        llm=openai.LLM(model=chat_model, client=client),
+        tts=openai.TTS(model=get("OPENAI_TTS_MODEL", "gpt-4o-mini-tts"), voice=get("OPENAI_TTS_VOICE", "ash"), client=client),
+        gatekeeper_llm=(
+            openai.LLM(model=get("MEMORY_LLM_MODEL", chat_model), client=client)
+            if settings.mode is MemoryMode.GATED
+            else None
+        ),
+    )
+
+
+def openai_client(base_url: str = "", api_key: str = "") -> Any:
+    """One OpenAI client for the process's STT, LLM and TTS, as the plugins configure
+    their own (no SDK retries: LiveKit retries; LiveKit's timeouts)."""
+    import httpx
+    import openai as openai_sdk
+
+    return openai_sdk.AsyncClient(
+        max_retries=0,
+        api_key=api_key or None,
+        base_url=base_url or None,
+        http_client=httpx.AsyncClient(
+            timeout=httpx.Timeout(connect=15.0, read=5.0, write=5.0, pool=5.0),
+            follow_redirects=True,
+            limits=httpx.Limits(max_connections=50, max_keepalive_connections=50, keepalive_expiry=120),
+        ),
+    )
+
+
+def turn_handling() -> TurnHandlingOptions:
+    """Turn handling, explicit. Left to LiveKit, it picks its cloud turn detector and
+    "adaptive" interruptions, which need LiveKit credentials (`console` with only an
+    OpenAI key crashed) and ask the network every turn. The Silero VAD ends the turn
+    after `min_delay` of silence; the reply is prepared from the final transcript on
+    (preemptive generation), and memory's injection in `llm_node` keeps that to one
+    LLM request per turn."""
+    return TurnHandlingOptions(
+        turn_detection="vad",
+        endpointing={"min_delay": 0.5, "max_delay": 3.0},
+        interruption={"mode": "vad"},
+        preemptive_generation={"enabled": True},
+    )
+
+
+def build_session(vad: lk_vad.VAD, plugins: Plugins) -> AgentSession:
+    """The voice pipeline every session runs (tests and bench.latency run this one too)."""
+    return AgentSession(vad=vad, stt=plugins.stt, llm=plugins.llm, tts=plugins.tts, turn_handling=turn_handling())
+
+
+def _warm_first_use_imports() -> None:
+    """Modules the first turn would import on the event loop (0.12-0.16 s measured):
+    anyio (httpx's first request), jiter (the OpenAI SDK's streaming parser)."""
+    import anyio  # noqa: F401
+    import anyio._backends._asyncio  # noqa: F401
+    import jiter  # noqa: F401
+    import openai.lib.streaming.chat  # noqa: F401
 
 
 def prewarm(proc: JobProcess) -> None:
-    """Once per worker process: the VAD, the local embedder, the Chinese segmenter and
-    the memory store; then everything they made is frozen out of the garbage
-    collector's full passes (memory/heap.py), which would otherwise stall replies."""
+    """Once per worker process: the VAD, the local embedder, the Chinese segmenter, the
+    memory store and the cloud plugins; then everything they made is frozen out of the
+    garbage collector's full passes (memory/heap.py), which would otherwise stall replies."""
     settings = load_settings()
     metrics.forget_dead_processes()
-    proc.userdata["vad"] = silero.VAD.load()
+    proc.userdata["vad"] = vad = silero.VAD.load()
     if settings.embedder is EmbedderKind.LOCAL:
         local_model()
         write_model()
@@ -80,6 +197,9 @@ def prewarm(proc: JobProcess) -> None:
     # One per process, shared by its sessions: its per-user densities are then
     # computed once per process and user (as the README says), not once per session.
     proc.userdata["retriever"] = Retriever(store, settings)
+    if os.environ.get("OPENAI_API_KEY", "").strip():  # `download-files` and tests run without one
+        proc.userdata["plugins"] = make_plugins(settings, vad)
+    _warm_first_use_imports()
     heap.settle()
 
 
@@ -98,11 +218,6 @@ def _open_store(settings: MemorySettings) -> MemoryStore | UnavailableStore:
         reason = describe_error(exc)
         logger.error("memory store unavailable; sessions run without memory until it can be opened (%s)", reason)
         return UnavailableStore(settings, reason)
-
-
-def _env(name: str, default: str) -> str:
-    """A variable, or its default when unset or empty (as the memory variables read)."""
-    return os.environ.get(name, "").strip() or default
 
 
 def _prometheus_port() -> int | None:
@@ -130,13 +245,14 @@ class _Server(AgentServer):
 
 
 # With PROMETHEUS_PORT set, LiveKit serves its metrics and ours (memory/metrics.py) there.
-server = _Server(setup_fnc=prewarm, prometheus_port=_prometheus_port())
+server = _Server(setup_fnc=prewarm, prometheus_port=_prometheus_port(), initialize_process_timeout=PREWARM_TIMEOUT_S)
 
 
 @server.rtc_session()
 async def entrypoint(ctx: JobContext) -> None:
     settings = ctx.proc.userdata["settings"]
     store = ctx.proc.userdata["store"]  # a MemoryStore, or UnavailableStore when it could not be opened
+    plugins: Plugins = ctx.proc.userdata.get("plugins") or make_plugins(settings, ctx.proc.userdata["vad"])
     ctx.log_context_fields = {"room": ctx.room.name}
 
     await ctx.connect()
@@ -145,29 +261,11 @@ async def entrypoint(ctx: JobContext) -> None:
     user_id = participant.identity
     ctx.log_context_fields = {"room": ctx.room.name, "user_id": user_id}
 
-    chat_model = _env("OPENAI_LLM_MODEL", "gpt-4.1-mini")
-    gatekeeper = None
-    if settings.mode is MemoryMode.GATED:
-        gatekeeper = Gatekeeper(
-            openai.LLM(model=_env("MEMORY_LLM_MODEL", chat_model), **_openai_kwargs())
-        )
+    gatekeeper = Gatekeeper(plugins.gatekeeper_llm) if settings.mode is MemoryMode.GATED and plugins.gatekeeper_llm else None
     service = MemoryService(store, settings, gatekeeper=gatekeeper, retriever=ctx.proc.userdata["retriever"])
     memory = MemorySession(service, user_id=user_id, session_id=ctx.job.id)
 
-    session = AgentSession(
-        vad=ctx.proc.userdata["vad"],
-        stt=openai.STT(
-            model=_env("OPENAI_STT_MODEL", "gpt-4o-mini-transcribe"),
-            language=_env("OPENAI_STT_LANGUAGE", "en"),
-            **_openai_kwargs(),
-        ),
-        llm=openai.LLM(model=chat_model, **_openai_kwargs()),
-        tts=openai.TTS(
-            model=_env("OPENAI_TTS_MODEL", "gpt-4o-mini-tts"),
-            voice=_env("OPENAI_TTS_VOICE", "ash"),
-            **_openai_kwargs(),
-        ),
-    )
+    session = build_session(ctx.proc.userdata["vad"], plugins)
     memory.attach(session)
     ctx.add_shutdown_callback(memory.aclose)
 
@@ -232,12 +330,20 @@ def _port_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
     return problems
 
 
-def main() -> None:
-    command = sys.argv[1] if len(sys.argv) > 1 else None
-    if {"-h", "--help"} & set(sys.argv[1:]):  # help needs no configuration
-        cli.run_app(server)
-        return
-    env = _cli_env(sys.argv[2:])
+def _console_without_livekit(command: str | None) -> None:
+    """`console` talks to no LiveKit server, but LiveKit's worker builds its API client
+    whenever LIVEKIT_URL is set, and that needs a key and secret: with `.env.example`'s
+    URL and no key it crashed ("either token, or api_key and api_secret, must be set")
+    and hung. Without both, the URL is dropped for this process."""
+    if command == "console" and not (os.environ.get("LIVEKIT_API_KEY", "").strip() and os.environ.get("LIVEKIT_API_SECRET", "").strip()):
+        os.environ.pop("LIVEKIT_URL", None)
+        server.update_options(ws_url="")  # it read the variable when it was made
+
+
+def startup_checks(command: str | None, argv: list[str]) -> tuple[list[str], MemorySettings | None]:
+    """Every problem that would stop `command` (as lines naming what to fix), and the
+    settings it will run with."""
+    env = _cli_env(argv)
     problems = startup_problems(command, env)
     busy = [] if problems else _port_problems(command, env)  # once PROMETHEUS_PORT is a number
     if not problems and command == "console":
@@ -246,7 +352,37 @@ def main() -> None:
     if not problems and command in ("dev", "start", "connect", "console"):
         settings = load_settings(env, dotenv=False)
         problems = storage_problems(settings.data_dir, settings.database_url) or schema_problems(settings)
-    problems += busy
+    return problems + busy, settings
+
+
+def _checks_under_livekit_main() -> None:
+    """`python -m livekit.agents start agent.py` (where LiveKit's deprecation warnings
+    point) imports this module and runs the server itself: `main` never runs. The same
+    checks run here then, as the module is imported in LiveKit's main process."""
+    import multiprocessing
+
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if getattr(spec, "name", None) != "livekit.agents.__main__" or multiprocessing.current_process().name != "MainProcess":
+        return
+    args = sys.argv[1:]
+    command = args[0] if args else None
+    if command != "start":  # `console` there is LiveKit's TCP console, driven by the `lk` CLI
+        return
+    problems, _ = startup_checks(command, args[1:])
+    if problems:
+        sys.exit("agent.py: cannot start:\n  " + "\n  ".join(problems))
+
+
+_checks_under_livekit_main()
+
+
+def main() -> None:
+    command = sys.argv[1] if len(sys.argv) > 1 else None
+    if {"-h", "--help"} & set(sys.argv[1:]):  # help needs no configuration
+        cli.run_app(server)
+        return
+    _console_without_livekit(command)
+    problems, settings = startup_checks(command, sys.argv[2:])
     if problems:
         sys.exit("agent.py: cannot start:\n  " + "\n  ".join(problems))
     try:

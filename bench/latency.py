@@ -1,26 +1,25 @@
-"""How much delay memory adds to a reply: `python -m bench.latency`.
+"""What memory adds to what a caller hears: `python -m bench.latency`.
 
-Drives a real `AgentSession` (tests/harness: timed scripted STT with interim
-transcripts, a fake LLM that records when each request arrives and what it
-carries, instant TTS) with the real memory module on the embedded Postgres and
-the local embedder, preloaded with 10,000 memories for the user and 100,000 in
-all. In the same run it measures the same pipeline with memory off, and reports
-per mode the added delay from the end of the user's speech to the LLM request
-(memory on minus memory off, paired by turn), LLM requests per user turn, and
-the share of turns whose injected memories are the ones for that turn (the
-block the LLM saw equals a reference look-up for that turn's words, made with no
-budget). Three stress scenarios: a store that stalls 5 s on every call, an
-embedder that takes 200 ms a call (as a remote embedding API would), and a
-journal holding 40 long turns of another user when the session starts (an outage
-just over, or a stopped worker's turns): they are written while the user talks.
+Runs the pipeline agent.py ships (harness/): real speech (espeak-ng fixtures) into
+the real Silero VAD, an STT timed like OpenAI's in each mode (realtime: interims as
+the words are spoken, the final 0.2 s after the VAD's end of speech; batch: LiveKit's
+StreamAdapter, one final 0.4 s after it), agent.py's turn handling (VAD, 0.5 s
+endpointing, preemptive generation), an LLM with a 0.4 s time to first token and a
+TTS with first audio 0.2 s after its request. With memory, the session is
+agent.py's own entrypoint in LiveKit's fake job context, on the embedded Postgres
+and the local embedder, preloaded with 10,000 memories for the user among 100,000.
 
-The process is prepared as the worker's prewarm prepares it: models loaded, then
-the long-lived heap frozen out of the garbage collector's full passes
-(memory/heap.py; `--gc default` leaves it, to compare). In the same run it times
-one full pass before and after freezing, and it records every full pass that
-happens during each scenario: each holds the GIL, so a reply waits for it.
+For each STT mode it runs the same utterances with memory off and in NORMAL and
+GATED, in sessions of a few turns, and reports the added delay from the end of the
+user's speech to the first audio frame of the reply (memory on minus off, paired by
+turn), the sessions' first turns separately, LLM requests per turn, and own-turn
+memory (the block the LLM saw equals a reference look-up for the turn's words made
+with no budget). Stress scenarios (realtime, NORMAL): a store that stalls 5 s on
+every call, an embedder that takes 200 ms a call, and 40 long turns of another user
+waiting in the journal as the session starts.
 
-Prints a table and, last, one JSON line.
+The process is prepared as a worker's prewarm prepares it: models loaded, the
+long-lived heap frozen (memory/heap.py). Prints a table and, last, one JSON line.
 """
 
 from __future__ import annotations
@@ -46,18 +45,19 @@ from typing import Any
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from livekit.agents import Agent
 
+import harness as harness_mod
 from bench.evaldata import default_eval_dir
 from memory import embedder as embedder_mod
 from memory import heap, lexical
 from memory.gatekeeper import Gatekeeper
-from memory.livekit_glue import MemoryAgent, MemorySession, fit_recalled
+from memory.livekit_glue import MemorySession, fit_recalled
 from memory.prompts import load_prompt
 from memory.service import MemoryService, Turn
+from memory.retrieval import Retriever
 from memory.settings import DURABLE_CATEGORIES, MemoryMode, MemorySettings, load_settings
 from memory.store import MemoryRecord, MemoryStore, now_iso
 from memory.write_queue import DurableWriteQueue
-from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
-from tests.harness.fakes import SpeechEventType
+from harness import LLMRequest, PipelineHarness, ScriptedLLM, Utterance
 
 log = logging.getLogger("bench.latency")
 BENCH_USER = "bench-user"
@@ -194,60 +194,23 @@ def store_size(store: MemoryStore) -> tuple[int, int]:
 
 
 # -------------------------------------------------------------------- turns
-_ASK_EN = [
-    "Do you remember {q}",
-    "What do you know about {q}",
-    "Can you remind me {q}",
-]
-_STATEMENTS = [
-    "I went hiking with my sister last weekend and it was great",
-    "My favourite food is spicy ramen",
-    "I'm thinking about learning to play the piano",
-    "ok thanks",
-    "That sounds good to me",
-    "我最近在学做饭，昨天做了红烧肉",
-    "我妹妹下个月要结婚了",
-    "好的，谢谢",
-]
-
-
-def build_turns(n: int, seed: int = 3) -> list[str]:
-    """A realistic mix: memory questions (English, Chinese), statements and chit-chat."""
-    questions: list[str] = []
-    for name in ("locomo.dev.json", "memdaily.dev.json"):
-        data = json.loads(_eval_file(name).read_text(encoding="utf-8"))
-        questions.extend(q["query"] for q in data["queries"] if len(q["query"]) < 120)
-    rng = random.Random(seed)
-    rng.shuffle(questions)
-    turns: list[str] = []
-    for i in range(n):
-        kind = i % 4
-        if kind in (0, 1) and questions:
-            q = questions.pop()
-            if kind == 0 and q.isascii():
-                q = rng.choice(_ASK_EN).format(q=q[0].lower() + q[1:])
-            turns.append(q)
-        else:
-            turns.append(rng.choice(_STATEMENTS) + ("" if rng.random() < 0.5 else f" ({i})"))
-    return turns
-
-
-def interims_for(text: str, max_parts: int = 5) -> list[str]:
-    """Growing prefixes, ending with the whole utterance, as streaming STT sends them."""
-    words = text.split() if " " in text else list(text)
-    joiner = " " if " " in text else ""
-    parts = max(1, min(max_parts, len(words)))
-    return [joiner.join(words[: max(1, round(len(words) * (i + 1) / parts))]) for i in range(parts)]
+def bench_utterances(n: int) -> list[Utterance]:
+    """The spoken fixtures (harness/speech: eval questions, statements and chit-chat in
+    English and Chinese), repeated in order to make `n` turns."""
+    pool = [u for key, u in sorted(harness_mod.load_utterances().items()) if key.startswith("u")]
+    return [pool[i % len(pool)] for i in range(n)]
 
 
 # ---------------------------------------------------------------- scenarios
 @dataclass
 class TurnRecord:
     text: str
-    delay_s: float | None
+    first_audio_s: float | None  # end of speech -> first audio frame of the reply
     requests: int
     own_memories: bool | None
     injected: int
+    first_of_session: bool
+    waited_ms: float | None = None  # what the reply waited for memory
 
 
 @dataclass
@@ -356,123 +319,157 @@ def journal_backlog(store: MemoryStore, settings: MemorySettings, turns: int, ch
                          [BACKLOG_USER])  # fmt: skip
 
 
-def _block(request: LLMRequest) -> str:
-    for role, text in request.messages:
-        if role == "system" and text.startswith("<recalled_memories>"):
-            return text
-    return ""
+class _Sessions:
+    """Catches the MemorySession agent.entrypoint makes (the bench reads its turn logs)."""
+
+    def __init__(self) -> None:
+        self.made: list[MemorySession] = []
+        self._real = MemorySession.attach
+
+    def __enter__(self) -> _Sessions:
+        made, real = self.made, self._real
+
+        def attach(memory: MemorySession, session: Any) -> None:
+            made.append(memory)
+            real(memory, session)
+
+        MemorySession.attach = attach  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        MemorySession.attach = self._real  # type: ignore[method-assign]
 
 
 async def run_scenario(
     name: str,
+    stt_kind: str,
     store: MemoryStore,
+    retriever: Retriever,
     settings: MemorySettings | None,
-    turns: list[str],
+    utterances: list[Utterance],
     *,
-    interim_gap: float,
+    session_turns: int,
     reference: bool,
-    words_in_final: bool = False,
+    vad: Any,
 ) -> ScenarioResult:
+    """`utterances` spoken in sessions of `session_turns`; memory off when `settings` is None."""
     result = ScenarioResult(name)
-    service: MemoryService | None = None
-    session_memory: MemorySession | None = None
-    refs: list[list[str]] = []
-
-    def own_ids(records: list[MemoryRecord]) -> list[str]:
-        # This session's own writes are left out on both sides: those turns are in
-        # the chat history already, and a look-up may run just before or after one lands.
-        # Memories already in the session-start profile are not repeated per turn.
-        sid = session_memory.session_id if session_memory else None
-        shown = {r.id for r in (session_memory.profile or [])} if session_memory else set()
-        return [r.id for r in records if r.metadata.get("session_id") != sid and r.id not in shown]
-
-    async def respond(request: LLMRequest) -> str:
-        # Reference look-up for this request's words, with no budget: what the
-        # turn should carry. Runs after the arrival time is recorded.
-        if service is not None and reference and request.messages and request.messages[-1][0] == "user":
-            text = request.messages[-1][1]
-            context = session_memory.earlier_turns() if session_memory else []
-            recs = (
-                await asyncio.to_thread(
-                    service.recall_sync, BENCH_USER, text, context, session_memory.session_id if session_memory else None
-                )
-                if service.wants_recall(text)
-                else []
-            )
-            # Bounded as the reply's block is (MEMORY_RECALL_MAX_CHARS): what fits is what it should carry.
-            profile = {r.id for r in (session_memory.profile or [])} if session_memory else set()
-            recs, _ = fit_recalled([r for r in recs if r.id not in profile], service.settings.recall_max_chars)
-            refs.append(own_ids(recs))
-        return "Sure."
-
-    # No copy of each request's context: 200 turns of them would grow the heap as
-    # turns², as no worker's does, and the full-GC figures would measure the harness.
-    llm = RecordingLLM(respond, keep_context=False)
-    if settings is None:
-        agent: Agent = Agent(instructions=load_prompt("system"))
-    else:
-        extraction = RecordingLLM(
-            lambda req: json.dumps({"facts": []}), ttft=0.3
-        )  # GATED's extraction LLM: a remote call, in the background
-        service = MemoryService(store, settings, gatekeeper=Gatekeeper(extraction))
-        session_memory = MemorySession(service, user_id=BENCH_USER)
-        agent = MemoryAgent(session_memory)
-    harness = VoiceHarness(agent, llm=llm, preflight=True, timeout=30.0)
-    if session_memory is not None:
-        session_memory.attach(harness.session)
     t0 = time.perf_counter()
     with full_passes(result.gc_full_passes_ms):
-        await _drive(harness, llm, turns, result, session_memory, refs, own_ids, reference, interim_gap, words_in_final)
-    if session_memory is not None:
-        await session_memory.aclose(drain_timeout_s=2.0)
-        result.budget_missed = sum(1 for t in session_memory.turns if t.recall and t.recall.missed_budget)
+        for start in range(0, len(utterances), session_turns):
+            await _one_session(result, stt_kind, store, retriever, settings, utterances[start : start + session_turns],
+                               reference=reference, vad=vad)  # fmt: skip
     result.wall_s = time.perf_counter() - t0
     return result
 
 
-async def _drive(
-    harness: VoiceHarness,
-    llm: RecordingLLM,
-    turns: list[str],
+async def _one_session(
     result: ScenarioResult,
-    session_memory: MemorySession | None,
+    stt_kind: str,
+    store: MemoryStore,
+    retriever: Retriever,
+    settings: MemorySettings | None,
+    utterances: list[Utterance],
+    *,
+    reference: bool,
+    vad: Any,
+) -> None:
+    refs: list[list[str]] = []
+    memory: MemorySession | None = None
+
+    def own_ids(records: list[MemoryRecord]) -> list[str]:
+        # This session's own writes are left out on both sides: those turns are in the
+        # chat history already, and a look-up may run just before or after one lands.
+        # Memories already in the session-start profile are not repeated per turn.
+        sid = memory.session_id if memory else None
+        shown = {r.id for r in (memory.profile or [])} if memory else set()
+        return [r.id for r in records if r.metadata.get("session_id") != sid and r.id not in shown]
+
+    async def respond(request: LLMRequest) -> str:
+        # The reference look-up for this request's words, with no budget: what the turn
+        # should carry. Runs after the request's arrival time was recorded.
+        if memory is not None and reference and request.messages and request.messages[-1][0] == "user":
+            service = memory.service
+            text = request.messages[-1][1]
+            recs = (
+                await asyncio.to_thread(service.recall_sync, BENCH_USER, text, memory.earlier_turns(), memory.session_id)
+                if service.wants_recall(text)
+                else []
+            )
+            shown = {r.id for r in (memory.profile or [])}
+            recs, _ = fit_recalled([r for r in recs if r.id not in shown], service.settings.recall_max_chars)
+            refs.append(own_ids(recs))
+        return "Sure."
+
+    h = PipelineHarness(stt_kind, vad=vad, llm=ScriptedLLM(respond), timeout=60.0)
+    # GATED's extraction LLM: a remote call, in the background
+    h.plugins.gatekeeper_llm = ScriptedLLM(lambda _req: json.dumps({"facts": []}), ttft=0.3)
+    userdata = {"settings": settings or store.settings, "store": store, "retriever": retriever}
+    # Memory off is the same entrypoint, room and greeting with memory taken out: no
+    # events subscribed, no writes, no profile, no injection.
+    with _Sessions() as sessions, (_null() if settings is not None else _memory_off()):
+        async with h.entrypoint(userdata, user_id=BENCH_USER, job_id=f"bench-{uuid.uuid4().hex[:8]}"):
+            memory = sessions.made[0] if settings is not None else None
+            await _turns(h, utterances, result, memory, refs, own_ids)
+            if memory is not None:
+                result.budget_missed += sum(1 for t in memory.turns if t.recall and t.recall.missed_budget)
+
+
+@contextmanager
+def _memory_off() -> Iterator[None]:
+    import agent
+
+    class PlainAgent(Agent):
+        def __init__(self, _memory: MemorySession, **kwargs: Any) -> None:
+            super().__init__(instructions=load_prompt("system"), **kwargs)
+
+    real_agent, real_attach, real_close = agent.MemoryAgent, MemorySession.attach, MemorySession.aclose
+
+    async def aclose(self: MemorySession, **_kw: Any) -> None:
+        pass
+
+    agent.MemoryAgent = PlainAgent  # type: ignore[misc]
+    MemorySession.attach = lambda self, session: None  # type: ignore[method-assign]
+    MemorySession.aclose = aclose  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        agent.MemoryAgent = real_agent  # type: ignore[misc]
+        MemorySession.attach = real_attach  # type: ignore[method-assign]
+        MemorySession.aclose = real_close  # type: ignore[method-assign]
+
+
+async def _turns(
+    h: PipelineHarness,
+    utterances: list[Utterance],
+    result: ScenarioResult,
+    memory: MemorySession | None,
     refs: list[list[str]],
     own_ids: Callable[[list[MemoryRecord]], list[str]],
-    reference: bool,
-    interim_gap: float,
-    words_in_final: bool = False,
 ) -> None:
-    """Say every turn and record, per turn, when the LLM request came and what it carried."""
-    async with harness:
-        for text in turns:
-            n_req, n_emit = llm.count, len(harness.stt.emitted)
-            n_refs = len(refs)
-            interims = interims_for(text)
-            if words_in_final and len(interims) > 1:
-                # The last words come with the final transcript only (as a streaming STT
-                # often sends them): the look-up for the whole turn starts at the final.
-                interims = interims[:-1]
-            await harness.user_says(text, interims, interim_gap=interim_gap)
-            eos = [t for kind, t, _ in harness.stt.emitted[n_emit:] if kind == SpeechEventType.END_OF_SPEECH]
-            reqs = llm.requests[n_req:]
-            delay = (reqs[0].arrived_at - eos[0]) if reqs and eos else None
-            own: bool | None = None
-            injected = 0
-            if session_memory is not None and session_memory.turns:
-                log_ = session_memory.turns[-1]
-                injected = log_.injected
-                # what the LLM saw must match what the log says was injected
-                lines = [ln for ln in _block(reqs[-1]).splitlines() if ln.startswith("- ")] if reqs else []
-                assert len(lines) == log_.injected, (lines, log_)
-                if reference and len(refs) > n_refs:
-                    got = set(own_ids([r for r in (log_.recall.records if log_.recall else []) if r.id in log_.injected_ids]))
-                    own = got == set(refs[n_refs])
-                    if not own and os.environ.get("BENCH_DEBUG_OWN"):
-                        rec = {r.id: r.text[:40] for r in (log_.recall.records if log_.recall else [])}
-                        print(f"own mismatch: {text!r} prefetched={log_.recall.prefetched if log_.recall else None} "
-                              f"only-injected={[rec.get(i) for i in got - set(refs[n_refs])]} "
-                              f"only-reference={len(set(refs[n_refs]) - got)}", file=sys.stderr)  # fmt: skip
-            result.turns.append(TurnRecord(text, delay, len(reqs), own, injected))
+    await h.greeted()
+    for i, utt in enumerate(utterances):
+        n_refs = len(refs)
+        n_logs = len(memory.turns) if memory else 0
+        turn = await h.say(utt)
+        own: bool | None = None
+        injected, waited = 0, None
+        if memory is not None and len(memory.turns) > n_logs:
+            log_ = memory.turns[-1]
+            injected = log_.injected
+            waited = round(log_.recall.waited_s * 1000, 2) if log_.recall else 0.0
+            # what the LLM saw must match what the log says was injected
+            block = turn.requests[-1].system_block("recalled_memories") if turn.requests else ""
+            assert len([ln for ln in block.splitlines() if ln.startswith("- ")]) == log_.injected, (block, log_)
+            if len(refs) > n_refs:
+                got = set(own_ids([r for r in (log_.recall.records if log_.recall else []) if r.id in log_.injected_ids]))
+                own = got == set(refs[-1])
+                if not own and os.environ.get("BENCH_DEBUG_OWN"):
+                    print(f"own mismatch: {utt.text!r} prefetched={log_.recall.prefetched if log_.recall else None} "
+                          f"injected-only={len(got - set(refs[-1]))} reference-only={len(set(refs[-1]) - got)} "
+                          f"earlier_context={log_.recall.earlier_context if log_.recall else None} "
+                          f"requests={[r.messages[-1][1][:30] for r in turn.requests]}", file=sys.stderr)  # fmt: skip
+        result.turns.append(TurnRecord(utt.text, turn.first_audio_s, len(turn.requests), own, injected, i == 0, waited))
 
 
 # ------------------------------------------------------------------- report
@@ -486,25 +483,28 @@ def pct(values: list[float], q: float) -> float:
 
 def summarise(res: ScenarioResult, baseline: ScenarioResult) -> dict[str, Any]:
     pairs = [
-        (i, t.delay_s, b.delay_s)
-        for i, (t, b) in enumerate(zip(res.turns, baseline.turns))
-        if t.delay_s is not None and b.delay_s is not None
+        (t, (t.first_audio_s - b.first_audio_s) * 1000)
+        for t, b in zip(res.turns, baseline.turns)
+        if t.first_audio_s is not None and b.first_audio_s is not None
     ]
-    added = [(a - b) * 1000 for _, a, b in pairs]
-    # Requests start at the preflight, before end of speech; this is what the user can
-    # notice: how much later than without memory the request comes after they stopped.
-    after_eos = [(max(0.0, a) - max(0.0, b)) * 1000 for _, a, b in pairs]
+    added = [a for _, a in pairs]
+    later = [a for t, a in pairs if not t.first_of_session]
+    first = [a for t, a in pairs if t.first_of_session]
     own = [t.own_memories for t in res.turns if t.own_memories is not None]
+    waited = [t.waited_ms for t in res.turns if t.waited_ms is not None]
     return {
         "turns": len(res.turns),
-        "added_ms_p50": round(pct(added, 50), 2),
-        "added_ms_p95": round(pct(added, 95), 2),
-        "added_ms_max": round(max(added), 2) if added else None,
-        "added_ms_max_turn": pairs[added.index(max(added))][0] if added else None,  # 0 = the session's first turn
-        "added_after_end_of_speech_ms_p95": round(pct(after_eos, 95), 2),
-        "delay_ms_p50": round(pct([t.delay_s * 1000 for t in res.turns if t.delay_s is not None], 50), 2),
+        "added_first_audio_ms_p50": round(pct(added, 50), 2),
+        "added_first_audio_ms_p95": round(pct(added, 95), 2),
+        "added_first_audio_ms_max": round(max(added), 2) if added else None,
+        "added_first_audio_ms_p95_later_turns": round(pct(later, 95), 2),
+        "first_turn_added_ms": [round(a, 2) for a in first],
+        "first_turn_added_ms_max": round(max(first), 2) if first else None,
+        "first_audio_ms_p50": round(pct([t.first_audio_s * 1000 for t in res.turns if t.first_audio_s], 50), 1),
+        "memory_wait_ms_p95": round(pct(waited, 95), 2) if waited else None,
         "llm_requests_per_turn": round(sum(t.requests for t in res.turns) / max(1, len(res.turns)), 3),
-        "own_turn_memories": round(sum(own) / len(own), 4) if own else None,
+        "own_memory": round(sum(own) / len(own), 4) if own else None,
+        "own_memory_turns": len(own),
         "turns_with_memories": sum(1 for t in res.turns if t.injected),
         "budget_missed": res.budget_missed,
         "gc_full_passes": len(res.gc_full_passes_ms),
@@ -513,69 +513,81 @@ def summarise(res: ScenarioResult, baseline: ScenarioResult) -> dict[str, Any]:
     }
 
 
-async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
+async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, int]]:
+    from livekit.plugins import silero
+
+    import agent  # the shipped wiring; sets the realtime plugin's interim pace (as prewarm does)
+
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     env = {"MEMORY_DATA_DIR": str(data_dir), "MEMORY_COLLECTION": "bench_latency", "MEMORY_BUDGET_MS": str(args.budget_ms)}
     base = load_settings(env, dotenv=False)
     store = MemoryStore.open(base)
     preload(store, args.user_memories, args.total_memories)
-    # As the worker's prewarm does: models loaded, then the long-lived heap frozen.
+    # As the worker's prewarm does: models loaded, plugins made, then the heap frozen.
     embedder_mod.local_model()
+    embedder_mod.write_model()
     lexical.warm_up()
+    vad = silero.VAD.load()
+    agent.make_plugins(base, vad, env={"OPENAI_API_KEY": "sk-bench-offline"})
+    agent._warm_first_use_imports()
     gc_info: dict[str, Any] = {"mode": args.gc, "full_pass_ms_unfrozen": round(heap.full_pass_ms(), 1)}
     if args.gc == "frozen":
         gc_info["frozen_objects"] = heap.settle()
         gc_info["full_pass_ms_frozen"] = round(heap.full_pass_ms(), 1)
-    all_turns = build_turns(max(args.turns, args.stress_turns))
-    turns, slow_turns = all_turns[: args.turns], all_turns[: args.stress_turns]
     normal = dataclasses.replace(base, mode=MemoryMode.NORMAL)
     gated = dataclasses.replace(base, mode=MemoryMode.GATED)
+    # One per process, as prewarm makes it; each scenario gets a fresh one, so that each
+    # session's first turn meets what a new job process's first session meets.
+    new_retriever = lambda s: Retriever(store, s)  # noqa: E731
+    turns = bench_utterances(args.turns)
+    stress = bench_utterances(args.stress_turns)
 
-    # Warm-up: first-call costs (imports, connections, caches) are not a turn's cost.
-    await run_scenario("warmup", store, normal, turns[:4], interim_gap=args.interim_gap, reference=False)
-    forget_sessions(store)  # the warm-up's turns must not be found by the scenarios' same words
-
-    results: dict[str, ScenarioResult] = {}
-    specs: list[tuple[str, MemorySettings | None, list[str], Callable[[], Any] | None]] = [
-        ("off", None, turns, None),
-        ("NORMAL", normal, turns, None),
-        ("GATED", gated, turns, None),
-        ("off (stress baseline)", None, slow_turns, None),
-        ("off (final words baseline)", None, slow_turns, None),
-        ("NORMAL, embedder 200 ms", normal, slow_turns, lambda: slow_embedder(store, 0.2)),
+    specs: list[tuple[str, str, MemorySettings | None, list[Utterance], Callable[[], Any] | None]] = []
+    for kind in [k.strip() for k in args.stt.split(",")]:
+        specs += [
+            (f"off {kind}", kind, None, turns, None),
+            (f"NORMAL {kind}", kind, normal, turns, None),
+            (f"GATED {kind}", kind, gated, turns, None),
+        ]
+    stress_specs = [
+        ("off realtime (stress baseline)", "realtime", None, stress, None),
+        ("NORMAL realtime, embedder 200 ms", "realtime", normal, stress, lambda: slow_embedder(store, 0.2)),
         # Before the stalled store: its stalled calls go on for up to 5 s after it.
-        ("NORMAL, 40 long turns waiting", normal, slow_turns, lambda: journal_backlog(store, normal, 40, 1500)),
-        ("NORMAL, store stalls 5 s", normal, slow_turns, lambda: stalled_store(store, 5.0)),
+        ("NORMAL realtime, 40 long turns waiting", "realtime", normal, stress, lambda: journal_backlog(store, normal, 40, 1500)),
+        ("NORMAL realtime, store stalls 5 s", "realtime", normal, stress, lambda: stalled_store(store, 5.0)),
     ]
-    wanted = {"main": specs[:3], "stress": specs[3:]}
-    specs = [spec for group in args.scenarios.split(",") for spec in wanted[group.strip()]]
-    for name, settings, tts, ctx in specs:
+    if args.stress_turns:
+        specs += stress_specs
+    results: dict[str, ScenarioResult] = {}
+    for name, kind, settings, utts, ctx in specs:
         forget_sessions(store)  # each scenario meets the preloaded store only
-        print(f"running {name}: {len(tts)} turns ...", flush=True)
+        print(f"running {name}: {len(utts)} turns ...", flush=True)
         if args.gc == "frozen":
-            # A worker's job process runs one session after prewarm; here one process
-            # runs them all, so the previous scenario's leftovers are collected and what
-            # lives on is frozen, as prewarm leaves a fresh job process.
-            heap.settle()
+            heap.settle()  # what lives on is frozen, as prewarm leaves a fresh job process
         with (ctx() if ctx else _null()):
             results[name] = await run_scenario(
-                name, store, settings, tts, interim_gap=args.interim_gap,
-                reference=ctx is None and settings is not None,
-                words_in_final=name in FINAL_WORDS_SCENARIOS,
-            )
-    pairs = {
-        "NORMAL": ("NORMAL", "off"),
-        "GATED": ("GATED", "off"),
-        "NORMAL_embedder_200ms": ("NORMAL, embedder 200 ms", "off (stress baseline)"),
-        "NORMAL_store_stall_5s": ("NORMAL, store stalls 5 s", "off (stress baseline)"),
-        "NORMAL_journal_backlog": ("NORMAL, 40 long turns waiting", "off (final words baseline)"),
+                name, kind, store, new_retriever(settings or base), settings, utts,
+                session_turns=args.session_turns, reference=ctx is None and settings is not None, vad=vad,
+            )  # fmt: skip
+    scenarios = {}
+    for kind, label in (("realtime", "streaming"), ("batch", "batch")):
+        for mode in ("NORMAL", "GATED"):
+            if f"{mode} {kind}" in results:
+                scenarios[f"{mode.lower()}_{label}"] = summarise(results[f"{mode} {kind}"], results[f"off {kind}"])
+    stress_out = {
+        key: summarise(results[name], results["off realtime (stress baseline)"])
+        for key, name in (
+            ("embedder_200ms", "NORMAL realtime, embedder 200 ms"),
+            ("journal_backlog", "NORMAL realtime, 40 long turns waiting"),
+            ("store_stall_5s", "NORMAL realtime, store stalls 5 s"),
+        )
+        if name in results
     }
-    summary = {k: summarise(results[a], results[b]) for k, (a, b) in pairs.items() if a in results}
     forget_sessions(store)
     rows, user_rows = store_size(store)
     store.close()
-    return summary, gc_info, {"rows": rows, "user_rows": user_rows}
+    return scenarios, stress_out, gc_info, {"rows": rows, "user_rows": user_rows}
 
 
 @contextmanager
@@ -585,43 +597,43 @@ def _null() -> Iterator[None]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--turns", type=int, default=200, help="turns per main scenario (default 200)")
-    parser.add_argument("--stress-turns", type=int, default=40, help="turns per stress scenario (default 40)")
+    parser.add_argument("--turns", type=int, default=24, help="turns per main scenario (default 24)")
+    parser.add_argument("--session-turns", type=int, default=6, help="turns per session (default 6)")
+    parser.add_argument("--stress-turns", type=int, default=12, help="turns per stress scenario (default 12; 0: none)")
+    parser.add_argument("--stt", default="realtime,batch", help="STT modes: realtime, batch, or both (default)")
     parser.add_argument("--user-memories", type=int, default=10_000)
     parser.add_argument("--total-memories", type=int, default=100_000)
     parser.add_argument("--budget-ms", type=float, default=150.0)
-    parser.add_argument("--interim-gap", type=float, default=0.12, help="seconds between STT events")
-    parser.add_argument("--scenarios", default="main,stress", help="main, stress, or both (default)")
     parser.add_argument("--gc", choices=("frozen", "default"), default="frozen",
                         help="frozen (as the worker's prewarm leaves it, default) or default (nothing frozen)")
     parser.add_argument("--data-dir", default=os.environ.get("BENCH_DATA_DIR", "/tmp/bench-latency"))
     args = parser.parse_args()
-    unknown = {g.strip() for g in args.scenarios.split(",")} - {"main", "stress"}
+    unknown = {g.strip() for g in args.stt.split(",")} - {"realtime", "batch"}
     if unknown:  # before minutes of preload, not after
-        parser.error(f"--scenarios: unknown {', '.join(sorted(unknown))} (main, stress, or main,stress)")
+        parser.error(f"--stt: unknown {', '.join(sorted(unknown))} (realtime, batch, or realtime,batch)")
     logging.basicConfig(level=logging.WARNING)
-    summary, gc_info, store_info = asyncio.run(amain(args))
+    scenarios, stress, gc_info, store_info = asyncio.run(amain(args))
 
     print()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"budget {args.budget_ms:g} ms; STT events every {args.interim_gap * 1000:g} ms; "
-          f"store {store_info['rows']:,} rows, {store_info['user_rows']:,} the user's")
+          f"budget {args.budget_ms:g} ms; store {store_info['rows']:,} rows, {store_info['user_rows']:,} the user's; "
+          f"sessions of {args.session_turns} turns")
     frozen = gc_info.get("full_pass_ms_frozen")
-    print(f"garbage collector: {gc_info['mode']}; one full pass "
-          f"{gc_info['full_pass_ms_unfrozen']:.1f} ms with nothing frozen"
+    print(f"garbage collector: {gc_info['mode']}; one full pass {gc_info['full_pass_ms_unfrozen']:.1f} ms with nothing frozen"
           + (f", {frozen:.1f} ms with {gc_info['frozen_objects']:,} objects frozen" if frozen is not None else ""))
-    header = (f"{'scenario':28} {'turns':>5} {'added p50':>10} {'added p95':>10} {'max':>8} {'LLM req/turn':>12} "
-              f"{'own mem':>8} {'w/ mem':>7} {'missed':>7} {'full GC':>8} {'GC max':>7}")
+    header = (f"{'scenario':24} {'turns':>5} {'added p50':>10} {'added p95':>10} {'1st turn max':>12} {'wait p95':>9} "
+              f"{'LLM req/turn':>12} {'own mem':>8} {'w/ mem':>7} {'missed':>7} {'reply p50':>10}")
     print(header)
     print("-" * len(header))
-    for name, s in summary.items():
-        own = "-" if s["own_turn_memories"] is None else f"{s['own_turn_memories']:.3f}"
-        print(f"{name:28} {s['turns']:>5} {s['added_ms_p50']:>8.1f}ms {s['added_ms_p95']:>8.1f}ms "
-              f"{s['added_ms_max']:>6.0f}ms {s['llm_requests_per_turn']:>12.2f} {own:>8} "
-              f"{s['turns_with_memories']:>7} {s['budget_missed']:>7} {s['gc_full_passes']:>8} "
-              f"{'-' if s['gc_full_pass_max_ms'] is None else format(s['gc_full_pass_max_ms'], '.0f') + 'ms':>7}")
+    for name, s in [*scenarios.items(), *stress.items()]:
+        own = "-" if s["own_memory"] is None else f"{s['own_memory']:.3f}"
+        first = "-" if s["first_turn_added_ms_max"] is None else f"{s['first_turn_added_ms_max']:.1f}ms"
+        wait = "-" if s["memory_wait_ms_p95"] is None else f"{s['memory_wait_ms_p95']:.1f}ms"
+        print(f"{name:24} {s['turns']:>5} {s['added_first_audio_ms_p50']:>8.1f}ms {s['added_first_audio_ms_p95']:>8.1f}ms "
+              f"{first:>12} {wait:>9} {s['llm_requests_per_turn']:>12.2f} {own:>8} {s['turns_with_memories']:>7} "
+              f"{s['budget_missed']:>7} {s['first_audio_ms_p50']:>8.0f}ms")
     print(json.dumps({"bench": "latency", "budget_ms": args.budget_ms, "gc": gc_info, "store": store_info,
-                      "results": summary}))
+                      "session_turns": args.session_turns, "scenarios": scenarios, "stress": stress}))
 
 
 if __name__ == "__main__":

@@ -42,6 +42,12 @@ PROFILE_MESSAGE_ID = "memory_profile"
 # A session's profile is read again at a user turn once it is this old (seconds).
 PROFILE_MAX_AGE_S = 30.0
 RECALL_MESSAGE_ID = "memory_recall"
+# An interim transcript starts a look-up once no newer one has come for this long
+# (seconds). A live STT sends one per word: a look-up for each kept a core busy while
+# the user spoke, slowing the pipeline it was meant to speed up. A pause this long
+# (and the end of the utterance) comes well before the final transcript, which still
+# starts its look-up at once.
+INTERIM_SETTLE_S = 0.2
 # Items that may follow the user's message in a request that still answers it: a tool
 # call and its result (LiveKit asks the LLM again with them), notes such as a reply's
 # own instructions (added as a system message after it), a hand-off to another agent.
@@ -189,6 +195,7 @@ class MemorySession:
         self._user_turns: deque[str] = deque(maxlen=service.settings.retrieval_context_turns + 1)
         self._current_committed = False  # is the newest entry the turn being answered?
         self._turn_finals: list[str] = []  # final transcripts of the turn being spoken
+        self._interim_timer: asyncio.TimerHandle | None = None
         self._seq = 0
         self._committed_ids: deque[str] = deque(maxlen=16)  # user messages LiveKit added
         self._logged_ids: deque[str] = deque(maxlen=16)  # user messages a turn log is for
@@ -281,8 +288,16 @@ class MemorySession:
         segment = ev.transcript.strip()
         if ev.is_final and segment:
             self._turn_finals.append(segment)
+        if self._interim_timer is not None:
+            self._interim_timer.cancel()
+            self._interim_timer = None
         if self.service.wants_recall(so_far):
-            self.recaller.prefetch(so_far, final=ev.is_final)
+            if ev.is_final:
+                self.recaller.prefetch(so_far, final=True)
+            else:
+                self._interim_timer = asyncio.get_running_loop().call_later(
+                    INTERIM_SETTLE_S, lambda text=so_far: self.recaller.prefetch(text, final=False)
+                )
         if ev.is_final and len(self._turn_finals) > 1 and self.service.wants_recall(segment):
             # The earlier finals may belong to a turn LiveKit threw away (push-to-talk
             # cancel, a turn a subclass stopped): then the committed words are this
@@ -495,6 +510,8 @@ class MemorySession:
 
         Keyword-only on purpose: LiveKit calls a shutdown callback that takes an argument
         with the shutdown reason (a string), which then was the drain's timeout."""
+        if self._interim_timer is not None:
+            self._interim_timer.cancel()
         drained = await self.queue.aclose(drain_timeout_s)
         await self.recaller.aclose()
         for task in (self._profile_task, self._forget_check):

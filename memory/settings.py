@@ -34,6 +34,30 @@ class EmbedderKind(str, Enum):
     OPENAI = "openai"
 
 
+class SttMode(str, Enum):
+    """`OPENAI_STT_MODE`: how speech becomes text. REALTIME streams the audio to OpenAI's
+    realtime transcription and gets words while the user speaks (interim transcripts), so
+    memory's look-up is done before the turn ends; BATCH sends each utterance after it
+    ends and gets one final transcript, so the look-up starts only then (docs/latency.md)."""
+
+    REALTIME = "realtime"
+    BATCH = "batch"
+
+
+# The transcription model of each mode. Realtime: the model OpenAI serves for live
+# transcription, whose words arrive as they are spoken; gpt-4o(-mini)-transcribe in the
+# realtime API transcribes only once the utterance is over (no head start for memory).
+DEFAULT_STT_MODELS: dict[SttMode, str] = {
+    SttMode.REALTIME: "gpt-live-transcribe",
+    SttMode.BATCH: "gpt-4o-mini-transcribe",
+}
+
+
+def stt_mode(env: Mapping[str, str] | None = None) -> SttMode:
+    """`OPENAI_STT_MODE` (default realtime); raise `ConfigError` naming it."""
+    return _choice(os.environ if env is None else env, "OPENAI_STT_MODE", SttMode, SttMode.REALTIME)  # type: ignore[return-value]
+
+
 DURABLE_CATEGORIES: tuple[str, ...] = ("relationships", "preferences", "goals", "personal_facts")
 
 # Variables the LiveKit worker itself needs (checked by agent.py, not by tests).
@@ -310,7 +334,7 @@ _COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
 # keeps the two equal); below it, those Mem0 reads itself.
 VARIABLES: frozenset[str] = frozenset(
     """LIVEKIT_URL LIVEKIT_API_KEY LIVEKIT_API_SECRET OPENAI_API_KEY OPENAI_BASE_URL OPENAI_LLM_MODEL
-    OPENAI_STT_MODEL OPENAI_STT_LANGUAGE OPENAI_TTS_MODEL OPENAI_TTS_VOICE PROMETHEUS_PORT PROMETHEUS_MULTIPROC_DIR MEM0_SETTING
+    OPENAI_STT_MODEL OPENAI_STT_MODE OPENAI_STT_LANGUAGE OPENAI_TTS_MODEL OPENAI_TTS_VOICE PROMETHEUS_PORT PROMETHEUS_MULTIPROC_DIR MEM0_SETTING
     MEMORY_LLM_MODEL MEMORY_DATA_DIR MEMORY_DATABASE_URL MEMORY_COLLECTION MEMORY_EMBEDDER
     OPENAI_EMBEDDING_MODEL MEMORY_TOP_K MEMORY_THRESHOLD MEMORY_BUDGET_MS MEMORY_PROFILE_MAX_CHARS MEMORY_RECALL_MAX_CHARS MEMORY_TIMEZONE
     MEMORY_RETRIEVAL_LEXICAL MEMORY_RETRIEVAL_VECTOR MEMORY_RETRIEVAL_FULLTEXT MEMORY_RETRIEVAL_SUBSTRING
@@ -388,6 +412,7 @@ def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
     problems += unknown_variables(env)
     try:
         load_settings(env, dotenv=False)
+        stt_mode(env)
         _integer(env, "PROMETHEUS_PORT", 0, lo=1, hi=65535)
     except ConfigError as exc:
         problems.append(str(exc))

@@ -270,16 +270,17 @@ def test_an_empty_openai_base_url_from_the_example_env_means_openai(tmp_path: Pa
     # itself as its base URL and every STT, LLM and TTS request failed.
     (tmp_path / ".env").write_text("OPENAI_BASE_URL=\nOPENAI_API_KEY=sk-test\n")
     probe = (
-        "import agent\nfrom livekit.plugins import openai\n"
-        "agent.load_settings()\n"  # as each job process's prewarm does: it reads .env again
-        "print(openai.LLM(**agent._openai_kwargs())._client.base_url)\n"
+        "import agent\nfrom livekit.plugins import silero\n"
+        "settings = agent.load_settings()\n"  # as each job process's prewarm does: it reads .env again
+        "plugins = agent.make_plugins(settings, silero.VAD.load())\n"
+        "print(plugins.llm._client.base_url, plugins.tts._client.base_url, plugins.stt._client.base_url)\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "https://api.openai.com/v1/"
+    assert proc.stdout.split() == ["https://api.openai.com/v1/"] * 3
 
 
 @pytest.mark.parametrize("url", ["localhost:8000/v1", "api.openai.com", "ftp://example.com/v1", "http://"])
