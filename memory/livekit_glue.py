@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import time
@@ -128,6 +129,57 @@ def format_memories(
     return "\n".join(_memory_line(rec, line_max, zone) for rec in shown)
 
 
+# Turns up to this long are redacted and split on the event loop (well under a
+# millisecond); longer ones on a thread.
+INLINE_TURN_CHARS = 4000
+# What a turn contributes to the context of the turns after it (the journal row, the
+# extraction call): its last characters, once, not the whole of it with every part.
+CONTEXT_ITEM_CHARS = 300
+
+
+def bounded_turn(text: str, limit: int, turn_id: str | None = None) -> str:
+    """The part of a turn that is stored: its first `limit` characters (MEMORY_MAX_TURN_CHARS)."""
+    if len(text) <= limit:
+        return text
+    logger.warning(
+        "user turn %s is %d characters; only the first %d are stored (MEMORY_MAX_TURN_CHARS)",
+        turn_id, len(text), limit,
+    )  # fmt: skip
+    return text[:limit]
+
+
+def query_text(text: str, limit: int) -> str:
+    """What a look-up searches for: the last `limit` characters of what was said."""
+    return text if len(text) <= limit else text[-limit:].strip()
+
+
+def context_text(text: str) -> str:
+    """A turn as context for later turns: its end, secrets left out. Redacted with a margin
+    before the cut, so a secret the cut goes through is redacted whole, then cut."""
+    tail = text if len(text) <= 2 * CONTEXT_ITEM_CHARS else text[-2 * CONTEXT_ITEM_CHARS :]
+    kept, _ = redact_secrets(clean_text(tail))
+    return kept if len(kept) <= CONTEXT_ITEM_CHARS else "…" + kept[-CONTEXT_ITEM_CHARS:]
+
+
+def turn_parts(turn: Turn, max_chars: int) -> list[Turn]:
+    """The journal rows of one turn: no secrets, no character the store would refuse, cut
+    into parts the store keeps whole. The first part carries the context; the rest
+    carry none (a 5 MB turn journaled the two items before it with each of its parts)."""
+    kept, _ = redact_secrets(clean_text(turn.text))
+    parts = split_turn(kept, max_chars)
+    seq = turn.seq
+    return [
+        dataclasses.replace(
+            turn,
+            text=part,
+            turn_id=turn.turn_id if n == 0 else f"{turn.turn_id}/{n}",
+            context=turn.context if n == 0 else (),
+            seq=None if seq is None else seq + n,
+        )
+        for n, part in enumerate(parts)
+    ]
+
+
 @dataclass
 class TurnLog:
     """What memory did for one reply; logged and kept for the session summary."""
@@ -181,7 +233,12 @@ class MemorySession:
             self._remember,
             # Turns that stopped workers left go to a queue whose store can take them.
             may_adopt=lambda: getattr(service.store, "available", True),
+            mode=service.mode.value,
+            spill_dir=service.settings.spill_dir,
         )
+        # Long turns are cut, redacted and split on a thread, one after another: the
+        # turns after one wait for it, so the journal keeps the order they were said in.
+        self._turn_prep: asyncio.Future[None] | None = None
         self._recent: deque[str] = deque(maxlen=2)
         # The user's own earlier turns, which shape each look-up (Retriever.retrieve).
         # One more than the look-up uses: after a turn is committed it is the newest
@@ -294,32 +351,50 @@ class MemorySession:
         if not isinstance(item, llm.ChatMessage):
             return
         text = (item.text_content or "").strip()
-        # What goes to the journal: no secrets, no character the store would refuse.
-        kept, _ = redact_secrets(clean_text(text))
-        if item.role == "user" and text:
+        if not text or item.role not in ("user", "assistant"):
+            return
+        if item.role == "user":
             self._check_forget_once()  # typed input brings no transcript: for the next turn
             self._checked_this_turn = False
-            turn_id = item.id or uuid.uuid4().hex
-            for part_no, part in enumerate(split_turn(kept, self.service.settings.max_turn_chars)):
-                self.queue.enqueue(
-                    Turn(
-                        user_id=self.user_id,
-                        text=part,
-                        session_id=self.session_id,
-                        turn_id=turn_id if part_no == 0 else f"{turn_id}/{part_no}",
-                        created_at=now_iso(),
-                        context=tuple(self._recent),
-                        seq=self._seq,
-                    )
-                )
-                self._seq += 1
-            self._user_turns.append(text)
+            stored = bounded_turn(text, self.service.settings.max_stored_turn_chars, item.id)
+            turn = Turn(
+                user_id=self.user_id,
+                text=stored,
+                session_id=self.session_id,
+                turn_id=item.id or uuid.uuid4().hex,
+                created_at=now_iso(),
+                context=tuple(self._recent),  # what came before: on the first part only
+                seq=self._seq,
+            )
+            inline = len(stored) <= INLINE_TURN_CHARS and (self._turn_prep is None or self._turn_prep.done())
+            if inline:
+                parts = turn_parts(turn, self.service.settings.max_turn_chars)
+                self._enqueue_parts(parts)
+                self._seq += len(parts)
+            else:  # long: redacted and split off the event loop, in order
+                self._turn_prep = asyncio.ensure_future(self._prepare_off_loop(self._turn_prep, turn))
+                self._seq += len(stored) // max(self.service.settings.max_turn_chars // 2, 1) + 1  # its parts at most
+            query = query_text(text, self.service.settings.max_turn_chars)
+            self._user_turns.append(query)
             self._current_committed = True
             self._turn_finals = []
             self._committed_ids.append(item.id)
-            self._settle_log(item.id, text)
-        if item.role in ("user", "assistant") and text:
-            self._recent.append(f"{item.role}: {kept}")
+            self._settle_log(item.id, query)
+        self._recent.append(f"{item.role}: {context_text(text)}")
+
+    def _enqueue_parts(self, parts: list[Turn]) -> None:
+        for part in parts:
+            self.queue.enqueue(part)
+
+    async def _prepare_off_loop(self, before: asyncio.Future[None] | None, turn: Turn) -> None:
+        if before is not None:
+            await asyncio.wait({before})
+        try:
+            parts = await asyncio.to_thread(turn_parts, turn, self.service.settings.max_turn_chars)
+        except Exception as exc:  # never: the whole turn rather than none of it
+            logger.error("turn %s could not be split (%r); journaled whole", turn.turn_id, exc)
+            parts = [turn]
+        self._enqueue_parts(parts)
 
     def _settle_log(self, item_id: str, committed: str) -> None:
         """The user's message is committed: a reply asked for before was the one used if
@@ -397,7 +472,9 @@ class MemorySession:
         items = ctx.items
         last_user = answered_turn(items)
         item_id = items[last_user].id if last_user is not None else None
-        log = TurnLog(text=items[last_user].text_content or "" if last_user is not None else "")  # type: ignore[union-attr]
+        said = items[last_user].text_content or "" if last_user is not None else ""  # type: ignore[union-attr]
+        # A 5 MB typed message is looked up by its last words, as the embedder reads it.
+        log = TurnLog(text=query_text(said, self.service.settings.max_turn_chars))
 
         profile_ready = self._profile_within(self.recaller.budget_s)
         if last_user is not None and self.service.wants_recall(log.text):
@@ -486,8 +563,14 @@ class MemorySession:
         )
 
     # -------------------------------------------------------------- shutdown
+    async def _prepared(self, timeout_s: float) -> None:
+        """Long turns still being split reach the journal before a drain or close."""
+        if self._turn_prep is not None and not self._turn_prep.done():
+            await asyncio.wait({self._turn_prep}, timeout=timeout_s)
+
     async def drain(self, timeout_s: float = 5.0) -> bool:
         """Wait (bounded) for pending writes; True if all were written."""
+        await self._prepared(timeout_s)
         return await self.queue.drain(timeout_s)
 
     async def aclose(self, *, drain_timeout_s: float = 5.0) -> None:
@@ -495,6 +578,7 @@ class MemorySession:
 
         Keyword-only on purpose: LiveKit calls a shutdown callback that takes an argument
         with the shutdown reason (a string), which then was the drain's timeout."""
+        await self._prepared(max(drain_timeout_s, 5.0))
         drained = await self.queue.aclose(drain_timeout_s)
         await self.recaller.aclose()
         for task in (self._profile_task, self._forget_check):

@@ -117,6 +117,9 @@ class Turn:
     # the journal so that a replay after a crash writes the same facts, in the same
     # order, without asking the model again (which may word or order them otherwise).
     verdict: dict[str, Any] | None = None
+    # The MEM0_SETTING the turn was said under: a replay writes it as that mode does,
+    # whatever mode the worker that replays it runs in (None: a row from before).
+    mode: str | None = None
 
 
 def _verdict(outcome: GateOutcome) -> dict[str, Any]:
@@ -316,6 +319,16 @@ class MemoryService:
         )
         return [KnownFact(rec.slot, rec.text) for rec in records if rec.slot]
 
+    def _turn_mode(self, turn: Turn) -> MemoryMode:
+        """The mode the turn was said under (its journal row's), else this worker's: a
+        GATED turn replayed by a NORMAL worker must not be stored raw."""
+        if turn.mode:
+            try:
+                return MemoryMode(turn.mode)
+            except ValueError:
+                logger.warning("turn %s has an unknown mode %r; written as %s", turn.turn_id, turn.mode, self.mode.value)
+        return self.mode
+
     async def remember(self, turn: Turn, keep_verdict: Callable[[Turn], None] | None = None) -> RememberReport:
         """Store what this mode keeps of a turn, secrets left out. Bad input is dropped
         with a reason. The glue splits long turns (`split_turn`); one that still comes
@@ -336,7 +349,7 @@ class MemoryService:
             "turn_id": turn.turn_id,
             "timestamp": turn.created_at,
         }
-        if self.mode is MemoryMode.NORMAL:
+        if self._turn_mode(turn) is MemoryMode.NORMAL:
             if turn.seq is not None:
                 meta["seq"] = turn.seq
             try:
