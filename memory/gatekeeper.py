@@ -27,6 +27,7 @@ logger = logging.getLogger("memory.gatekeeper")
 
 MAX_FACT_CHARS = 300
 MAX_FACTS_PER_TURN = 8
+MAX_CONTEXT_CHARS = 400  # of each earlier turn shown to the extraction model
 
 
 # How the model's API refuses one turn for what it says or its size: HTTP 413, or a 400
@@ -239,7 +240,9 @@ class Gatekeeper:
             content=json.dumps(
                 {
                     "known_facts": [{"slot": k.slot, "text": k.text} for k in known[:MAX_KNOWN_FACTS]],
-                    "previous_turns": list(context)[-2:],
+                    # Bounded per turn: the glue sends each earlier turn's end only, and a
+                    # row journaled otherwise (an older worker) is cut here the same way.
+                    "previous_turns": [t[-MAX_CONTEXT_CHARS:] for t in list(context)[-2:]],
                     "latest_user_message": text,
                 },
                 ensure_ascii=False,
