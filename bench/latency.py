@@ -50,7 +50,7 @@ from bench.evaldata import default_eval_dir
 from memory import embedder as embedder_mod
 from memory import heap, lexical
 from memory.gatekeeper import Gatekeeper
-from memory.livekit_glue import MemoryAgent, MemorySession, fit_recalled
+from memory.livekit_glue import MEMORY_ROLE, MemoryAgent, MemorySession, fit_recalled
 from memory.prompts import load_prompt
 from memory.service import MemoryService, Turn
 from memory.settings import DURABLE_CATEGORIES, MemoryMode, MemorySettings, load_settings
@@ -358,7 +358,7 @@ def journal_backlog(store: MemoryStore, settings: MemorySettings, turns: int, ch
 
 def _block(request: LLMRequest) -> str:
     for role, text in request.messages:
-        if role == "system" and text.startswith("<recalled_memories>"):
+        if role == MEMORY_ROLE and text.startswith("<recalled_memories>"):
             return text
     return ""
 
@@ -462,7 +462,7 @@ async def _drive(
                 log_ = session_memory.turns[-1]
                 injected = log_.injected
                 # what the LLM saw must match what the log says was injected
-                lines = [ln for ln in _block(reqs[-1]).splitlines() if ln.startswith("- ")] if reqs else []
+                lines = [ln for ln in _block(reqs[-1]).splitlines() if ln.startswith("{")] if reqs else []
                 assert len(lines) == log_.injected, (lines, log_)
                 if reference and len(refs) > n_refs:
                     got = set(own_ids([r for r in (log_.recall.records if log_.recall else []) if r.id in log_.injected_ids]))

@@ -32,6 +32,7 @@ from livekit.agents.voice.events import ConversationItemAddedEvent, UserInputTra
 from . import metrics
 from .prefetch import Recaller, RecallResult
 from .prompts import load_prompt
+from .quoting import quote
 from .redact import redact_secrets
 from .service import MemoryService, RememberReport, Turn, split_turn
 from .store import MemoryRecord, clean_text, memory_user_id, now_iso, parse_time
@@ -43,6 +44,11 @@ PROFILE_MESSAGE_ID = "memory_profile"
 # A session's profile is read again at a user turn once it is this old (seconds).
 PROFILE_MAX_AGE_S = 30.0
 RECALL_MESSAGE_ID = "memory_recall"
+# The role of the memory blocks: stored text is untrusted, and OpenAI's guidance is to
+# keep untrusted text out of system/developer messages, which outrank the user; LiveKit's
+# own RAG and initial-context examples add such context as an assistant message. An
+# assistant message carries no authority of its own (docs/hostile-input.md).
+MEMORY_ROLE: llm.ChatRole = "assistant"
 # Items that may follow the user's message in a request that still answers it: a tool
 # call and its result (LiveKit asks the LLM again with them), notes such as a reply's
 # own instructions (added as a system message after it), a hand-off to another agent.
@@ -82,17 +88,23 @@ def _local_date(stamp: str | None, zone: tzinfo) -> str:
 
 
 def _memory_line(rec: MemoryRecord, line_max: int | None = None, zone: tzinfo = timezone.utc) -> str:
-    """One memory as a line of a block; with `line_max`, its text is cut to fit."""
-    tag = ", ".join(x for x in (rec.category, _local_date(rec.updated_at or rec.created_at, zone)) if x)
-    suffix = f" ({tag})" if tag else ""
-    # Memory text is untrusted data: keep it on one line so it cannot fake the block's end.
-    text = " ".join(rec.text.replace("<", "‹").replace(">", "›").split())
-    room = None if line_max is None else line_max - 2 - len(suffix)
-    if room is not None and len(text) > room:
-        cut = text[: max(room - 1, 1)]
-        space = cut.rfind(" ", len(cut) - 30)  # between words where there are any
-        text = (cut[:space] if space > 0 else cut).rstrip() + "…"
-    return f"- {text}{suffix}"
+    """One memory as a line of a block: quoted JSON (`memory/quoting.py`), which stored
+    text cannot close or imitate; with `line_max`, its text is cut to fit."""
+    fields: dict[str, str] = {}
+    if said := _local_date(rec.updated_at or rec.created_at, zone):
+        fields["said"] = said
+    if rec.category:
+        fields["kind"] = rec.category
+    text = " ".join(rec.text.split())
+    line = quote({**fields, "note": text})
+    if line_max is not None and len(line) > line_max:
+        room = max(line_max - len(quote({**fields, "note": ""})) - 1, 1)
+        while len(line) > line_max and room > 0:  # escapes make a quoted character longer
+            cut = text[:room]
+            space = cut.rfind(" ", len(cut) - 30)  # between words where there are any
+            line = quote({**fields, "note": (cut[:space] if space > 0 else cut).rstrip() + "…"})
+            room -= max(len(line) - line_max, 1)
+    return line
 
 
 def fit_memories(records: list[MemoryRecord], max_chars: int, *, line_max: int | None = None) -> list[MemoryRecord]:
@@ -499,7 +511,7 @@ class MemorySession:
             pos = 0
             while pos < len(items) and getattr(items[pos], "role", None) in ("system", "developer"):
                 pos += 1
-            items.insert(pos, llm.ChatMessage(role="system", content=[block], id=PROFILE_MESSAGE_ID))
+            items.insert(pos, llm.ChatMessage(role=MEMORY_ROLE, content=[block], id=PROFILE_MESSAGE_ID))
             shown = {r.id for r in fitting}
             log.profile_injected = True
             if last_user is not None:
@@ -516,7 +528,7 @@ class MemorySession:
                     today=datetime.now(self._zone).date().isoformat(),
                 )
                 assert last_user is not None
-                items.insert(last_user, llm.ChatMessage(role="system", content=[block], id=RECALL_MESSAGE_ID))
+                items.insert(last_user, llm.ChatMessage(role=MEMORY_ROLE, content=[block], id=RECALL_MESSAGE_ID))
                 log.injected = len(fresh)
                 log.injected_ids = [r.id for r in fresh]
         if last_user is not None and item_id not in self._logged_ids:

@@ -55,7 +55,7 @@ class MemorySettings:
     recall_top_k: int = 5
     recall_threshold: float = 0.0
     recall_budget_ms: float = 150.0
-    profile_max_chars: int = 600
+    profile_max_chars: int = 900  # 12 facts as quoted JSON lines (about 47 characters each of quoting)
     recall_max_chars: int = 1500  # the recalled-memories block of one reply; a line at most a third of it
     timezone: str = "UTC"  # the users' time zone (IANA name): memory dates and "today" as they live them
     profile_max_items: int = 12
@@ -298,7 +298,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         recall_top_k=_integer(env, "MEMORY_TOP_K", 5, lo=1, hi=50),
         recall_threshold=_number(env, "MEMORY_THRESHOLD", 0.0, lo=0.0, hi=1.0),
         recall_budget_ms=_number(env, "MEMORY_BUDGET_MS", 150.0, lo=0.0, hi=10_000.0),
-        profile_max_chars=_integer(env, "MEMORY_PROFILE_MAX_CHARS", 600, lo=50, hi=8000),
+        profile_max_chars=_integer(env, "MEMORY_PROFILE_MAX_CHARS", 900, lo=50, hi=8000),
         recall_max_chars=_integer(env, "MEMORY_RECALL_MAX_CHARS", 1500, lo=200, hi=20000),
         timezone=_time_zone(env),
         max_stored_turn_chars=_integer(env, "MEMORY_MAX_TURN_CHARS", 20_000, lo=100, hi=10_000_000),
