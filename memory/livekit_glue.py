@@ -98,12 +98,17 @@ def _memory_line(rec: MemoryRecord, line_max: int | None = None, zone: tzinfo = 
     text = " ".join(rec.text.split())
     line = quote({**fields, "note": text})
     if line_max is not None and len(line) > line_max:
-        room = max(line_max - len(quote({**fields, "note": ""})) - 1, 1)
-        while len(line) > line_max and room > 0:  # escapes make a quoted character longer
-            cut = text[:room]
-            space = cut.rfind(" ", len(cut) - 30)  # between words where there are any
-            line = quote({**fields, "note": (cut[:space] if space > 0 else cut).rstrip() + "…"})
-            room -= max(len(line) - line_max, 1)
+        # The longest start of the text that fits once quoted (an escape is 6 characters).
+        lo, hi = 0, len(text)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if len(quote({**fields, "note": text[:mid] + "…"})) <= line_max:
+                lo = mid
+            else:
+                hi = mid - 1
+        cut = text[:lo]
+        space = cut.rfind(" ", len(cut) - 30)  # between words where there are any
+        line = quote({**fields, "note": (cut[:space] if space > 0 else cut).rstrip() + "…"})
     return line
 
 
