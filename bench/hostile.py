@@ -80,9 +80,10 @@ def write_ids(store: MemoryStore, user_id: str) -> Counter[str]:
 
 
 class LoopWatch:
-    """The event loop's longest stall: a ticker that should wake every millisecond."""
+    """The event loop's longest stall: a ticker that should wake every `tick_s`."""
 
-    def __init__(self) -> None:
+    def __init__(self, tick_s: float = 0.001) -> None:
+        self.tick_s = tick_s
         self.max_ms = 0.0
         self._task: asyncio.Task[None] | None = None
 
@@ -90,9 +91,9 @@ class LoopWatch:
         loop = asyncio.get_running_loop()
         last = loop.time()
         while True:
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(self.tick_s)
             now = loop.time()
-            self.max_ms = max(self.max_ms, (now - last - 0.001) * 1000)
+            self.max_ms = max(self.max_ms, (now - last - self.tick_s) * 1000)
             last = now
 
     def __enter__(self) -> LoopWatch:
@@ -299,6 +300,169 @@ async def long_turns(store: MemoryStore, work: Path) -> dict[str, Any]:
     out["extraction_chars_per_input_char"] = round((sum(sent) - prompt_chars) / sum(len(t) for t in typed), 3)
     out["extraction_calls"] = len(sent)
     return out
+
+
+# ------------------------------------------------------------------ instructions, secrets
+async def instructions(store: MemoryStore) -> dict[str, Any]:
+    """GATED, each instruction said as "remember ...": extraction answers no facts for
+    half the users and the instruction itself as a fact for the other half."""
+    from bench.hostile_probes import INSTRUCTIONS
+
+    stored = 0
+    for answer in ("none", "itself"):
+        def extract(req: LLMRequest, answer: str = answer) -> str:
+            said = json.loads(req.messages[-1][1])["latest_user_message"]
+            facts = [] if answer == "none" else [{"text": said, "category": "preferences", "slot": "reply_rules"}]
+            return json.dumps({"facts": facts})
+
+        gated = service_for(store, MemoryMode.GATED, RecordingLLM(extract))
+        user = f"instr-{answer}-{uuid.uuid4().hex[:6]}"
+
+        async def say(h: VoiceHarness, m: MemorySession) -> None:
+            for text in INSTRUCTIONS:
+                await h.user_says(text)
+
+        await run_session(gated, user, say)
+        stored += len(store.list_user(user))
+
+    # Stored text that tries to close or forge a memory block, shown in a NORMAL session.
+    from memory.livekit_glue import MEMORY_ROLE
+    from tests.test_memory_quoting import HOSTILE
+
+    user = f"forge-{uuid.uuid4().hex[:6]}"
+    for text in HOSTILE:
+        store.add_raw(user, text + " about my garden")
+    llm = RecordingLLM(lambda req: "Sure.")
+
+    async def ask(h: VoiceHarness, m: MemorySession) -> None:
+        await h.user_says("Tell me about my garden")
+
+    memory_session, _ = await run_session(service_for(store, MemoryMode.NORMAL), user, ask, llm=llm)
+    request = llm.requests[-1]
+    blocks = [(role, t) for role, t in request.messages if t.startswith("<recalled_memories>")]
+    forged = 0
+    for role, block in blocks:
+        lines = block.splitlines()[2:-1]
+        ok = role == MEMORY_ROLE and len(lines) == memory_session.turns[-1].injected
+        for line in lines:
+            try:
+                ok = ok and set(json.loads(line)) <= {"said", "kind", "note"}
+            except ValueError:
+                ok = False
+        forged += 0 if ok else 1
+    return {
+        "instructions_tried": 2 * len(INSTRUCTIONS),
+        "instructions_stored": stored,
+        "forged_blocks": forged + (0 if blocks else 1),
+        "memory_role": blocks[0][0] if blocks else None,
+        "llm_requests_per_turn": len(llm.requests),
+    }
+
+
+async def secrets(store: MemoryStore) -> dict[str, Any]:
+    """NORMAL stores every turn: each probe sentence said once; is its value stored? And
+    are raw transcripts in the logs at DEBUG (as `dev` runs)?"""
+    from bench.hostile_probes import SECRETS
+    from memory import transcript_log
+
+    transcript_log.install("off")  # what agent.py installs by default
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep(level=logging.DEBUG)
+    lk = logging.getLogger("livekit.agents")
+    old = lk.level
+    lk.setLevel(logging.DEBUG)
+    lk.addHandler(keep)
+    user = f"secrets-{uuid.uuid4().hex[:6]}"
+    try:
+        async def say(h: VoiceHarness, m: MemorySession) -> None:
+            for text, _ in SECRETS:
+                await h.user_says(text)
+
+        await run_session(service_for(store, MemoryMode.NORMAL), user, say)
+    finally:
+        lk.removeHandler(keep)
+        lk.setLevel(old)
+    stored = " ".join(m.text for m in store.list_user(user))
+    logged = "\n".join(f"{r.getMessage()} {vars(r)}" for r in records)
+    return {
+        "secrets_tried": len(SECRETS),
+        "secrets_stored": sum(1 for _, secret in SECRETS if secret in stored),
+        "transcripts_logged": sum(1 for text, _ in SECRETS if text in logged),
+    }
+
+
+# ------------------------------------------------------------------ read capacity
+CAPACITY_FACTS = [
+    "My sister {n} lives in Porto and works as a nurse", "I like {n} kinds of green tea",
+    "My dog is called Rex and he is {n} years old", "I am training for a marathon in {n} weeks",
+    "My favourite colour is blue since I was {n}", "I work as an engineer on project {n}",
+    "My brother plays chess on {n} evenings a week", "I am allergic to peanuts since age {n}",
+]
+CAPACITY_TURNS = [
+    "What is my sister doing these days?", "Do you remember what tea I like?",
+    "How old is my dog?", "When is my marathon again?", "What is my favourite colour?",
+    "What do I work on?", "Tell me about my brother", "What am I allergic to?",
+]
+
+
+async def capacity(store: MemoryStore, settings: MemorySettings, sessions: int, seconds: float) -> dict[str, Any]:
+    """`sessions` sessions in this one process, each typing a turn a second for `seconds`:
+    the time memory adds before each LLM request (prepare_chat_ctx) and the turns that
+    wanted memory and got none (a look-up that missed the budget or found no read slot)."""
+    service = service_for(store, MemoryMode.NORMAL)
+    users = [f"cap{sessions}-{i}-{uuid.uuid4().hex[:4]}" for i in range(sessions)]
+    await asyncio.gather(*(
+        asyncio.to_thread(lambda u=u: [store.add_raw(u, t.format(n=k)) for k, t in enumerate(CAPACITY_FACTS * 3)])
+        for u in users
+    ))  # fmt: skip
+    added: list[float] = []
+    wanted = missing = 0
+    real_prepare = MemorySession.prepare_chat_ctx
+
+    async def timed(self: MemorySession, chat_ctx: Any) -> Any:
+        t0 = time.perf_counter()
+        out = await real_prepare(self, chat_ctx)
+        added.append((time.perf_counter() - t0) * 1000)
+        return out
+
+    MemorySession.prepare_chat_ctx = timed  # type: ignore[method-assign]
+    watch = LoopWatch(0.01)
+    try:
+        async def one(i: int, user: str) -> tuple[int, int]:
+            rng = random.Random(i)
+
+            async def say(h: VoiceHarness, m: MemorySession) -> None:
+                await asyncio.sleep(rng.uniform(0, 1.0))  # sessions out of step, as callers are
+                start = time.perf_counter()
+                k = 0
+                while time.perf_counter() - start < seconds:
+                    t0 = time.perf_counter()
+                    await h.user_types(CAPACITY_TURNS[(i + k) % len(CAPACITY_TURNS)])
+                    k += 1
+                    await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
+
+            m, _ = await run_session(service, user, say)
+            logs = [t for t in m.turns if t.recall is not None]
+            return len(logs), sum(1 for t in logs if t.recall.missed_budget or t.recall.error)  # type: ignore[union-attr]
+
+        with watch:
+            results = await asyncio.gather(*(one(i, u) for i, u in enumerate(users)))
+    finally:
+        MemorySession.prepare_chat_ctx = real_prepare  # type: ignore[method-assign]
+    wanted = sum(r[0] for r in results)
+    missing = sum(r[1] for r in results)
+    return {
+        f"added_ms_p50_{sessions}": round(pct(added, 0.50), 1),
+        f"added_ms_p95_{sessions}": round(pct(added, 0.95), 1),
+        f"memory_missing_share_{sessions}": round(missing / max(wanted, 1), 3),
+        f"turns_{sessions}": wanted,
+        f"loop_block_ms_{sessions}_sessions": round(watch.max_ms, 1),
+    }
 
 
 # ------------------------------------------------------------------ main
