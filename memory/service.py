@@ -97,6 +97,18 @@ _waiting: deque[_Waiter] = deque()
 _read_s = 0.05
 
 
+def configure_reads(slots: int) -> None:
+    """`MEMORY_MAX_READS_IN_FLIGHT`: the read threads of this process (set by the first
+    service; changed only while no read is in flight)."""
+    global MAX_READS_IN_FLIGHT, _READ_POOL
+    with _reads_lock:
+        if slots == MAX_READS_IN_FLIGHT or _reads_in_flight or _waiting:
+            return
+        old, _READ_POOL = _READ_POOL, ThreadPoolExecutor(max_workers=slots, thread_name_prefix="memory-read")
+        MAX_READS_IN_FLIGHT = slots
+    old.shutdown(wait=False)
+
+
 def _expected_s() -> float:
     """When a look-up queued now would be done: the waiters ahead, the slots, a read's time."""
     return (len(_waiting) // MAX_READS_IN_FLIGHT + 1) * _read_s + _read_s
@@ -312,6 +324,7 @@ class MemoryService:
         self.retriever = retriever or Retriever(store, settings)
         # A look-up may wait for a read slot at most this long: the reply's budget.
         self._read_wait_s = settings.recall_budget_ms / 1000
+        configure_reads(settings.max_reads_in_flight)
         # GATED: the gatekeeper's verdict per turn, kept until the turn's facts are all
         # written, so a store write that fails and is retried does not call the
         # extraction model again (cost, and a reworded answer would add a duplicate).
