@@ -52,8 +52,11 @@ a dead-letter state with the reason; it is logged and kept for inspection
 (`dead_letters()`), never retried, never silently dropped. A row that cannot
 be decoded, or whose fields have the wrong types, is dead-lettered the same way.
 A journal file that is damaged (its integrity check fails when it is opened) is
-set aside under a new name and a new one started (`set_aside_if_damaged`); one
-that cannot be opened at all (a full disk) sends turns straight to the store.
+set aside under a new name and a new one started (`set_aside_if_damaged`). A turn
+the journal refuses (it cannot be opened, a read-only or full disk) goes to a spill
+file on a RAM disk (`spill.py`, survives a kill) and straight to the store; if that
+refuses too, `enqueue` says so (returns False, logs at ERROR) rather than claim it.
+Each row records the mode it was written under; a queue takes over only its own.
 A failure that says this one turn cannot be written (`is_turn_failure`: data
 the store refuses, a bug its words trigger) is dead-lettered once it has failed
 that way `MAX_TURN_FAILURES` times, or one bad turn would hold up every turn
