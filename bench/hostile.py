@@ -171,7 +171,7 @@ async def faults(store: MemoryStore, work: Path, mountable: bool) -> list[dict[s
         # 3. full, then space again
         user = f"fault-full-{uuid.uuid4().hex[:6]}"
         mnt = work / "full"
-        with tiny_tmpfs(mnt, 256):
+        with tiny_tmpfs(mnt, 4096):
             _make_journal(mnt / "j.sqlite3")
             filler = fill(mnt)
             q = DurableWriteQueue(mnt / "j.sqlite3", normal.remember, spill_dir=spill, base_backoff_s=0.05)

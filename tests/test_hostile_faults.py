@@ -93,7 +93,9 @@ async def test_read_only_and_full_journal_disks_lose_nothing_and_recover(
 ) -> None:
     normal = make_service(store, MemoryMode.NORMAL)
     mnt = tmp_path / "disk"
-    with tiny_tmpfs(mnt, 256):
+    # Room, once the filler goes, for the journal's WAL to grow (8 KB pages): with 256 KB
+    # the journal filled the disk again by itself.
+    with tiny_tmpfs(mnt, 4096):
         journal = mnt / "journal.sqlite3"
         make_journal(journal)
         remount(mnt, read_only=True)

@@ -144,3 +144,22 @@ def test_a_replayed_row_with_long_context_is_cut_before_extraction() -> None:
     assert all(len(t) <= 400 for t in json.loads(seen[0])["previous_turns"])
 
 
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [({"MEMORY_MAX_TURN_CHARS": "5"}, "MEMORY_MAX_TURN_CHARS"), ({"MEMORY_LOG_TRANSCRIPTS": "all"}, "MEMORY_LOG_TRANSCRIPTS"),
+     ({"MEMORY_MAX_READS_IN_FLIGHT": "0"}, "MEMORY_MAX_READS_IN_FLIGHT")],  # fmt: skip
+)
+def test_a_bad_hostile_input_setting_fails_at_start_naming_it(env: dict[str, str], named: str) -> None:
+    from memory.settings import ConfigError, load_settings
+
+    with pytest.raises(ConfigError, match=named):
+        load_settings(env, dotenv=False)
+
+
+def test_the_spill_directory_can_be_set_or_switched_off(tmp_path: Path) -> None:
+    from memory.settings import load_settings
+
+    assert load_settings({"MEMORY_SPILL_DIR": "off"}, dotenv=False).spill_dir is None
+    assert load_settings({"MEMORY_SPILL_DIR": str(tmp_path)}, dotenv=False).spill_dir == tmp_path.resolve()
