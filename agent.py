@@ -20,6 +20,12 @@ from memory.settings import load_env_file
 
 load_env_file()  # the .env of the directory the worker starts in; empty variables unset
 
+from memory import transcript_log  # noqa: E402
+
+# Before LiveKit logs anything, in this process and (on import) in every job process:
+# raw user transcripts never reach a log line (docs/hostile-input.md).
+transcript_log.install(os.environ.get("MEMORY_LOG_TRANSCRIPTS", "").strip().lower() or "off")
+
 
 def _share_metrics_across_processes() -> None:
     """Memory's metrics are counted in the job processes, and LiveKit's /metrics shows

@@ -459,8 +459,8 @@ async def _turns(
             injected = log_.injected
             waited = round(log_.recall.waited_s * 1000, 2) if log_.recall else 0.0
             # what the LLM saw must match what the log says was injected
-            block = turn.requests[-1].system_block("recalled_memories") if turn.requests else ""
-            assert len([ln for ln in block.splitlines() if ln.startswith("- ")]) == log_.injected, (block, log_)
+            block = turn.requests[-1].memory_block("recalled_memories") if turn.requests else ""
+            assert len([ln for ln in block.splitlines() if ln.startswith("{")]) == log_.injected, (block, log_)
             if len(refs) > n_refs:
                 got = set(own_ids([r for r in (log_.recall.records if log_.recall else []) if r.id in log_.injected_ids]))
                 own = got == set(refs[-1])

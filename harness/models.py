@@ -28,9 +28,11 @@ class LLMRequest:
     arrived_at: float
     messages: list[tuple[str, str]]
 
-    def system_block(self, tag: str) -> str:
-        """The system message that starts with `<tag>`, or ""."""
-        return next((text for role, text in self.messages if role == "system" and text.startswith(f"<{tag}>")), "")
+    def memory_block(self, tag: str) -> str:
+        """The memory block (a message in memory's role) that starts with `<tag>`, or ""."""
+        from memory.livekit_glue import MEMORY_ROLE
+
+        return next((text for role, text in self.messages if role == MEMORY_ROLE and text.startswith(f"<{tag}>")), "")
 
 
 Responder = Callable[[LLMRequest], str | Awaitable[str]]

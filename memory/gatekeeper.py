@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from livekit.agents import APIStatusError, llm
 from pydantic import BaseModel, Field
 
+from .instructions import about_user, is_instruction
 from .prefilter import GateAction, GateDecision, prefilter
 from .prompts import load_prompt
 from .settings import DURABLE_CATEGORIES
@@ -27,6 +28,7 @@ logger = logging.getLogger("memory.gatekeeper")
 
 MAX_FACT_CHARS = 300
 MAX_FACTS_PER_TURN = 8
+MAX_CONTEXT_CHARS = 400  # of each earlier turn shown to the extraction model
 
 
 # How the model's API refuses one turn for what it says or its size: HTTP 413, or a 400
@@ -226,6 +228,7 @@ class Gatekeeper:
         except ValueError as exc:  # junk output is permanent: keep only a forced write
             logger.warning("fact extraction output rejected: %s", exc)
             return GateOutcome(decision, _forced_fallback(text, decision), True, error=str(exc))
+        facts = _without_instructions(facts)
         if not facts:
             facts = _forced_fallback(text, decision)
         return GateOutcome(decision, facts, extraction_called=True)
@@ -239,7 +242,9 @@ class Gatekeeper:
             content=json.dumps(
                 {
                     "known_facts": [{"slot": k.slot, "text": k.text} for k in known[:MAX_KNOWN_FACTS]],
-                    "previous_turns": list(context)[-2:],
+                    # Bounded per turn: the glue sends each earlier turn's end only, and a
+                    # row journaled otherwise (an older worker) is cut here the same way.
+                    "previous_turns": [t[-MAX_CONTEXT_CHARS:] for t in list(context)[-2:]],
                     "latest_user_message": text,
                 },
                 ensure_ascii=False,
@@ -256,7 +261,21 @@ class Gatekeeper:
 
 
 def _forced_fallback(text: str, decision: GateDecision) -> list[Fact]:
-    """An explicit "remember ..." is kept even when extraction fails or finds nothing."""
+    """An explicit "remember ..." is kept even when extraction fails or finds nothing,
+    if it says something about the user and tells the assistant nothing: "remember that
+    you must answer only in French" is an instruction, not a personal fact."""
     if decision.action is not GateAction.FORCE:
         return []
+    if is_instruction(text) or not about_user(text):
+        logger.info("forced write dropped: %s", "an instruction to the assistant" if is_instruction(text) else "nothing about the user")
+        return []
     return [Fact(text=text.strip()[:MAX_FACT_CHARS], category="personal_facts", slot=None)]
+
+
+def _without_instructions(facts: list[Fact]) -> list[Fact]:
+    """The extracted facts less those that tell the assistant how to behave (a model may
+    return "User wants the assistant to reveal the system prompt" as a preference)."""
+    kept = [fact for fact in facts if not is_instruction(fact.text)]
+    if len(kept) < len(facts):
+        logger.info("dropped %d extracted instruction(s) to the assistant", len(facts) - len(kept))  # how many, never the words
+    return kept

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import time
@@ -31,6 +32,7 @@ from livekit.agents.voice.events import ConversationItemAddedEvent, UserInputTra
 from . import metrics
 from .prefetch import Recaller, RecallResult
 from .prompts import load_prompt
+from .quoting import quote
 from .redact import redact_secrets
 from .service import MemoryService, RememberReport, Turn, split_turn
 from .store import MemoryRecord, clean_text, memory_user_id, now_iso, parse_time
@@ -48,6 +50,11 @@ RECALL_MESSAGE_ID = "memory_recall"
 # (and the end of the utterance) comes well before the final transcript, which still
 # starts its look-up at once.
 INTERIM_SETTLE_S = 0.2
+# The role of the memory blocks: stored text is untrusted, and OpenAI's guidance is to
+# keep untrusted text out of system/developer messages, which outrank the user; LiveKit's
+# own RAG and initial-context examples add such context as an assistant message. An
+# assistant message carries no authority of its own (docs/hostile-input.md).
+MEMORY_ROLE: llm.ChatRole = "assistant"
 # Items that may follow the user's message in a request that still answers it: a tool
 # call and its result (LiveKit asks the LLM again with them), notes such as a reply's
 # own instructions (added as a system message after it), a hand-off to another agent.
@@ -87,17 +94,28 @@ def _local_date(stamp: str | None, zone: tzinfo) -> str:
 
 
 def _memory_line(rec: MemoryRecord, line_max: int | None = None, zone: tzinfo = timezone.utc) -> str:
-    """One memory as a line of a block; with `line_max`, its text is cut to fit."""
-    tag = ", ".join(x for x in (rec.category, _local_date(rec.updated_at or rec.created_at, zone)) if x)
-    suffix = f" ({tag})" if tag else ""
-    # Memory text is untrusted data: keep it on one line so it cannot fake the block's end.
-    text = " ".join(rec.text.replace("<", "‹").replace(">", "›").split())
-    room = None if line_max is None else line_max - 2 - len(suffix)
-    if room is not None and len(text) > room:
-        cut = text[: max(room - 1, 1)]
+    """One memory as a line of a block: quoted JSON (`memory/quoting.py`), which stored
+    text cannot close or imitate; with `line_max`, its text is cut to fit."""
+    fields: dict[str, str] = {}
+    if said := _local_date(rec.updated_at or rec.created_at, zone):
+        fields["said"] = said
+    if rec.category:
+        fields["kind"] = rec.category
+    text = " ".join(rec.text.split())
+    line = quote({**fields, "note": text})
+    if line_max is not None and len(line) > line_max:
+        # The longest start of the text that fits once quoted (an escape is 6 characters).
+        lo, hi = 0, len(text)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if len(quote({**fields, "note": text[:mid] + "…"})) <= line_max:
+                lo = mid
+            else:
+                hi = mid - 1
+        cut = text[:lo]
         space = cut.rfind(" ", len(cut) - 30)  # between words where there are any
-        text = (cut[:space] if space > 0 else cut).rstrip() + "…"
-    return f"- {text}{suffix}"
+        line = quote({**fields, "note": (cut[:space] if space > 0 else cut).rstrip() + "…"})
+    return line
 
 
 def fit_memories(records: list[MemoryRecord], max_chars: int, *, line_max: int | None = None) -> list[MemoryRecord]:
@@ -132,6 +150,57 @@ def format_memories(
     """One memory a line, with its category and date (in `zone`), bounded in length."""
     shown = records if max_chars is None else fit_memories(records, max_chars, line_max=line_max)
     return "\n".join(_memory_line(rec, line_max, zone) for rec in shown)
+
+
+# Turns up to this long are redacted and split on the event loop (well under a
+# millisecond); longer ones on a thread.
+INLINE_TURN_CHARS = 4000
+# What a turn contributes to the context of the turns after it (the journal row, the
+# extraction call): its last characters, once, not the whole of it with every part.
+CONTEXT_ITEM_CHARS = 300
+
+
+def bounded_turn(text: str, limit: int, turn_id: str | None = None) -> str:
+    """The part of a turn that is stored: its first `limit` characters (MEMORY_MAX_TURN_CHARS)."""
+    if len(text) <= limit:
+        return text
+    logger.warning(
+        "user turn %s is %d characters; only the first %d are stored (MEMORY_MAX_TURN_CHARS)",
+        turn_id, len(text), limit,
+    )  # fmt: skip
+    return text[:limit]
+
+
+def query_text(text: str, limit: int) -> str:
+    """What a look-up searches for: the last `limit` characters of what was said."""
+    return text if len(text) <= limit else text[-limit:].strip()
+
+
+def context_text(text: str) -> str:
+    """A turn as context for later turns: its end, secrets left out. Redacted with a margin
+    before the cut, so a secret the cut goes through is redacted whole, then cut."""
+    tail = text if len(text) <= 2 * CONTEXT_ITEM_CHARS else text[-2 * CONTEXT_ITEM_CHARS :]
+    kept, _ = redact_secrets(clean_text(tail))
+    return kept if len(kept) <= CONTEXT_ITEM_CHARS else "…" + kept[-CONTEXT_ITEM_CHARS:]
+
+
+def turn_parts(turn: Turn, max_chars: int) -> list[Turn]:
+    """The journal rows of one turn: no secrets, no character the store would refuse, cut
+    into parts the store keeps whole. The first part carries the context; the rest
+    carry none (a 5 MB turn journaled the two items before it with each of its parts)."""
+    kept, _ = redact_secrets(clean_text(turn.text))
+    parts = split_turn(kept, max_chars)
+    seq = turn.seq
+    return [
+        dataclasses.replace(
+            turn,
+            text=part,
+            turn_id=turn.turn_id if n == 0 else f"{turn.turn_id}/{n}",
+            context=turn.context if n == 0 else (),
+            seq=None if seq is None else seq + n,
+        )
+        for n, part in enumerate(parts)
+    ]
 
 
 @dataclass
@@ -187,7 +256,12 @@ class MemorySession:
             self._remember,
             # Turns that stopped workers left go to a queue whose store can take them.
             may_adopt=lambda: getattr(service.store, "available", True),
+            mode=service.mode.value,
+            spill_dir=service.settings.spill_dir,
         )
+        # Long turns are cut, redacted and split on a thread, one after another: the
+        # turns after one wait for it, so the journal keeps the order they were said in.
+        self._turn_prep: asyncio.Future[None] | None = None
         self._recent: deque[str] = deque(maxlen=2)
         # The user's own earlier turns, which shape each look-up (Retriever.retrieve).
         # One more than the look-up uses: after a turn is committed it is the newest
@@ -309,32 +383,50 @@ class MemorySession:
         if not isinstance(item, llm.ChatMessage):
             return
         text = (item.text_content or "").strip()
-        # What goes to the journal: no secrets, no character the store would refuse.
-        kept, _ = redact_secrets(clean_text(text))
-        if item.role == "user" and text:
+        if not text or item.role not in ("user", "assistant"):
+            return
+        if item.role == "user":
             self._check_forget_once()  # typed input brings no transcript: for the next turn
             self._checked_this_turn = False
-            turn_id = item.id or uuid.uuid4().hex
-            for part_no, part in enumerate(split_turn(kept, self.service.settings.max_turn_chars)):
-                self.queue.enqueue(
-                    Turn(
-                        user_id=self.user_id,
-                        text=part,
-                        session_id=self.session_id,
-                        turn_id=turn_id if part_no == 0 else f"{turn_id}/{part_no}",
-                        created_at=now_iso(),
-                        context=tuple(self._recent),
-                        seq=self._seq,
-                    )
-                )
-                self._seq += 1
-            self._user_turns.append(text)
+            stored = bounded_turn(text, self.service.settings.max_stored_turn_chars, item.id)
+            turn = Turn(
+                user_id=self.user_id,
+                text=stored,
+                session_id=self.session_id,
+                turn_id=item.id or uuid.uuid4().hex,
+                created_at=now_iso(),
+                context=tuple(self._recent),  # what came before: on the first part only
+                seq=self._seq,
+            )
+            inline = len(stored) <= INLINE_TURN_CHARS and (self._turn_prep is None or self._turn_prep.done())
+            if inline:
+                parts = turn_parts(turn, self.service.settings.max_turn_chars)
+                self._enqueue_parts(parts)
+                self._seq += len(parts)
+            else:  # long: redacted and split off the event loop, in order
+                self._turn_prep = asyncio.ensure_future(self._prepare_off_loop(self._turn_prep, turn))
+                self._seq += len(stored) // max(self.service.settings.max_turn_chars // 2, 1) + 1  # its parts at most
+            query = query_text(text, self.service.settings.max_turn_chars)
+            self._user_turns.append(query)
             self._current_committed = True
             self._turn_finals = []
             self._committed_ids.append(item.id)
-            self._settle_log(item.id, text)
-        if item.role in ("user", "assistant") and text:
-            self._recent.append(f"{item.role}: {kept}")
+            self._settle_log(item.id, query)
+        self._recent.append(f"{item.role}: {context_text(text)}")
+
+    def _enqueue_parts(self, parts: list[Turn]) -> None:
+        for part in parts:
+            self.queue.enqueue(part)
+
+    async def _prepare_off_loop(self, before: asyncio.Future[None] | None, turn: Turn) -> None:
+        if before is not None:
+            await asyncio.wait({before})
+        try:
+            parts = await asyncio.to_thread(turn_parts, turn, self.service.settings.max_turn_chars)
+        except Exception as exc:  # never: the whole turn rather than none of it
+            logger.error("turn %s could not be split (%r); journaled whole", turn.turn_id, exc)
+            parts = [turn]
+        self._enqueue_parts(parts)
 
     def _settle_log(self, item_id: str, committed: str) -> None:
         """The user's message is committed: a reply asked for before was the one used if
@@ -412,7 +504,9 @@ class MemorySession:
         items = ctx.items
         last_user = answered_turn(items)
         item_id = items[last_user].id if last_user is not None else None
-        log = TurnLog(text=items[last_user].text_content or "" if last_user is not None else "")  # type: ignore[union-attr]
+        said = items[last_user].text_content or "" if last_user is not None else ""  # type: ignore[union-attr]
+        # A 5 MB typed message is looked up by its last words, as the embedder reads it.
+        log = TurnLog(text=query_text(said, self.service.settings.max_turn_chars))
 
         profile_ready = self._profile_within(self.recaller.budget_s)
         if last_user is not None and self.service.wants_recall(log.text):
@@ -437,7 +531,7 @@ class MemorySession:
             pos = 0
             while pos < len(items) and getattr(items[pos], "role", None) in ("system", "developer"):
                 pos += 1
-            items.insert(pos, llm.ChatMessage(role="system", content=[block], id=PROFILE_MESSAGE_ID))
+            items.insert(pos, llm.ChatMessage(role=MEMORY_ROLE, content=[block], id=PROFILE_MESSAGE_ID))
             shown = {r.id for r in fitting}
             log.profile_injected = True
             if last_user is not None:
@@ -454,7 +548,7 @@ class MemorySession:
                     today=datetime.now(self._zone).date().isoformat(),
                 )
                 assert last_user is not None
-                items.insert(last_user, llm.ChatMessage(role="system", content=[block], id=RECALL_MESSAGE_ID))
+                items.insert(last_user, llm.ChatMessage(role=MEMORY_ROLE, content=[block], id=RECALL_MESSAGE_ID))
                 log.injected = len(fresh)
                 log.injected_ids = [r.id for r in fresh]
         if last_user is not None and item_id not in self._logged_ids:
@@ -501,8 +595,14 @@ class MemorySession:
         )
 
     # -------------------------------------------------------------- shutdown
+    async def _prepared(self, timeout_s: float) -> None:
+        """Long turns still being split reach the journal before a drain or close."""
+        if self._turn_prep is not None and not self._turn_prep.done():
+            await asyncio.wait({self._turn_prep}, timeout=timeout_s)
+
     async def drain(self, timeout_s: float = 5.0) -> bool:
         """Wait (bounded) for pending writes; True if all were written."""
+        await self._prepared(timeout_s)
         return await self.queue.drain(timeout_s)
 
     async def aclose(self, *, drain_timeout_s: float = 5.0) -> None:
@@ -512,6 +612,7 @@ class MemorySession:
         with the shutdown reason (a string), which then was the drain's timeout."""
         if self._interim_timer is not None:
             self._interim_timer.cancel()
+        await self._prepared(max(drain_timeout_s, 5.0))
         drained = await self.queue.aclose(drain_timeout_s)
         await self.recaller.aclose()
         for task in (self._profile_task, self._forget_check):

@@ -27,26 +27,54 @@ MARK = "[redacted]"
 COMMON_WORD_ZIPF = 5.5
 
 _DIGITS = r"\d+(?:[ -]\d+)*"  # "4711", "4 7 1 1", "839 201"
-# 13-19 digits, single spaces or dashes between them ("4111 1111 1111 1111").
-_CARD = re.compile(r"(?<![\d+])\d(?:[ -]?\d){12,}(?!\d)")
+# 13-19 digits with up to two spaces, dots or dashes between them ("4111 1111 1111 1111",
+# "4111.1111.1111.1111", "4111  1111  1111  1111").
+_CARD = re.compile(r"(?<![\d+])\d(?:[ .-]{0,2}\d){12,}(?!\d)")
 _CARD_ISSUERS = re.compile(r"(?:4|5[1-5]|2[2-7]|3[47]|3[05689]|6)")  # Visa, MC, Amex, Diners/JCB, Discover/UnionPay
 _CN_ID = re.compile(r"(?<![\d-])\d{6}[ -]?\d{8}[ -]?\d{3}[\dXx](?![\dXx])")  # also said in groups: 6-8-4
 _CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
-_SSN = re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")
+_SSN = re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])|(?<![\d ])\d{3} \d{2} \d{4}(?![\d])")
+# "SSN 123456789", "my social security number is 123 45 6789": nine digits after the word.
+_SSN_WORD = re.compile(
+    r"\b(?:ssn|social\s+security(?:\s+(?:number|no\.?|#))?|social)(?:\s+[\w'’]+){0,2}?"
+    r"(?:\s+(?:is|was)\b|['’]s\b|\s*[:=#])?\s*(\d{3}[ -]?\d{2}[ -]?\d{4})(?!\d)",
+    re.IGNORECASE,
+)
+# The 15-digit Chinese ID of before 1999: area (first digit 1-8), a yymmdd birth date, 3 digits.
+_CN_ID15 = re.compile(r"(?<![\d-])[1-8]\d{5}[ -]?\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[ -]?\d{3}(?![\dXx])")
 _TOKEN = r"[A-Za-z0-9+=_-]"  # ASCII only: Chinese text has no spaces, and \w would take whole sentences
 _KEYS = re.compile(
     r"\b(?:sk|pk|rk)[-_][A-Za-z0-9_-]{16,}"  # OpenAI, Stripe
     r"|\bgh[pousr]_[A-Za-z0-9]{20,}"  # GitHub
-    r"|\bAKIA[0-9A-Z]{16}\b"  # AWS
+    r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key id
+    # AWS secret access key: 40 characters of base64 with upper, lower case and a digit
+    r"|(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*\d)(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
     r"|\bAIza[0-9A-Za-z_-]{30,}"  # Google
     r"|\bxox[abpr]-[A-Za-z0-9-]{10,}"  # Slack
     rf"|(?<!{_TOKEN})(?={_TOKEN}*\d)(?={_TOKEN}*[A-Za-z]){_TOKEN}{{32,}}(?!{_TOKEN})"  # any long key-like token
 )
 _EN_VERB = r"(?:\s+(?:is|was|are|were)\b|['’]s\b|\s*[:=])\s*"
 _EN_VALUE = rf"[\"'“‘]?({_DIGITS}(?![\w])|[^\s\"'”’,;]+?)[\"'”’]?(?=[\s,;.!?]|$)"
-# "password is hunter2", "my password's sunshine"
+_PASSWORD_WORD = r"(?:passwords?|passcodes?|pass\s+codes?|pass\s*words?|pw|pwd|passwd|login\s+code)"
+# "password is hunter2", "my password's sunshine", "the password for my bank is X",
+# "my password? it's X", "pw is X"; the words after the first that are neither function
+# words nor very common are part of it ("blue monkey 77").
 _EN_SECRET = re.compile(
-    rf"\b(?:passwords?|passcodes?|pass\s+codes?|passphrases?)(?:\s+[\w'’]+){{0,2}}?{_EN_VERB}{_EN_VALUE}",
+    rf"\b{_PASSWORD_WORD}(?:\s+[\w'’]+){{0,4}}?"
+    rf"(?:{_EN_VERB}|\s*[?!.,—–-]+\s*(?:it['’]?s|it\s+is|that['’]s|is)\s+)"
+    rf"[\"'“‘]?({_DIGITS}(?![\w])|[^\s\"'”’,;]+?(?:\s+[^\s\"'”’,;.!?]+)*)[\"'”’]?(?=[\s,;.!?]|$)",
+    re.IGNORECASE,
+)
+# "my passphrase is correct horse battery staple": all of it, to the end of the clause.
+_EN_PASSPHRASE = re.compile(
+    rf"\b(?:passphrases?|pass\s+phrases?|(?:password|pw)\s+(?:phrase|sentence)|secret\s+(?:phrase|words?)|seed\s+phrase|recovery\s+phrase)"
+    rf"(?:\s+[\w'’]+){{0,3}}?{_EN_VERB}[\"'“‘]?([^.;!?\"”’\n]+?)[\"'”’]?(?=\s*(?:[.;!?\n]|,\s*(?:and|but)\b|$))",
+    re.IGNORECASE,
+)
+# "my AWS secret key is ...", "the API token: ...": a long value after a key word.
+_KEY_WORD = re.compile(
+    r"\b(?:secret(?:\s+access)?\s+key|access\s+key|api\s+(?:key|token)|auth\s+token|private\s+key|token|secret)"
+    rf"(?:\s+[\w'’]+){{0,2}}?{_EN_VERB}[\"'“‘]?([A-Za-z0-9/+=_.\-]{{16,}})",
     re.IGNORECASE,
 )
 # "my bank PIN is 4711", "the door code to my flat is 1 2 3 4"
@@ -64,7 +92,7 @@ _BARE_CODE = re.compile(rf"(?:\bPIN|\b[Cc][Vv][Vv]2?|\b[Cc][Vv][Cc]2?)\s*:?\s*({
 _ZH_SECRET_WORD = r"(?:密码|密碼|口令|验证码|驗證碼|校验码|校驗碼|安全码|安全碼|PIN码?|PIN碼|CVV)"
 _ZH_SECRET = re.compile(
     _ZH_SECRET_WORD + r"[^\s，。！？,.!?]{0,6}?(?:是|为|為|:|：|=|改成了?|改为|改為|设成了?|設成了?|设为|設為|设置为|設置為)\s*"
-    r"([A-Za-z0-9!@#$%^&*._\-]+(?:\s+\d+)*|[零〇一二三四五六七八九两兩幺]{3,})",
+    r"([A-Za-z0-9!@#$%^&*._\-]+(?:\s+[A-Za-z0-9!@#$%^&*._\-]+)*|[零〇一二三四五六七八九两兩幺]{3,})",
     re.IGNORECASE,
 )
 # The value straight after the word, with no "is" (银行卡密码839201, 验证码 4711): digits
@@ -100,14 +128,31 @@ def _is_cn_id(match: re.Match[str]) -> bool:
     return s[17] == check
 
 
+def _secret_like(word: str) -> bool:
+    """Digits or symbols, or a word that is neither a function word nor a common one."""
+    if not word.isalpha():
+        return True
+    word = word.lower()
+    return word not in STOP_EN and zipf_frequency(word, "en") < COMMON_WORD_ZIPF
+
+
 def _is_secret_word(match: re.Match[str]) -> bool:
     """A value after "password is": digits or symbols, or a word that is not a common
     one ("the same as my email", "was wrong" describe a password; "sunshine" is one)."""
-    value = match.group(1)
-    if not value.isalpha():
-        return True
-    word = value.lower()
-    return word not in STOP_EN and zipf_frequency(word, "en") < COMMON_WORD_ZIPF
+    return _secret_like(match.group(1).split()[0])
+
+
+def _password_end(match: re.Match[str]) -> int:
+    """Where a password's value ends: its first word, and the words after it while they
+    look like part of it ("blue monkey 77"; not "and my name is Bob")."""
+    start, end = match.span(1)
+    words = list(re.finditer(r"\S+", match.string[start:end]))
+    stop = start + words[0].end()
+    for w in words[1:]:
+        if not _secret_like(w.group().strip("\"'”’")):
+            break
+        stop = start + w.end()
+    return stop
 
 
 def _enough_digits(match: re.Match[str]) -> bool:
@@ -122,8 +167,12 @@ def _always(_: re.Match[str]) -> bool:
 # has one (the value after the keyword), else the whole match.
 _RULES: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], bool]], ...] = (
     ("id_number", _CN_ID, _is_cn_id),
+    ("id_number", _CN_ID15, _always),
+    ("ssn", _SSN_WORD, _always),
     ("ssn", _SSN, _always),
     ("key", _KEYS, _always),
+    ("key", _KEY_WORD, _always),
+    ("password", _EN_PASSPHRASE, _always),
     ("password", _EN_SECRET, _is_secret_word),
     ("code", _EN_CODE_SECRET, _enough_digits),
     ("code", _BARE_CODE, _enough_digits),
@@ -156,6 +205,8 @@ def redact_secrets(text: str) -> tuple[str, list[str]]:
             found.append(kind)
             if m.re.groups:
                 start, end = m.span(1)
+                if m.re is _EN_SECRET and not m.group(1)[:1].isdigit():
+                    end = _password_end(m)
                 return m.group()[: start - m.start()] + MARK + m.group()[end - m.start() :]
             return MARK
 

@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import os
 import re
 import threading
 import time
@@ -41,7 +42,19 @@ T = TypeVar("T")
 # behind each time its attempt times out, and must never take the threads the
 # turns' look-ups need. Timed-out write attempts queue up here instead, and are
 # no-ops when they finally run (write ids).
-_WRITE_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-write")
+def _background_priority() -> None:
+    """Writes are background work: their threads (and the embedder's OpenMP team, made by
+    the thread that first embeds) run at a lower CPU priority than the event loop, which
+    an embedding of a long turn on both cores of a busy machine stalled for 150 ms. Per
+    thread on Linux; elsewhere a no-op."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WRITE_NICENESS)
+    except (AttributeError, OSError):
+        pass
+
+
+WRITE_NICENESS = 10
+_WRITE_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-write", initializer=_background_priority)
 # Session-start upkeep that can take seconds on a large store (re-indexing rows an
 # older version wrote) runs here, one job at a time, on no thread that the reads or
 # the write queue need.
@@ -71,31 +84,115 @@ async def run_write(fn: Callable[..., T], /, *args: object, **kwargs: object) ->
     return await loop.run_in_executor(_WRITE_POOL, functools.partial(fn, *args, **kwargs))
 
 
-async def run_read(fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
-    """A store read, refused at once when the read slots are all taken.
+@dataclass(eq=False)
+class _Waiter:
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+    granted: bool = False
 
-    A slot is freed when the thread finishes, not when the caller stops waiting:
-    a hung call keeps holding its slot, which is the point.
-    """
-    global _reads_in_flight, _refused_since, _stuck_warned_at
+
+# Look-ups waiting for a read slot, oldest first, and how long a read takes (a moving
+# average): a look-up that could not start and finish within its wait is shed at once.
+_waiting: deque[_Waiter] = deque()
+_read_s = 0.05
+
+
+def configure_reads(slots: int) -> None:
+    """`MEMORY_MAX_READS_IN_FLIGHT`: the read threads of this process (set by the first
+    service; changed only while no read is in flight)."""
+    global MAX_READS_IN_FLIGHT, _READ_POOL
     with _reads_lock:
-        if _reads_in_flight >= MAX_READS_IN_FLIGHT:
-            now = time.monotonic()
-            _refused_since = now if _refused_since is None else _refused_since
-            if now - _refused_since >= STUCK_READS_WARN_S and now - _stuck_warned_at >= 60.0:
-                _stuck_warned_at = now
-                logger.warning(
-                    "memory reads stuck for %.0f s: every look-up goes without memory until the store answers",
-                    now - _refused_since,
-                )
-            raise StoreBusy(f"{_reads_in_flight} memory reads already in flight")
-        _reads_in_flight += 1
-        _refused_since = None
+        if slots == MAX_READS_IN_FLIGHT or _reads_in_flight or _waiting:
+            return
+        old, _READ_POOL = _READ_POOL, ThreadPoolExecutor(max_workers=slots, thread_name_prefix="memory-read")
+        MAX_READS_IN_FLIGHT = slots
+    old.shutdown(wait=False)
+
+
+def _expected_s() -> float:
+    """When a look-up queued now would be done: the waiters ahead, the slots, a read's time."""
+    return (len(_waiting) // MAX_READS_IN_FLIGHT + 1) * _read_s + _read_s
+
+
+def _release_slot() -> None:
+    """A read finished (or a granted waiter left): the slot goes to the oldest waiter."""
+    global _reads_in_flight
+    with _reads_lock:
+        while _waiting:
+            waiter = _waiting.popleft()
+            waiter.granted = True
+            try:
+                waiter.loop.call_soon_threadsafe(_grant, waiter)
+            except RuntimeError:  # its loop is closed: the next waiter gets the slot
+                continue
+            return
+        _reads_in_flight -= 1
+
+
+def _grant(waiter: _Waiter) -> None:
+    if waiter.future.done():  # it stopped waiting just now: pass the slot on
+        _release_slot()
+    else:
+        waiter.future.set_result(None)
+
+
+def _refused(why: str) -> StoreBusy:
+    global _refused_since, _stuck_warned_at
+    now = time.monotonic()
+    _refused_since = now if _refused_since is None else _refused_since
+    if now - _refused_since >= STUCK_READS_WARN_S and now - _stuck_warned_at >= 60.0:
+        _stuck_warned_at = now
+        logger.warning(
+            "memory reads stuck for %.0f s: every look-up goes without memory until the store answers",
+            now - _refused_since,
+        )
+    return StoreBusy(why)
+
+
+async def run_read(fn: Callable[..., T], /, *args: object, wait_s: float = 0.0, **kwargs: object) -> T:
+    """A store read on the read pool (`MAX_READS_IN_FLIGHT` threads a process).
+
+    With every slot taken it waits for one at most `wait_s` (the reply's budget), in
+    order of arrival, and is refused at once (`StoreBusy`) when the reads ahead of it
+    mean it could not be done within that time anyway: many sessions in one process
+    then shed look-ups instead of queueing them past their replies (docs/hostile-input.md).
+    A slot is freed when the thread finishes, not when the caller stops waiting: a hung
+    call keeps holding its slot, which is the point.
+    """
+    global _reads_in_flight, _refused_since
+    waiter: _Waiter | None = None
+    with _reads_lock:
+        if _reads_in_flight < MAX_READS_IN_FLIGHT:
+            _reads_in_flight += 1
+            _refused_since = None
+        elif wait_s <= 0 or _expected_s() > wait_s:
+            raise _refused(f"{_reads_in_flight} memory reads already in flight, {len(_waiting)} waiting")
+        else:
+            loop = asyncio.get_running_loop()
+            waiter = _Waiter(loop, loop.create_future())
+            _waiting.append(waiter)
+    if waiter is not None:
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter.future), wait_s)
+        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+            with _reads_lock:
+                granted = waiter.granted
+                if not granted:
+                    _waiting.remove(waiter)
+            if granted and not waiter.future.done():
+                waiter.future.cancel()  # _grant, still to run, passes the slot on
+            elif granted:
+                _release_slot()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise _refused(f"no memory read slot within {wait_s * 1000:.0f} ms") from None
+
+    started = time.perf_counter()
 
     def release(_: object) -> None:
-        global _reads_in_flight
-        with _reads_lock:
-            _reads_in_flight -= 1
+        global _read_s
+        _read_s = 0.8 * _read_s + 0.2 * (time.perf_counter() - started)
+        _release_slot()
 
     future = _READ_POOL.submit(functools.partial(fn, *args, **kwargs))
     future.add_done_callback(release)
@@ -117,6 +214,9 @@ class Turn:
     # the journal so that a replay after a crash writes the same facts, in the same
     # order, without asking the model again (which may word or order them otherwise).
     verdict: dict[str, Any] | None = None
+    # The MEM0_SETTING the turn was said under: a replay writes it as that mode does,
+    # whatever mode the worker that replays it runs in (None: a row from before).
+    mode: str | None = None
 
 
 def _verdict(outcome: GateOutcome) -> dict[str, Any]:
@@ -222,6 +322,9 @@ class MemoryService:
         self.mode = settings.mode
         self.gatekeeper = gatekeeper or Gatekeeper(None)
         self.retriever = retriever or Retriever(store, settings)
+        # A look-up may wait for a read slot at most this long: the reply's budget.
+        self._read_wait_s = settings.recall_budget_ms / 1000
+        configure_reads(settings.max_reads_in_flight)
         # GATED: the gatekeeper's verdict per turn, kept until the turn's facts are all
         # written, so a store write that fails and is retried does not call the
         # extraction model again (cost, and a reworded answer would add a duplicate).
@@ -255,7 +358,7 @@ class MemoryService:
     ) -> list[MemoryRecord]:
         """Memories for `text`. `context`: the user's earlier turns in the session;
         `session_id`: the current session, whose own memories are in its chat already."""
-        return await run_read(self.recall_sync, user_id, text, context, session_id)
+        return await run_read(self.recall_sync, user_id, text, context, session_id, wait_s=self._read_wait_s)
 
     async def prepare(self, user_id: str) -> None:
         """Session start, in the background: compute what retrieval keeps per user (the
@@ -283,7 +386,8 @@ class MemoryService:
             return []
         limit = self.settings.profile_max_items
         rows = await run_read(
-            self.store.newest_per_category, user_id, self.settings.durable_categories, limit, slots=PROFILE_PINNED
+            self.store.newest_per_category, user_id, self.settings.durable_categories, limit, slots=PROFILE_PINNED,
+            wait_s=self._read_wait_s,
         )
         return profile_order(rows, limit)
 
@@ -316,6 +420,16 @@ class MemoryService:
         )
         return [KnownFact(rec.slot, rec.text) for rec in records if rec.slot]
 
+    def _turn_mode(self, turn: Turn) -> MemoryMode:
+        """The mode the turn was said under (its journal row's), else this worker's: a
+        GATED turn replayed by a NORMAL worker must not be stored raw."""
+        if turn.mode:
+            try:
+                return MemoryMode(turn.mode)
+            except ValueError:
+                logger.warning("turn %s has an unknown mode %r; written as %s", turn.turn_id, turn.mode, self.mode.value)
+        return self.mode
+
     async def remember(self, turn: Turn, keep_verdict: Callable[[Turn], None] | None = None) -> RememberReport:
         """Store what this mode keeps of a turn, secrets left out. Bad input is dropped
         with a reason. The glue splits long turns (`split_turn`); one that still comes
@@ -336,7 +450,7 @@ class MemoryService:
             "turn_id": turn.turn_id,
             "timestamp": turn.created_at,
         }
-        if self.mode is MemoryMode.NORMAL:
+        if self._turn_mode(turn) is MemoryMode.NORMAL:
             if turn.seq is not None:
                 meta["seq"] = turn.seq
             try:

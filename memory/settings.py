@@ -101,11 +101,23 @@ class MemorySettings:
     recall_top_k: int = 5
     recall_threshold: float = 0.0
     recall_budget_ms: float = 150.0
-    profile_max_chars: int = 600
+    profile_max_chars: int = 900  # 12 facts as quoted JSON lines (about 47 characters each of quoting)
     recall_max_chars: int = 1500  # the recalled-memories block of one reply; a line at most a third of it
     timezone: str = "UTC"  # the users' time zone (IANA name): memory dates and "today" as they live them
     profile_max_items: int = 12
     max_turn_chars: int = 2000
+    # Hostile input (docs/hostile-input.md). The most of one user turn that is stored;
+    # the rest is left out, said in a warning. Bounds the work, journal and extraction
+    # input one turn can cost (a 5 MB typed message blocked the worker for 10 s).
+    max_stored_turn_chars: int = 20_000
+    # Where turns go that the write journal refuses (a full or read-only disk), until the
+    # journal or the store has them: a RAM disk survives the process being killed.
+    spill_dir: Path | None = None
+    # LiveKit logs every raw user transcript at DEBUG (`lk.pii.user_transcript`; `dev`
+    # runs at DEBUG): off by default, or "redacted" (secrets replaced) for debugging.
+    log_transcripts: str = "off"
+    # Look-ups one process runs at once; more wait for a slot no longer than the budget.
+    max_reads_in_flight: int = 3
     durable_categories: tuple[str, ...] = field(default=DURABLE_CATEGORIES)
     # Staged retrieval (memory/retrieval.py). Each stage can be switched off so its
     # effect can be measured (bench/retrieval.py) and rolled back without a deploy.
@@ -189,6 +201,24 @@ def _time_zone(env: Mapping[str, str]) -> str:
         raise ConfigError(
             f"MEMORY_TIMEZONE={raw!r} is not a time zone: use an IANA name such as Asia/Shanghai or Europe/Berlin"
         ) from None
+    return raw
+
+
+def _spill_dir(env: Mapping[str, str]) -> Path | None:
+    raw = env.get("MEMORY_SPILL_DIR", "").strip()
+    if raw.lower() == "off":
+        return None
+    if raw:
+        return Path(raw).expanduser().resolve()
+    from .spill import default_spill_dir
+
+    return default_spill_dir()
+
+
+def _log_transcripts(env: Mapping[str, str]) -> str:
+    raw = env.get("MEMORY_LOG_TRANSCRIPTS", "").strip().lower() or "off"
+    if raw not in ("off", "redacted"):
+        raise ConfigError(f"MEMORY_LOG_TRANSCRIPTS={raw!r} is not valid; allowed values: off, redacted")
     return raw
 
 
@@ -314,9 +344,13 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         recall_top_k=_integer(env, "MEMORY_TOP_K", 5, lo=1, hi=50),
         recall_threshold=_number(env, "MEMORY_THRESHOLD", 0.0, lo=0.0, hi=1.0),
         recall_budget_ms=_number(env, "MEMORY_BUDGET_MS", 150.0, lo=0.0, hi=10_000.0),
-        profile_max_chars=_integer(env, "MEMORY_PROFILE_MAX_CHARS", 600, lo=50, hi=8000),
+        profile_max_chars=_integer(env, "MEMORY_PROFILE_MAX_CHARS", 900, lo=50, hi=8000),
         recall_max_chars=_integer(env, "MEMORY_RECALL_MAX_CHARS", 1500, lo=200, hi=20000),
         timezone=_time_zone(env),
+        max_stored_turn_chars=_integer(env, "MEMORY_MAX_TURN_CHARS", 20_000, lo=100, hi=10_000_000),
+        spill_dir=_spill_dir(env),
+        log_transcripts=_log_transcripts(env),
+        max_reads_in_flight=_integer(env, "MEMORY_MAX_READS_IN_FLIGHT", 3, lo=1, hi=64),
         **_retrieval_settings(env),  # type: ignore[arg-type]
     )
 
@@ -342,7 +376,8 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_RETRIEVAL_LEXICAL_WEIGHT MEMORY_RETRIEVAL_COS_FLOOR MEMORY_RETRIEVAL_COS_CEIL
     MEMORY_RETRIEVAL_THRESHOLD MEMORY_RETRIEVAL_POOL MEMORY_RETRIEVAL_EMBED_TOKENS MEMORY_RETRIEVAL_HEAD_WEIGHT
     MEMORY_RETRIEVAL_CONTEXT_TURNS MEMORY_RETRIEVAL_CONTEXT_WEIGHT MEMORY_RETRIEVAL_NEIGHBOURS
-    MEMORY_RETRIEVAL_FOCUS_WEIGHT MEMORY_RETRIEVAL_RARITY MEMORY_RETRIEVAL_DENSITY""".split()
+    MEMORY_RETRIEVAL_FOCUS_WEIGHT MEMORY_RETRIEVAL_RARITY MEMORY_RETRIEVAL_DENSITY
+    MEMORY_MAX_TURN_CHARS MEMORY_SPILL_DIR MEMORY_LOG_TRANSCRIPTS MEMORY_MAX_READS_IN_FLIGHT""".split()
 )
 _MEM0_OWN = frozenset(
     "MEM0_API_KEY MEM0_DIR MEM0_SOURCE MEM0_CLIENT_STACK MEM0_APPLICATION MEM0_TELEMETRY "

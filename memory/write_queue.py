@@ -52,8 +52,11 @@ a dead-letter state with the reason; it is logged and kept for inspection
 (`dead_letters()`), never retried, never silently dropped. A row that cannot
 be decoded, or whose fields have the wrong types, is dead-lettered the same way.
 A journal file that is damaged (its integrity check fails when it is opened) is
-set aside under a new name and a new one started (`set_aside_if_damaged`); one
-that cannot be opened at all (a full disk) sends turns straight to the store.
+set aside under a new name and a new one started (`set_aside_if_damaged`). A turn
+the journal refuses (it cannot be opened, a read-only or full disk) goes to a spill
+file on a RAM disk (`spill.py`, survives a kill) and straight to the store; if that
+refuses too, `enqueue` says so (returns False, logs at ERROR) rather than claim it.
+Each row records the mode it was written under; a queue takes over only its own.
 A failure that says this one turn cannot be written (`is_turn_failure`: data
 the store refuses, a bug its words trigger) is dead-lettered once it has failed
 that way `MAX_TURN_FAILURES` times, or one bad turn would hold up every turn
@@ -90,6 +93,7 @@ import psycopg
 from . import metrics
 from .gatekeeper import ExtractionUnavailable
 from .service import StoreBusy, Turn
+from .spill import Spill
 from .store import InvalidMemoryText, StoreUnavailable, describe_error, parse_time
 
 logger = logging.getLogger("memory.write_queue")
@@ -105,7 +109,8 @@ BUSY_TIMEOUT_S = 2.0
 # Failures of one turn that say it cannot be written (`is_turn_failure`), before it is
 # dead-lettered; the attempts that met an outage do not count.
 MAX_TURN_FAILURES = 5
-_SCHEMA_VERSION = 1
+JOURNAL_PAGE_SIZE = 8192
+_SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pending_writes (
     seq          INTEGER PRIMARY KEY AUTOINCREMENT,  -- enqueue order
@@ -119,7 +124,8 @@ CREATE TABLE IF NOT EXISTS pending_writes (
     owner_pid    INTEGER,
     lease_until  REAL NOT NULL DEFAULT 0,            -- unix time; after it anyone may take it
     enqueued_at  REAL NOT NULL,
-    updated_at   REAL NOT NULL
+    updated_at   REAL NOT NULL,
+    mode         TEXT                                -- MEM0_SETTING it was written under (NULL: unknown)
 );
 CREATE INDEX IF NOT EXISTS pending_writes_by_owner ON pending_writes (state, owner, seq);
 """
@@ -138,10 +144,18 @@ class DeadLetter:
 
 
 def encode_turn(turn: Turn) -> str:
-    """The turn as JSON of its dataclass fields (`context` becomes a list)."""
-    # ASCII: an unpaired surrogate from a broken transcript is kept as an escape that
-    # SQLite stores, not an encoding error that would keep the turn out of the journal.
-    return json.dumps(dataclasses.asdict(turn), ensure_ascii=True)
+    """The turn as JSON of its dataclass fields (`context` becomes a list).
+
+    UTF-8 text, not `\\u` escapes: a Chinese character is 3 bytes, not 6, and the journal
+    must not grow faster than what was said. A turn with an unpaired surrogate (a broken
+    transcript) cannot be UTF-8: it alone is kept as escapes, which SQLite stores."""
+    data = dataclasses.asdict(turn)
+    text = json.dumps(data, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data, ensure_ascii=True)
+    return text
 
 
 def decode_turn(payload: str) -> Turn:
@@ -273,10 +287,15 @@ class DurableWriteQueue:
         attempt_timeout_s: float = 10.0,
         lease_s: float = 30.0,
         may_adopt: Callable[[], bool] = lambda: True,
+        mode: str | None = None,
+        spill_dir: Path | None = None,
     ) -> None:
         """`may_adopt`: whether this queue may take over turns that stopped workers left
         (False while its store is unavailable: a queue that cannot write them would only
-        hold them away from one that can)."""
+        hold them away from one that can). `mode`: the MEM0_SETTING of this worker; each
+        row records the mode it was written under, and a queue takes over only rows of
+        its own mode (a GATED turn replayed by a NORMAL worker stored the raw turn).
+        `spill_dir`: where turns go that the journal refuses (`spill.py`)."""
         if base_backoff_s <= 0 or max_backoff_s <= 0 or attempt_timeout_s <= 0 or lease_s <= 0:
             raise ValueError("backoffs, attempt timeout and lease must be positive")
         self.path = Path(path)
@@ -286,6 +305,9 @@ class DurableWriteQueue:
         self.attempt_timeout_s = attempt_timeout_s
         self.lease_s = lease_s
         self.may_adopt = may_adopt
+        self.mode = mode
+        self._spill = Spill(spill_dir, self.path) if spill_dir is not None else None
+        self._journal_ok = True  # the last journal statement worked
 
         self.host = socket.gethostname()
         self.pid = os.getpid()
@@ -309,8 +331,10 @@ class DurableWriteQueue:
                     raise
                 set_aside_if_damaged(self.path)  # or another process did
                 self._open_journal()
-        except sqlite3.DatabaseError as exc:
-            # A full disk, no permission: turns go straight to the store until it opens.
+        except (sqlite3.DatabaseError, OSError) as exc:
+            # A full disk, a read-only file system, no directory: turns go to the spill
+            # file and straight to the store until it opens (tried again at every use).
+            self._journal_ok = False
             logger.error("write journal %s cannot be opened (turns go straight to the store): %s",
                          self.path, describe_error(exc))  # fmt: skip
 
@@ -344,6 +368,10 @@ class DurableWriteQueue:
             str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
         try:
+            # A new journal's pages: 8 KB holds three parts of a long English turn (about
+            # 2.3 KB each as rows); with 4 KB pages each took a page of its own, 2 bytes
+            # on disk per byte of text. No effect on an existing file.
+            conn.execute(f"PRAGMA page_size={JOURNAL_PAGE_SIZE}")
             conn.execute("PRAGMA journal_mode=WAL")
             # Pending turns only, so small: checked whole once per open.
             if (check := conn.execute("PRAGMA quick_check").fetchone()[0]) != "ok":
@@ -353,6 +381,9 @@ class DurableWriteQueue:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version < _SCHEMA_VERSION:
                 conn.executescript(_SCHEMA)
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(pending_writes)")}
+                if "mode" not in columns:  # a journal of the version before
+                    conn.execute("ALTER TABLE pending_writes ADD COLUMN mode TEXT")
                 conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
         except Exception:
             conn.close()
@@ -362,35 +393,69 @@ class DurableWriteQueue:
 
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            conn = self._open_journal()
-            return conn.execute(sql, params).fetchall()
+            try:
+                conn = self._open_journal()
+                rows = conn.execute(sql, params).fetchall()
+            except Exception:
+                self._journal_ok = False
+                raise
+            self._journal_ok = True
+            return rows
+
+    def _turn_mode(self, turn: Turn) -> str | None:
+        return turn.mode or self.mode
 
     def _insert(self, turn: Turn) -> bool:
         now = time.time()
         rows = self._execute(
             "INSERT INTO pending_writes (turn_id, payload, owner, owner_host, owner_pid,"
-            " lease_until, enqueued_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " lease_until, enqueued_at, updated_at, mode) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (turn_id) DO NOTHING RETURNING seq",
-            (turn.turn_id, encode_turn(turn), self.owner, self.host, self.pid, now + self.lease_s, now, now),
+            (
+                turn.turn_id,
+                encode_turn(turn),
+                self.owner,
+                self.host,
+                self.pid,
+                now + self.lease_s,
+                now,
+                now,
+                self._turn_mode(turn),
+            ),
         )
         return bool(rows)
 
     # ---------------------------------------------------------------- API
-    def enqueue(self, turn: Turn) -> None:
-        """Persist a turn for writing (one insert + commit); a known turn_id is ignored."""
+    def enqueue(self, turn: Turn) -> bool:
+        """Persist a turn for writing (one insert + commit); a known turn_id is ignored.
+
+        Returns whether the turn is on disk (the journal, or the spill file when the
+        journal refuses it). False means it is held in memory only, on its way straight
+        to the store, and said so at ERROR: a kill before the store has it loses it."""
         if turn.turn_id in self._done or turn.turn_id in self._unsaved:
-            return
+            return True
+        if self.mode is not None and turn.mode is None:
+            turn = dataclasses.replace(turn, mode=self.mode)
         if self._closed:
             logger.warning("enqueue after aclose: turn %s kept in the journal for the next start", turn.turn_id)
+        durable = True
         try:
             inserted = self._insert(turn)
         except Exception as exc:  # the journal must never break the session
-            logger.error("journal insert failed for turn %s (kept in memory, retried): %s", turn.turn_id, describe_error(exc))
+            durable = self._spill is not None and self._spill.add(turn)
+            if durable:
+                logger.error("journal insert failed for turn %s (kept in the spill file, written straight to"
+                             " the store): %s", turn.turn_id, describe_error(exc))  # fmt: skip
+            else:
+                logger.error("journal insert failed for turn %s and no spill file takes it: held in memory only"
+                             " until the store has it (lost if the process dies first): %s",
+                             turn.turn_id, describe_error(exc))  # fmt: skip
             self._unsaved[turn.turn_id] = turn
             inserted = True
         if inserted:
             self._notify(self._wake)
             self._count_pending()
+        return durable
 
     def start(self) -> None:
         """Start the consumer on the running loop, first taking over rows left by dead owners."""
@@ -401,6 +466,10 @@ class DurableWriteQueue:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._progress = asyncio.Event()
+        try:
+            self.import_spills()
+        except Exception as exc:  # retried by the lease keeper
+            logger.warning("spill take-over scan failed: %r", exc)
         try:
             self.adopt_orphans()
         except Exception as exc:  # retried by the lease keeper
@@ -475,7 +544,13 @@ class DurableWriteQueue:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + max(timeout_s, 0.0)
             while True:
-                if self.owned_pending_count() == 0:
+                try:
+                    left = self.owned_pending_count()
+                except Exception:
+                    if self._journal_ok:
+                        raise
+                    left = len(self._unsaved)  # the journal cannot be read: it took none of ours
+                if left == 0:
                     return True
                 if self._consumer is None or self._consumer.done():
                     return False
@@ -516,6 +591,8 @@ class DurableWriteQueue:
                 if stuck:
                     logger.warning("write queue consumer did not stop in 1 s; leaving it")
             self._flush_unsaved()
+            if self._spill is not None and self._unsaved:
+                self._spill.release()  # still refused: the next queue takes them from there
             self._delete_written()
             self._release_leases()
             left = self.owned_pending_count()
@@ -569,8 +646,10 @@ class DurableWriteQueue:
             " updated_at = ?"
             " WHERE state = ? AND (owner IS NULL OR (owner <> ? AND (lease_until < ?"
             "   OR (owner_host = ? AND NOT pid_alive(owner_pid)))))"
+            " AND (mode IS NULL OR ? IS NULL OR mode = ?)"
             " RETURNING seq",
-            (self.owner, self.host, self.pid, now + self.lease_s, now, PENDING, self.owner, now, self.host),
+            (self.owner, self.host, self.pid, now + self.lease_s, now, PENDING, self.owner, now, self.host,
+             self.mode, self.mode),  # fmt: skip
         )
         if rows:
             self.replayed += len(rows)
@@ -610,6 +689,7 @@ class DurableWriteQueue:
             logger.warning("journal update failed for turn %s: %s", turn.turn_id, describe_error(exc))
 
     def _flush_unsaved(self) -> None:
+        had = bool(self._unsaved)
         while self._unsaved:
             turn_id, turn = next(iter(self._unsaved.items()))
             try:
@@ -618,12 +698,42 @@ class DurableWriteQueue:
                 logger.warning("journal still refuses turn %s: %s", turn_id, describe_error(exc))
                 return
             del self._unsaved[turn_id]
+        if had:
+            self._spilled_settled()
 
-    def _next_row(self) -> tuple[int, str, str, int] | None:
+    def _spilled_settled(self) -> None:
+        """Every turn the journal refused is in it now, or in the store: the spill file goes."""
+        if not self._unsaved and self._spill is not None:
+            self._spill.clear()
+
+    def import_spills(self) -> int:
+        """Turns that a stopped queue kept in its spill file (its journal refused them,
+        then it died): into the journal, or, while it still refuses, into this queue's own
+        spill file and straight to the store. Replays are NOOPs (write ids). Returns how many."""
+        if self._spill is None:
+            return 0
+        taken = 0
+        for turns in self._spill.orphans():
+            for turn in turns:
+                if turn.turn_id in self._done or turn.turn_id in self._unsaved:
+                    continue
+                try:
+                    self._insert(turn)
+                except Exception:
+                    self._spill.add(turn)
+                    self._unsaved[turn.turn_id] = turn
+                taken += 1
+        if taken:
+            self.replayed += taken
+            logger.info("took over %d turn(s) from a stopped worker's spill file", taken)
+            self._notify(self._wake)
+        return taken
+
+    def _next_row(self) -> tuple[int, str, str, int, str | None] | None:
         self._delete_written()
         skip = sorted(self._written_seqs)
         rows = self._execute(
-            "SELECT seq, turn_id, payload, attempts FROM pending_writes"
+            "SELECT seq, turn_id, payload, attempts, mode FROM pending_writes"
             f" WHERE state = ? AND owner = ? AND seq NOT IN ({','.join('?' * len(skip))}) ORDER BY seq LIMIT 1",
             (PENDING, self.owner, *skip),
         )
@@ -643,6 +753,7 @@ class DurableWriteQueue:
         while True:
             await asyncio.sleep(interval)
             try:
+                self.import_spills()
                 self._renew_leases()
                 self.adopt_orphans()
             except Exception as exc:
@@ -654,7 +765,16 @@ class DurableWriteQueue:
             try:
                 self._wake.clear()
                 self._flush_unsaved()
-                row = self._next_row()
+                try:
+                    row = self._next_row()
+                except Exception as exc:
+                    if not self._unsaved:
+                        raise
+                    # The journal cannot be read (not opened, a read-only or full disk):
+                    # the turns it refused must not wait for it. Straight to the store.
+                    logger.warning("write journal unusable (%s): writing refused turns straight to the store",
+                                   describe_error(exc))  # fmt: skip
+                    row = None
                 if row is None:
                     if self._unsaved:  # the journal refuses them: straight to the store
                         await self._write_unsaved()
@@ -668,9 +788,11 @@ class DurableWriteQueue:
                 logger.warning("write queue consumer error: %r", exc)
                 await asyncio.sleep(self.backoff_delay(1))
 
-    async def _process(self, seq: int, turn_id: str, payload: str, attempts: int) -> None:
+    async def _process(self, seq: int, turn_id: str, payload: str, attempts: int, mode: str | None = None) -> None:
         try:
             turn = decode_turn(payload)
+            if mode is not None:  # the row's column is the truth: written under that mode
+                turn = dataclasses.replace(turn, mode=mode)
         except Exception as exc:
             self._dead_letter(seq, turn_id, attempts, f"undecodable journal row: {exc!r}")
             return
@@ -746,6 +868,7 @@ class DurableWriteQueue:
             await self._retry(None, turn_id, 1, describe_error(exc))
             return
         del self._unsaved[turn_id]
+        self._spilled_settled()
         self._written(turn_id)
 
     async def _retry(self, seq: int | None, turn_id: str, attempt: int, error: str) -> None:

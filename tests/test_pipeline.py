@@ -79,7 +79,7 @@ async def test_the_shipped_entrypoint_remembers_a_spoken_fact_and_the_next_sessi
     turn, _, log = await _session(second, userdata, user, "t01")
     # one request for the turn, preemptive generation on, and it carried the memory
     assert len(turn.requests) == 1, [r.messages[-1] for r in turn.requests]
-    block = turn.requests[-1].system_block("recalled_memories")
+    block = turn.requests[-1].memory_block("recalled_memories")
     assert "Anna" in block, turn.requests[-1].messages
     assert log is not None and log.injected >= 1
     assert turn.first_audio_s is not None and turn.first_audio_s < 3.0
