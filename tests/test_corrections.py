@@ -154,7 +154,7 @@ async def test_a_change_about_nothing_the_user_ever_said_is_not_sent_to_the_mode
         ("Actually, that sounds fun", ["assistant: We could go hiking this weekend."]),
         ("It's raining now", []),
         ("That sounds great now", ["assistant: I fixed the playlist."]),
-        ("不对吧", ["assistant: 今天星期五。"]),
+        ("Scratch that.", ["assistant: Your meeting is at 2pm."]),
     ],
 )
 def test_the_words_of_a_correction_without_a_new_value_are_still_skipped(text: str, context: list[str]) -> None:
