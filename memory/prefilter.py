@@ -58,6 +58,11 @@ How a turn is read
    - ``about_relation``: it mentioned "your <someone>" and the user goes on with
      he/she/they ("Your daughter sounds lovely" -> "She just started school");
    - ``agreement``: "me too" / "same here" / 我也是 after the other side disclosed.
+   - ``correction`` / ``change``: the grammar of correcting ("correction:", "I meant",
+     "scratch that", 不对, 说错了, "not X, Y") or of changing ("got moved to", "is on
+     Sunday now", "no longer", 改到, 推迟, 不再) with no first-person word needed; a change
+     must refer back (a definite subject or a word of the earlier turns), else it is
+     SKIP ``unanchored_change`` and the gatekeeper checks it against stored facts.
 7. Chinese drops the subject 我 freely, so a substantive Chinese statement that is
    not a reaction, advice or general-knowledge phrasing defaults to EXTRACT
    (``default``). English statements with no cue SKIP (``no_self_reference``).
@@ -65,9 +70,10 @@ How a turn is read
    ``pure_question``, ``stance``, ``reaction``, ``generic_statement``,
    ``no_self_reference``.
 
-Measured with ``python -m bench.gate`` when these rules were written (dev files):
-msc_gate.realistic recall .968 / skip .561 (keyword baseline .576 / .807),
-msc_gate.balanced .954 / .568, zh_gate.smoke 1.000 / .720; 40-75 us a call (p50).
+Measured with ``python -m bench.gate --cv 5`` (dev files; docs/gatekeeper.md has the
+per-fold table): msc_gate.realistic recall .970 / skip .558 (keyword baseline .576 /
+.807), every held-out fold >= .958 / .547; msc_gate.balanced .956 / .566; zh_gate.smoke
+1.000 / .717; 50-100 us a call (p50) on a loaded 2-core machine.
 With all punctuation removed (a raw transcript) realistic stays at .946 / .579.
 What is still missed is mostly label noise (facts annotated for turns that do not
 state them) or facts only recoverable with the whole conversation.
