@@ -77,7 +77,7 @@ def fired_rules(text: str, context: Sequence[str]) -> frozenset[str]:
         if d.action is GateAction.SKIP or d.reason in off:
             return frozenset(off)
         off.add(d.reason)
-        if d.reason in FIXED_RULES[:1]:  # FORCE cannot be switched off
+        if d.action is GateAction.FORCE:  # an explicit request cannot be switched off
             return frozenset(off)
 
 
@@ -225,6 +225,10 @@ def cross_validate(gate: GateFile, k: int = 5, target: float = DEFAULT_TARGET, s
     return CVReport(k, target, results, _pooled(tuned_pass, f), _pooled(full_pass, f), dropped_in, ablation)
 
 
+def _span(ci: object) -> str:
+    return f"[{ci[0]:.3f}-{ci[1]:.3f}]" if isinstance(ci, list) else "[-]"
+
+
 def format_cv(gate: GateFile, rep: CVReport) -> str:
     lines = [
         f"{gate.name}: {rep.k}-fold CV by conversation/user; tuned = rule set chosen on the other folds "
@@ -239,10 +243,9 @@ def format_cv(gate: GateFile, rep: CVReport) -> str:
             f"{', '.join(r.dropped) or '-'}"
         )
     for name, p in (("tuned", rep.tuned), ("full", rep.full)):
-        rc, sc = p["recall_ci95"], p["skip_rate_ci95"]
         lines.append(
-            f"  held-out, pooled ({name}): recall {p['recall']:.3f} [{rc[0]:.3f}-{rc[1]:.3f}]  "  # type: ignore[index]
-            f"skip {p['skip_rate']:.3f} [{sc[0]:.3f}-{sc[1]:.3f}]" if rc and sc else f"  held-out ({name}): {p}"  # type: ignore[index]
+            f"  held-out, pooled ({name}): recall {p['recall']:.3f} {_span(p['recall_ci95'])}  "
+            f"skip {p['skip_rate']:.3f} {_span(p['skip_rate_ci95'])}"
         )
     lines.append(f"  {'rule':<24} {'fires':>5} {'helps in folds':>14}  recall gain / skip cost per held-out fold")
     for rule, a in rep.ablation.items():
