@@ -161,3 +161,19 @@ def test_the_words_of_a_correction_without_a_new_value_are_still_skipped(text: s
     from memory.prefilter import prefilter
 
     assert prefilter(text, context).action is GateAction.SKIP
+
+
+async def test_a_spoken_correction_in_a_voice_session_replaces_the_value(store: MemoryStore, user_id: str) -> None:
+    # Through the worker's own wiring: the glue hands the correction its context (the
+    # statement and the agent's reply), the write queue runs the turns in order.
+    from tests.test_memory_agent import voice_session
+
+    case = CASES[0]
+    extraction = following_the_prompt(CASES)
+    async with voice_session(store, MemoryMode.GATED, user_id, extraction=extraction) as run:
+        await run.harness.user_says(case.first)
+        assert await run.memory.drain(10.0)
+        await run.harness.user_says(case.change)
+    sent = json.loads(extraction.requests[-1].messages[-1][1])
+    assert sent["previous_turns"][0] == f"user: {case.first}"
+    await _replaced(store, user_id, case)
