@@ -72,3 +72,13 @@ def test_the_rule_set_of_a_fold_is_chosen_without_its_items(tmp_path: Path, monk
     folds = folds_by_group([group_of(it) for it in gate.items], 5)
     cv.cross_validate(gate, k=5)
     assert [s.isdisjoint(f.tolist()) and len(s) == 30 - len(f) for s, f in zip(seen, folds)] == [True] * 5
+
+
+@pytest.mark.skipif(not (_EVAL / "msc_gate.realistic.dev.json").exists(), reason="shared eval data not present")
+def test_quality_gate_cross_validated() -> None:
+    """Issue 24's targets, held out: realistic recall >= .95 at skip >= .50, Chinese recall >= .95."""
+    realistic = cross_validate(load_gate(_EVAL / "msc_gate.realistic.dev.json"), k=5)
+    for pooled in (realistic.tuned, realistic.full):
+        assert pooled["recall"] >= 0.95 and pooled["skip_rate"] >= 0.50, pooled
+    chinese = cross_validate(load_gate(_EVAL / "zh_gate.smoke.dev.json"), k=5)
+    assert chinese.full["recall"] >= 0.95, chinese.full
