@@ -1,6 +1,6 @@
 """Benchmark the gatekeeper pre-filter on gatekeeper-format eval files.
 
-    uv run python -m bench.gate [--data FILE ...] [--by-reason]
+    uv run python -m bench.gate [--data FILE ...] [--by-reason] [--cv K [--cv-target R]]
 
 Runs ``memory.prefilter.prefilter`` over every item (text + context) and, in the
 same run, the first-person keyword baseline from ../shared/eval/README.md, and
@@ -8,7 +8,10 @@ reports for both: precision, recall and F1 of "passes" (action != SKIP) against
 ``durable``, skip rate (share of non-durable turns skipped), counts, FORCE count and
 p50/p95 time per call in microseconds, with 95% bootstrap intervals of recall and skip
 rate over the items (bench/stats.py). ``--by-reason`` adds a breakdown by decision
-reason, which is where to look before changing a rule. The readable table goes
+reason, which is where to look before changing a rule. ``--cv K`` adds K-fold
+cross-validation by conversation (bench/gate_cv.py: the rule set chosen on K-1 folds,
+measured on the held-out one, beside the product's full rule set, and each rule's
+held-out recall gain and skip cost). The readable table goes
 first; the LAST line is one JSON object with all figures per file, for scripts/CI.
 
 Default data: the three gate files in ``$EVAL_DIR`` or ``<repo>/../shared/eval``.
@@ -30,6 +33,7 @@ from typing import Any
 
 from bench import stats
 from bench.evaldata import EvalDataError, GateFile, default_eval_dir, load_gate
+from bench.gate_cv import DEFAULT_TARGET, cross_validate, format_cv
 from memory.prefilter import GateAction, GateDecision, prefilter
 
 DEFAULT_FILES = ("msc_gate.balanced.dev.json", "msc_gate.realistic.dev.json", "zh_gate.smoke.dev.json")
@@ -232,6 +236,10 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--data", action="append", type=Path, metavar="FILE",
                     help="gatekeeper-format JSON file (repeatable; default: the three gate files in the eval dir)")
     ap.add_argument("--by-reason", action="store_true", help="also break results down by decision reason")
+    ap.add_argument("--cv", type=int, metavar="K", default=0,
+                    help="also K-fold cross-validate the rule set, folds by conversation/user (e.g. 5)")
+    ap.add_argument("--cv-target", type=float, default=DEFAULT_TARGET, metavar="R",
+                    help=f"recall the rule selection must keep on the training folds (default {DEFAULT_TARGET})")
     args = ap.parse_args(list(argv) if argv is not None else None)
 
     paths = args.data or _default_paths()
@@ -250,6 +258,14 @@ def main(argv: Iterable[str] | None = None) -> int:
         print()
         key = gate.name if gate.name not in results else str(path)
         results[key] = report_json(gate, reports, args.by_reason)
+        if args.cv:
+            if args.cv < 2:
+                print(f"error: --cv needs at least 2 folds, got {args.cv}", file=sys.stderr)
+                return 2
+            cv = cross_validate(gate, args.cv, args.cv_target)
+            print(format_cv(gate, cv))
+            print()
+            results[key]["cv"] = asdict(cv)
     print(json.dumps({"bench": "gate", "files": results}, ensure_ascii=False, sort_keys=False))
     return 0
 

@@ -20,7 +20,7 @@ from livekit.agents import APIStatusError, llm
 from pydantic import BaseModel, Field
 
 from .instructions import about_user, is_instruction
-from .prefilter import GateAction, GateDecision, prefilter
+from .prefilter import GateAction, GateDecision, anchored_in, prefilter
 from .prompts import load_prompt
 from .settings import DURABLE_CATEGORIES
 
@@ -209,11 +209,19 @@ class Gatekeeper:
         a change replaces and give an added value (a second sister) a slot of its own:
         blind to them, "I have a sister called Lisa too" replaced Anna."""
         decision = prefilter(text, context)
+        facts_known: Sequence[KnownFact] | None = None
+        if decision.reason == "unanchored_change" and known is not None:
+            # A change that names nothing said in this session ("dentist appointment moved
+            # to Tuesday"): it goes on only if it is about a fact stored in an earlier one.
+            facts_known = await known()
+            if anchored_in(text, [k.text for k in facts_known]):
+                decision = GateDecision(GateAction.EXTRACT, "change_of_known_fact")
         if decision.action is GateAction.SKIP:
             return GateOutcome(decision)
         if self._llm is None:
             return GateOutcome(decision, _forced_fallback(text, decision), error="no extraction LLM")
-        facts_known = await known() if known is not None else ()
+        if facts_known is None:
+            facts_known = await known() if known is not None else ()
         try:
             raw = await asyncio.wait_for(self._extract(text, context, facts_known), self._timeout_s)
         except Exception as exc:
