@@ -55,6 +55,7 @@ from memory.retrieval import Retriever  # noqa: E402
 from memory.service import MemoryService  # noqa: E402
 from memory.settings import ConfigError, EmbedderKind, MemoryMode, MemorySettings, load_settings, startup_problems  # noqa: E402
 from memory.store import MemoryStore, UnavailableStore, describe_error, schema_problems  # noqa: E402
+from memory.working import first_agent  # noqa: E402
 
 logger = logging.getLogger("agent")
 
@@ -172,7 +173,7 @@ async def entrypoint(ctx: JobContext) -> None:
     ctx.add_shutdown_callback(memory.aclose)
 
     await session.start(
-        agent=MemoryAgent(memory),
+        agent=first_agent(ctx.room, memory, store, user_id),  # forms RPC, shared contexts, hand-off
         room=ctx.room,
         room_options=room_io.RoomOptions(participant_identity=user_id),
     )
