@@ -81,6 +81,15 @@ class SharedContext:
     notes: list[Note]
 
 
+@dataclass(frozen=True)
+class Appended:
+    """A context after a note was added: its id, characters used, and notes."""
+
+    id: str
+    chars: int
+    notes: int
+
+
 def _note_text(note: str) -> str:
     if not isinstance(note, str) or not note.strip():
         raise ContextError("the note is empty: give the key points in a sentence or two")
@@ -153,9 +162,11 @@ class ContextStore:
             raise ContextNotFound(f"no shared context {str(ctx_id)[:40]!r} was found for this caller")
         return _context(row)
 
-    def append(self, user_id: str, ctx_id: str, agent: str, note: str) -> SharedContext:
+    def append(self, user_id: str, ctx_id: str, agent: str, note: str) -> Appended:
         """Append a note, stamped with `agent` and the database's time; the bound is
-        checked in the same statement. `ContextNotFound` or `ContextFull` otherwise."""
+        checked in the same statement. `ContextNotFound` or `ContextFull` otherwise.
+        Returns the size only, not the notes: parsing a long context's JSON here held the
+        GIL (and so the session's event loop) for milliseconds per note."""
         text = _note_text(note)
         with self.pool.connection() as conn:
             row = conn.execute(
@@ -163,12 +174,12 @@ class ContextStore:
                     "UPDATE {} SET entries = entries || jsonb_build_array(jsonb_build_object("
                     "'agent', %s::text, 'at', now(), 'note', %s::text)), chars = chars + %s, updated_at = now() "
                     "WHERE id = %s AND user_id = %s AND chars + %s <= %s "
-                    "RETURNING id, created_by, created_at, updated_at, chars, entries"
+                    "RETURNING id, chars, jsonb_array_length(entries)"
                 ).format(self.table),
                 [_agent(agent), text, len(text), str(ctx_id).strip(), user_id, len(text), self.max_chars],
             ).fetchone()
         if row is not None:
-            return _context(row)
+            return Appended(str(row[0]), int(row[1]), int(row[2]))
         current = self.fetch(user_id, ctx_id)  # raises ContextNotFound for an unknown (or foreign) id
         raise ContextFull(
             f"shared context {current.id} is full: it holds {current.chars} of {self.max_chars} characters "

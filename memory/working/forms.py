@@ -147,6 +147,9 @@ class WorkingMemory:
     def __init__(self, max_chars: int) -> None:
         self.max_chars = max_chars
         self._entries: OrderedDict[str, dict[str, Any]] = OrderedDict()  # least recently updated first
+        # Each entry's line, rendered once when submitted: quoting is per character, and
+        # every LLM request and every submission would otherwise redo all of them.
+        self._lines: dict[str, str] = {}
 
     @property
     def variables(self) -> dict[str, dict[str, Any]]:
@@ -155,31 +158,33 @@ class WorkingMemory:
 
     @property
     def size(self) -> int:
-        return sum(len(entry_line(k, e)) for k, e in self._entries.items())
+        return sum(len(line) for line in self._lines.values())
 
     def submit(self, form: Form, *, now: datetime | None = None) -> Submitted:
         """Keep `form`, evicting the least recently updated others if needed; `FormError`
         (nothing changed) when it alone is over the bound."""
         stamp = (now or datetime.now(timezone.utc)).isoformat(timespec="seconds")
         entry = {"fields": form.fields, "timestamp": stamp}
-        own = len(entry_line(form.key, entry))
+        line = entry_line(form.key, entry)
+        own = len(line)
         if own > self.max_chars:
             raise FormError(
                 FormError.TOO_LARGE,
                 f"form {form.title[:40]!r} is {own} characters as shown to the model; "
                 f"working memory holds at most {self.max_chars} (MEMORY_WORKING_MAX_CHARS)",
             )
-        others = [(k, e) for k, e in self._entries.items() if k != form.key]
-        used = sum(len(entry_line(k, e)) for k, e in others)
+        others = [k for k in self._entries if k != form.key]
+        used = sum(len(self._lines[k]) for k in others)
         evicted = []
         while others and used + own > self.max_chars:
-            key, old = others.pop(0)
-            used -= len(entry_line(key, old))
+            key = others.pop(0)
+            used -= len(self._lines[key])
             evicted.append(key)
         for key in evicted:
-            del self._entries[key]
+            del self._entries[key], self._lines[key]
         self._entries.pop(form.key, None)
         self._entries[form.key] = entry  # newest last
+        self._lines[form.key] = line
         return Submitted(form.key, evicted, used + own, self.max_chars)
 
     def block(self) -> str | None:
@@ -188,7 +193,7 @@ class WorkingMemory:
             return None
         from ..prompts import load_prompt
 
-        lines = "\n".join(entry_line(k, e) for k, e in self._entries.items())
+        lines = "\n".join(self._lines[k] for k in self._entries)
         return load_prompt("working_memory").format(forms=lines)
 
 

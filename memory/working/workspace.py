@@ -18,7 +18,7 @@ from ..livekit_glue import MemorySession
 from ..service import Turn
 from ..settings import MemoryMode
 from ..store import MemoryStore, UnavailableStore, clean_text, now_iso
-from .contexts import ContextError, ContextStore, SharedContext
+from .contexts import Appended, ContextError, ContextStore, SharedContext
 from .forms import Form, FormError, Submitted, WorkingMemory, is_durable, offer_text, parse_form
 
 logger = logging.getLogger("memory.working")
@@ -122,5 +122,5 @@ class Workspace:
     async def fetch_context(self, context_id: str) -> SharedContext:
         return await self._run(ContextStore.fetch, self.user_id, context_id)
 
-    async def update_context(self, context_id: str, agent: str, note: str) -> SharedContext:
+    async def update_context(self, context_id: str, agent: str, note: str) -> Appended:
         return await self._run(ContextStore.append, self.user_id, context_id, agent, note)
