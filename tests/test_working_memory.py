@@ -314,3 +314,36 @@ async def test_a_full_context_and_a_bad_note_get_clear_errors_and_keep_what_was_
     export = ws._contexts().export_user(memory.user_id)
     assert [len(c["notes"]) for c in export] == [2]
     await memory.aclose(drain_timeout_s=0.1)
+
+
+def test_export_lists_the_users_contexts_and_the_forget_command_removes_them(
+    store, user_id: str, data_dir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memory.forget import main as forget_main
+    from memory.working.__main__ import main as working_main
+    from memory.working.contexts import ContextStore
+
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(data_dir))
+    contexts = ContextStore(store.pool, store.settings.collection, 4000)
+    ctx_id = contexts.create(user_id, "receptionist", "押金被房东扣了")
+    contexts.create(f"{user_id}-other", "receptionist", "someone else's case")
+    assert working_main(["export", user_id]) == 0
+    exported = json.loads(capsys.readouterr().out)
+    assert exported["user_id"] == user_id
+    assert [(c["id"], [n["note"] for n in c["notes"]]) for c in exported["shared_contexts"]] == [(ctx_id, ["押金被房东扣了"])]
+    assert forget_main([user_id]) == 0  # contexts only: something was forgotten
+    assert "1 shared contexts" in capsys.readouterr().out
+    assert working_main(["export", user_id]) == 0
+    assert json.loads(capsys.readouterr().out)["shared_contexts"] == []
+    assert contexts.export_user(f"{user_id}-other") != []  # another user's are untouched
+
+
+def test_the_bounds_are_read_from_the_environment_and_a_bad_value_names_its_variable() -> None:
+    from memory.settings import ConfigError, load_settings
+
+    s = load_settings({"MEMORY_WORKING_MAX_CHARS": "5000", "MEMORY_CONTEXT_MAX_CHARS": "8000"}, dotenv=False)
+    assert (s.working_max_chars, s.context_max_chars) == (5000, 8000)
+    assert load_settings({}, dotenv=False).working_max_chars == 2000
+    for name, raw in (("MEMORY_WORKING_MAX_CHARS", "lots"), ("MEMORY_CONTEXT_MAX_CHARS", "10")):
+        with pytest.raises(ConfigError, match=name):
+            load_settings({name: raw}, dotenv=False)
