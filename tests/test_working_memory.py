@@ -347,3 +347,58 @@ def test_the_bounds_are_read_from_the_environment_and_a_bad_value_names_its_vari
     for name, raw in (("MEMORY_WORKING_MAX_CHARS", "lots"), ("MEMORY_CONTEXT_MAX_CHARS", "10")):
         with pytest.raises(ConfigError, match=name):
             load_settings({name: raw}, dotenv=False)
+
+
+async def test_the_worker_entrypoint_registers_the_form_method_and_starts_with_the_receptionist(
+    store, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """agent.py's own entrypoint (a stand-in session and job context, no server): the RPC
+    method is on the agent's participant, and a form reaches the agent it starts with."""
+    from types import SimpleNamespace
+
+    import agent as worker
+    from memory.retrieval import Retriever
+    from memory.working import Receptionist
+
+    started: dict[str, object] = {}
+
+    class StandInSession:
+        def __init__(self, **kwargs: object) -> None:
+            pass
+
+        def on(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        async def start(self, *, agent: object, room: object, **kwargs: object) -> None:
+            started["agent"], started["room"] = agent, room
+
+        def generate_reply(self, **kwargs: object) -> None:
+            started["greeted"] = True
+
+    async def nothing() -> None:
+        return None
+
+    async def the_user() -> SimpleNamespace:
+        return SimpleNamespace(identity=user_id)
+
+    monkeypatch.setattr(worker, "AgentSession", StandInSession)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    room, shutdown = FakeRoom(), []
+    ctx = SimpleNamespace(
+        proc=SimpleNamespace(userdata={"settings": store.settings, "store": store, "vad": None,
+                                       "retriever": Retriever(store, store.settings)}),  # fmt: skip
+        room=room, job=SimpleNamespace(id="job-entry"), log_context_fields={},
+        connect=nothing, wait_for_participant=the_user, add_shutdown_callback=shutdown.append,
+    )  # fmt: skip
+    await worker.entrypoint(ctx)  # type: ignore[arg-type]
+    try:
+        first = started["agent"]
+        assert isinstance(first, Receptionist) and started["room"] is room and started["greeted"]
+        form = json.dumps({"title": "行程安排", "fields": {"destination": "北京"}}, ensure_ascii=False)
+        assert json.loads(await room.local_participant.invoke(SUBMIT_FORM, form, caller=user_id))["key"] == "hitl_行程安排"
+        assert first.workspace.forms.variables["hitl_行程安排"]["fields"] == {"destination": "北京"}
+        with pytest.raises(RpcError):
+            await room.local_participant.invoke(SUBMIT_FORM, form, caller="another-participant")
+    finally:
+        for callback in shutdown:
+            await callback()
