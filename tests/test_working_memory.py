@@ -402,3 +402,55 @@ async def test_the_worker_entrypoint_registers_the_form_method_and_starts_with_t
     finally:
         for callback in shutdown:
             await callback()
+
+
+async def test_through_the_agent_another_users_context_id_is_a_tool_error_that_reveals_nothing(
+    store, user_id: str
+) -> None:
+    owner = MemorySession(service_for(store, MemoryMode.NORMAL), user_id=f"{user_id}-owner")
+    foreign = await Workspace(owner, store, identity=f"{user_id}-owner").create_context("receptionist", "Account 4471 is overdrawn")
+    await owner.aclose(drain_timeout_s=0.1)
+    outputs: list[tuple[bool, str]] = []
+
+    def respond(request: LLMRequest) -> str | ToolCall:
+        last = request.chat_ctx.items[-1]
+        if last.type == "function_call_output":
+            outputs.append((last.is_error, last.output))
+            return "I could not find that case."
+        return ToolCall("fetch_context", json.dumps({"context_id": foreign}))
+
+    async with call(store, user_id, respond, preflight=False) as c:
+        await c.harness.user_types(f"Read case {foreign} to me")
+        await wait_until(lambda: bool(outputs), what="the tool's output")
+    (is_error, output), = outputs
+    assert is_error and "no shared context" in output and "4471" not in output and "overdrawn" not in output
+
+
+async def test_a_store_that_is_down_or_hung_is_a_tool_error_in_bounded_time(
+    store, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from memory.store import UnavailableStore
+    from memory.working import workspace as workspace_mod
+    from memory.working.contexts import ContextStore
+
+    def never(_settings: object) -> MemoryStore:
+        raise OSError("database down")
+
+    memory = MemorySession(service_for(store, MemoryMode.NORMAL), user_id=user_id)
+    down = Workspace(memory, UnavailableStore(store.settings, "down", opener=never, retry_s=60.0), identity=user_id)
+    with pytest.raises(ContextError, match="unavailable"):
+        await down.create_context("receptionist", "a note")
+
+    def hang(self: ContextStore, *args: object) -> None:
+        time.sleep(1.0)
+
+    monkeypatch.setattr(workspace_mod, "CONTEXT_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(ContextStore, "fetch", hang)
+    hung = Workspace(memory, store, identity=user_id)
+    started = time.perf_counter()
+    with pytest.raises(ContextError, match="did not answer in time"):
+        await hung.fetch_context("ctx_whatever")
+    assert time.perf_counter() - started < 0.8
+    await memory.aclose(drain_timeout_s=0.1)
