@@ -222,7 +222,7 @@ async def test_gated_offers_a_preferences_form_to_the_gatekeeper_and_normal_stor
     other = f"{user_id}-normal"
     async with call(store, other) as c:
         await c.submit({"title": "偏好设置", "fields": {"theme": "dark"}})
-        assert c.workspace.offered == []
+        assert list(c.workspace.offered) == []
         assert await c.memory.drain(10.0)
     assert store.list_user(other) == []
 
@@ -331,6 +331,8 @@ def test_export_lists_the_users_contexts_and_the_forget_command_removes_them(
     exported = json.loads(capsys.readouterr().out)
     assert exported["user_id"] == user_id
     assert [(c["id"], [n["note"] for n in c["notes"]]) for c in exported["shared_contexts"]] == [(ctx_id, ["押金被房东扣了"])]
+    note = exported["shared_contexts"][0]["notes"][0]
+    assert note["agent"] == "receptionist" and datetime.fromisoformat(note["at"].replace("Z", "+00:00")).utcoffset().total_seconds() == 0
     assert forget_main([user_id]) == 0  # contexts only: something was forgotten
     assert "1 shared contexts" in capsys.readouterr().out
     assert working_main(["export", user_id]) == 0

@@ -23,7 +23,7 @@ from .workspace import Workspace
 
 def context_block(ctx: SharedContext) -> str:
     """A context as the tools return it: notes as quoted data in a delimited block."""
-    lines = [f"- [{quote_text(n.agent)}, {n.at[:19]}] {quote_text(n.text)}" for n in ctx.notes] or ["(no notes yet)"]
+    lines = [f"- [{quote_text(n.agent)}, {n.at}] {quote_text(n.text)}" for n in ctx.notes] or ["(no notes yet)"]
     return load_prompt("shared_context").format(context_id=ctx.id, notes="\n".join(lines))
 
 

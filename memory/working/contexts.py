@@ -40,6 +40,10 @@ class ContextFull(ContextError):
     """The note would take the context past its bound."""
 
 
+# A note's time as UTC ISO text, whatever the database session's TimeZone (a fleet's may not be UTC).
+_UTC_NOW = sql.SQL("""to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')""")
+
+
 def contexts_table(table: str) -> str:
     """The table of shared contexts kept beside a memory table."""
     return f"{table}_contexts"
@@ -132,9 +136,9 @@ class ContextStore:
                 sql.SQL(
                     "INSERT INTO {} (id, user_id, created_by, chars, entries) VALUES (%s, %s, %s, %s, "
                     "CASE WHEN %s::text IS NULL THEN '[]'::jsonb "
-                    "ELSE jsonb_build_array(jsonb_build_object('agent', %s::text, 'at', now(), 'note', %s::text)) END) "
+                    "ELSE jsonb_build_array(jsonb_build_object('agent', %s::text, 'at', {utc_now}, 'note', %s::text)) END) "
                     "RETURNING id"
-                ).format(self.table),
+                ).format(self.table, utc_now=_UTC_NOW),
                 [ctx_id, user_id, _agent(agent), len(first[0]) if first else 0,
                  first[0] if first else None, _agent(agent), first[0] if first else None],  # fmt: skip
             ).fetchone()
@@ -172,10 +176,10 @@ class ContextStore:
             row = conn.execute(
                 sql.SQL(
                     "UPDATE {} SET entries = entries || jsonb_build_array(jsonb_build_object("
-                    "'agent', %s::text, 'at', now(), 'note', %s::text)), chars = chars + %s, updated_at = now() "
+                    "'agent', %s::text, 'at', {utc_now}, 'note', %s::text)), chars = chars + %s, updated_at = now() "
                     "WHERE id = %s AND user_id = %s AND chars + %s <= %s "
                     "RETURNING id, chars, jsonb_array_length(entries)"
-                ).format(self.table),
+                ).format(self.table, utc_now=_UTC_NOW),
                 [_agent(agent), text, len(text), str(ctx_id).strip(), user_id, len(text), self.max_chars],
             ).fetchone()
         if row is not None:

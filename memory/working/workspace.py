@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -43,7 +44,7 @@ class Workspace:
         self.identity = identity  # the participant identity: only it may submit forms
         self.settings = memory.service.settings
         self.forms = WorkingMemory(self.settings.working_max_chars)
-        self.offered: list[Turn] = []  # forms offered to the gatekeeper (GATED), for logs and tests
+        self.offered: deque[Turn] = deque(maxlen=32)  # the last forms offered to the gatekeeper (GATED), for tests
 
     @property
     def user_id(self) -> str:
