@@ -242,6 +242,8 @@ async def test_hand_off_carries_working_memory_and_the_shared_context_both_ways(
 
     def respond(request: LLMRequest) -> str | ToolCall:
         specialist = "You are the specialist" in request.messages[0][1]
+        instructions = [t for role, t in request.messages if role == "system" and "You are the " in t]
+        seen.setdefault("instructions", []).append(len(instructions))  # the current agent's only
         last = request.chat_ctx.items[-1]
         ctx_id = _context_id(request)
         if last.type == "function_call_output":
@@ -277,6 +279,7 @@ async def test_hand_off_carries_working_memory_and_the_shared_context_both_ways(
     assert receptionist_read.startswith("receptionist:") and "advised a formal demand letter" in receptionist_read
     assert "[specialist," in receptionist_read
     assert '"deposit_eur": 1500' in seen["specialist_forms"][0]  # the forms survived the hand-off
+    assert set(seen["instructions"]) == {1}
 
 
 async def test_another_users_context_is_not_found_and_forget_removes_the_users_contexts(store, user_id: str) -> None:
