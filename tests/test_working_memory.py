@@ -153,10 +153,15 @@ async def test_each_bad_payload_gets_its_error_and_changes_nothing(store, user_i
             with pytest.raises(RpcError) as err:
                 await c.submit(payload)
             assert err.value.code == 2400 and what in err.value.message, (payload, err.value.message)
+            assert json.loads(err.value.data)["error"] == err.value.message
             assert c.workspace.forms.variables == before, payload
         with pytest.raises(RpcError) as err:  # alone over the bound: refused, the others kept
             await c.submit({"title": "行程安排", "fields": {"destination": "北" * 400}})
         assert err.value.code == 2413 and "MEMORY_WORKING_MAX_CHARS" in err.value.message
+        with pytest.raises(RpcError) as err:  # a long Chinese title and field name: cut to 256 bytes, whole in data
+            await c.submit({"title": "很长的标题" * 20, "fields": {"字段" * 45: {"nested": 1}}})
+        assert err.value.code == 2400 and len(err.value.message.encode()) <= 256
+        assert err.value.message.startswith("field '字段") and "allowed: string" in json.loads(err.value.data)["error"]
         with pytest.raises(RpcError) as err:  # another participant of the room
             await c.submit({"title": "行程安排", "fields": {"destination": "平壤"}}, caller="someone-else")
         assert err.value.code == 2403 and "someone-else" in err.value.message

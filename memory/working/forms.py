@@ -71,7 +71,7 @@ def _check_scalar(name: str, value: object, where: str) -> Scalar:
     if isinstance(value, float) and math.isfinite(value):
         return value
     kind = "null" if value is None else "object" if isinstance(value, dict) else type(value).__name__
-    raise FormError(FormError.INVALID, f"field {name!r}{where} is {kind}; allowed: string, number, bool, or a list of those")
+    raise FormError(FormError.INVALID, f"field {name[:40]!r}{where} is {kind}; allowed: string, number, bool, or a list of those")
 
 
 def parse_form(payload: str) -> Form:
@@ -86,7 +86,8 @@ def parse_form(payload: str) -> Form:
         raise FormError(FormError.INVALID, f"payload must be a JSON object with title and fields, not {type(data).__name__}")
     unknown = sorted(set(data) - {"title", "fields", "durable"})
     if unknown:
-        raise FormError(FormError.INVALID, f"unknown key(s) {', '.join(map(repr, unknown))}; allowed: title, fields, durable")
+        names = ", ".join(repr(k[:40]) for k in unknown[:3])
+        raise FormError(FormError.INVALID, f"unknown key(s) {names}; allowed: title, fields, durable")
     if "title" not in data:
         raise FormError(FormError.INVALID, "no title: the payload needs a non-empty string 'title'")
     title = data["title"]
@@ -114,7 +115,7 @@ def parse_form(payload: str) -> Form:
             raise FormError(FormError.INVALID, f"field name {name[:20]!r}... is over {MAX_FIELD_NAME_CHARS} characters")
         if isinstance(value, list):
             if len(value) > MAX_LIST_ITEMS:
-                raise FormError(FormError.INVALID, f"field {name!r} has {len(value)} items; the limit is {MAX_LIST_ITEMS}")
+                raise FormError(FormError.INVALID, f"field {name[:40]!r} has {len(value)} items; the limit is {MAX_LIST_ITEMS}")
             checked[name] = [_check_scalar(name, v, f" item {i}") for i, v in enumerate(value)]
         else:
             checked[name] = _check_scalar(name, value, "")
@@ -170,8 +171,8 @@ class WorkingMemory:
         if own > self.max_chars:
             raise FormError(
                 FormError.TOO_LARGE,
-                f"form {form.title[:40]!r} is {own} characters as shown to the model; "
-                f"working memory holds at most {self.max_chars} (MEMORY_WORKING_MAX_CHARS)",
+                f"form too large: {own} characters as shown to the model, over the working memory's "
+                f"{self.max_chars} (MEMORY_WORKING_MAX_CHARS); title {form.title[:40]!r}",
             )
         others = [k for k in self._entries if k != form.key]
         used = sum(len(self._lines[k]) for k in others)

@@ -55,7 +55,7 @@ class Workspace:
     def submit_form(self, payload: str, *, caller: str) -> tuple[Form, Submitted]:
         """A form from the frontend; `FormError` (nothing changed) when refused."""
         if caller != self.identity:
-            raise FormError(FormError.FORBIDDEN, f"participant {caller[:60]!r} is not this session's user; only the user's forms are kept")
+            raise FormError(FormError.FORBIDDEN, f"not this session's user: participant {caller[:40]!r} may not submit forms here")
         form = parse_form(payload)
         done = self.forms.submit(form)
         if done.evicted:
