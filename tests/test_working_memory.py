@@ -114,6 +114,15 @@ async def test_a_second_form_is_kept_beside_the_first_and_the_same_title_replace
     assert again.index("偏好设置") < again.index("行程安排")
 
 
+async def test_a_reply_the_agent_starts_itself_carries_the_forms_too(store, user_id: str) -> None:
+    async with call(store, user_id) as c:
+        await c.submit({"title": "行程安排", "fields": {"destination": "北京"}})
+        c.harness.session.generate_reply(instructions="Greet the user")  # as the worker greets
+        await wait_until(lambda: c.harness.llm.count == 1, what="the greeting's request")
+        await wait_until(lambda: c.harness.session.agent_state == "listening", what="the greeting to end")
+    assert '"destination": "北京"' in working_block(c.harness.llm.requests[0])
+
+
 async def test_the_bound_evicts_the_least_recently_updated_form(store, user_id: str) -> None:
     fields = {"note": "x" * 60}
     async with call(store, user_id, working_max_chars=400) as c:
@@ -285,6 +294,8 @@ async def test_hand_off_carries_working_memory_and_the_shared_context_both_ways(
     assert "[specialist," in receptionist_read
     assert '"deposit_eur": 1500' in seen["specialist_forms"][0]  # the forms survived the hand-off
     assert set(seen["instructions"]) == {1}
+    # every request carried the form: user turns, tool follow-ups, each agent's first reply
+    assert len(c.harness.llm.requests) >= 8 and all('"deposit_eur": 1500' in working_block(r) for r in c.harness.llm.requests)
 
 
 async def test_another_users_context_is_not_found_and_forget_removes_the_users_contexts(store, user_id: str) -> None:
