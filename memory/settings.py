@@ -41,6 +41,28 @@ LIVEKIT_VARS: tuple[str, ...] = ("LIVEKIT_URL", "LIVEKIT_API_KEY", "LIVEKIT_API_
 
 
 @dataclass(frozen=True)
+class LiveKitCredentials:
+    """The LiveKit project a token is minted for (`python -m memory.livekit.token`)."""
+
+    url: str
+    api_key: str
+    api_secret: str
+
+
+def livekit_credentials(env: Mapping[str, str] | None = None) -> LiveKitCredentials:
+    """`LIVEKIT_URL`, `LIVEKIT_API_KEY`, `LIVEKIT_API_SECRET` from the environment (and
+    `.env`); a `ConfigError` names each one missing."""
+    if env is None:
+        load_env_file()
+        env = os.environ
+    values = {name: env.get(name, "").strip() for name in LIVEKIT_VARS}
+    missing = [name for name, value in values.items() if not value]
+    if missing:
+        raise ConfigError(f"{', '.join(missing)} not set: copy them from your LiveKit project into .env")
+    return LiveKitCredentials(*values.values())
+
+
+@dataclass(frozen=True)
 class MemorySettings:
     """Everything the memory module needs; built by `load_settings`."""
 

@@ -1,0 +1,1 @@
+"""LiveKit-facing tools of the memory module."""
