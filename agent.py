@@ -78,6 +78,7 @@ from memory.settings import (  # noqa: E402
     stt_mode,
 )
 from memory.store import MemoryStore, UnavailableStore, describe_error, schema_problems  # noqa: E402
+from memory.working import first_agent  # noqa: E402
 
 logger = logging.getLogger("agent")
 
@@ -276,7 +277,7 @@ async def entrypoint(ctx: JobContext) -> None:
     ctx.add_shutdown_callback(memory.aclose)
 
     await session.start(
-        agent=MemoryAgent(memory),
+        agent=first_agent(ctx.room, memory, store, user_id),  # forms RPC, shared contexts, hand-off
         room=ctx.room,
         room_options=room_io.RoomOptions(participant_identity=user_id),
     )

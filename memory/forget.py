@@ -3,8 +3,8 @@
 A user's request to be forgotten usually reaches a person, not the voice agent (a
 spoken "forget me" misheard would wipe everything, with no undo), so this is a
 command to run with the worker's own configuration (.env): it removes the user's
-memories, their Mem0 history and the user's turns still waiting in this machine's
-write journal, and records the request so that turns said before it, still on
+memories, their Mem0 history, their contexts shared between agents and the user's turns
+still waiting in this machine's write journal, and records the request so that turns said before it, still on
 their way on other machines, are refused when they arrive (`MemoryService.forget`).
 Run it on each machine whose data directory holds a journal, or let the record do it.
 
@@ -93,8 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         service = MemoryService(store, settings)
         for identity, user_id in zip(args.user_ids, ids, strict=True):
             gone = service.forget(user_id)
-            print(f"forgot {identity}: {gone.memories} memories, {gone.waiting_turns} turns waiting to be written")
-            if not gone.memories and not gone.waiting_turns:
+            print(
+                f"forgot {identity}: {gone.memories} memories, {gone.waiting_turns} turns waiting to be written, "
+                f"{gone.contexts} shared contexts"
+            )
+            if not gone.memories and not gone.waiting_turns and not gone.contexts:
                 status = 1
                 print(
                     f"memory.forget: nothing was stored under {identity!r} (identities are exact: case, spaces "

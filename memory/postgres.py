@@ -445,6 +445,9 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
         conn.execute(
             sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS memory_ids TEXT[] NOT NULL DEFAULT '{{}}'").format(forgets)
         )
+        from .working.contexts import ensure_context_schema
+
+        ensure_context_schema(conn, table)  # contexts shared between agents (memory/working)
         conn.commit()
 
 

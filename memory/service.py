@@ -280,6 +280,7 @@ class Forgotten:
 
     memories: int
     waiting_turns: int
+    contexts: int = 0  # contexts shared between agents (memory/working/contexts.py)
 
 
 # The profile is short: who the user is comes first, then each kind of fact in turn.
@@ -405,10 +406,13 @@ class MemoryService:
         """
         from .write_queue import purge_user  # write_queue imports this module
 
+        from .working.contexts import ContextStore
+
         removed = self.store.delete_user(user_id)
         purged = purge_user(self.settings.journal_path, user_id)
-        logger.info("forgot %s: %d memories, %d journal rows", user_id, removed, purged)
-        return Forgotten(removed, purged)
+        contexts = ContextStore(self.store.pool, self.store.table, self.settings.context_max_chars).delete_user(user_id)
+        logger.info("forgot %s: %d memories, %d journal rows, %d shared contexts", user_id, removed, purged, contexts)
+        return Forgotten(removed, purged, contexts)
 
     # ----------------------------------------------------------------- write
     async def _known_facts(self, user_id: str) -> list[KnownFact]:

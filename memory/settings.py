@@ -142,6 +142,8 @@ class MemorySettings:
     retrieval_focus_weight: float = 0.25  # weight of the word a question asks for ("啥职位", "what colour"); 1: off
     retrieval_rarity: float = 1.0  # exponent of a keyword's rarity in everyday language in its weight (0: off)
     retrieval_density: float = 0.4  # hubness correction: share of a memory's neighbourhood density off its cosine (0: off)
+    working_max_chars: int = 2000  # session working memory (forms), as shown to the LLM; least recently updated evicted
+    context_max_chars: int = 4000  # one shared context's notes in all; a note past it is refused
 
     @property
     def embedding_dims(self) -> int:
@@ -351,6 +353,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         spill_dir=_spill_dir(env),
         log_transcripts=_log_transcripts(env),
         max_reads_in_flight=_integer(env, "MEMORY_MAX_READS_IN_FLIGHT", 3, lo=1, hi=64),
+        working_max_chars=_integer(env, "MEMORY_WORKING_MAX_CHARS", 2000, lo=200, hi=50_000),
+        context_max_chars=_integer(env, "MEMORY_CONTEXT_MAX_CHARS", 4000, lo=500, hi=100_000),
         **_retrieval_settings(env),  # type: ignore[arg-type]
     )
 
@@ -377,7 +381,8 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_RETRIEVAL_THRESHOLD MEMORY_RETRIEVAL_POOL MEMORY_RETRIEVAL_EMBED_TOKENS MEMORY_RETRIEVAL_HEAD_WEIGHT
     MEMORY_RETRIEVAL_CONTEXT_TURNS MEMORY_RETRIEVAL_CONTEXT_WEIGHT MEMORY_RETRIEVAL_NEIGHBOURS
     MEMORY_RETRIEVAL_FOCUS_WEIGHT MEMORY_RETRIEVAL_RARITY MEMORY_RETRIEVAL_DENSITY
-    MEMORY_MAX_TURN_CHARS MEMORY_SPILL_DIR MEMORY_LOG_TRANSCRIPTS MEMORY_MAX_READS_IN_FLIGHT""".split()
+    MEMORY_MAX_TURN_CHARS MEMORY_SPILL_DIR MEMORY_LOG_TRANSCRIPTS MEMORY_MAX_READS_IN_FLIGHT
+    MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS""".split()
 )
 _MEM0_OWN = frozenset(
     "MEM0_API_KEY MEM0_DIR MEM0_SOURCE MEM0_CLIENT_STACK MEM0_APPLICATION MEM0_TELEMETRY "

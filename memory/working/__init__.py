@@ -1,0 +1,26 @@
+"""Session working memory (forms from the frontend) and contexts shared between agents.
+
+`first_agent` is all the worker calls: it makes the session's `Workspace`, registers
+the form RPC on the agent's participant and returns the first agent of the example
+hand-off (docs/working-memory.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..livekit_glue import MemorySession
+from .agents import WorkingAgent
+from .handoff import Receptionist, Specialist
+from .rpc import SUBMIT_FORM, register_form_rpc
+from .workspace import Workspace
+
+__all__ = ["SUBMIT_FORM", "Receptionist", "Specialist", "WorkingAgent", "Workspace", "first_agent", "register_form_rpc"]
+
+
+def first_agent(room: Any, memory: MemorySession, store: Any, identity: str) -> WorkingAgent:
+    """The session's first agent, with working memory and shared contexts wired in.
+    Call after `ctx.connect()`: the RPC method goes on the room's local participant."""
+    workspace = Workspace(memory, store, identity=identity)
+    register_form_rpc(room.local_participant, workspace)
+    return Receptionist(workspace)

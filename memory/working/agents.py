@@ -1,0 +1,103 @@
+"""Agents with working memory and shared contexts: the worker's agents derive from
+`WorkingAgent`, so every one of them has the context tools and sees the forms.
+
+The blocks go in `llm_node` (after the memories), never into `turn_ctx` in
+`on_user_turn_completed`: that would throw away a preemptive reply and ask the LLM
+twice (see memory/livekit_glue.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable
+from typing import Any
+
+from livekit.agents import Agent, ModelSettings, function_tool, llm
+from livekit.agents.llm import ToolError
+
+from ..livekit_glue import MemoryAgent
+from ..prompts import load_prompt
+from .contexts import ContextError, SharedContext
+from .quote import quote_text
+from .workspace import Workspace
+
+
+def context_block(ctx: SharedContext) -> str:
+    """A context as the tools return it: notes as quoted data in a delimited block."""
+    lines = [f"- [{quote_text(n.agent)}, {n.at}] {quote_text(n.text)}" for n in ctx.notes] or ["(no notes yet)"]
+    return load_prompt("shared_context").format(context_id=ctx.id, notes="\n".join(lines))
+
+
+class WorkingAgent(MemoryAgent):
+    """A `MemoryAgent` that also carries the session's forms and the shared context's id
+    into every request, with the tools to create, read and extend shared contexts."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        role: str,
+        context_id: str | None = None,
+        handed_over: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        instructions = "\n\n".join((load_prompt("system"), load_prompt("working_agents"), load_prompt(role)))
+        super().__init__(workspace.memory, instructions=instructions, **kwargs)
+        self.workspace = workspace
+        self.context_id = context_id  # handed over to the next agent at a hand-off
+        self.handed_over = handed_over
+
+    async def on_enter(self) -> None:
+        if self.handed_over:  # the caller was passed on mid-call: the new agent speaks first
+            self.session.generate_reply()
+
+    async def llm_node(
+        self,
+        chat_ctx: llm.ChatContext,
+        tools: list[llm.Tool],
+        model_settings: ModelSettings,
+    ) -> AsyncIterable[llm.ChatChunk | str]:
+        ctx = await self.memory.prepare_chat_ctx(chat_ctx)
+        self.workspace.inject(ctx, self.context_id)
+        async for chunk in Agent.default.llm_node(self, ctx, tools, model_settings):
+            yield chunk
+
+    # ------------------------------------------------------------------- tools
+    @function_tool()
+    async def create_context(self, note: str) -> str:
+        """Start a shared context for the caller's case, with its first note (the key points
+        the caller gave). Returns the new context's id. Use it once per case.
+
+        Args:
+            note: the key points so far, in a sentence or two.
+        """
+        try:
+            self.context_id = await self.workspace.create_context(self.id, note)
+        except ContextError as exc:
+            raise ToolError(str(exc)) from None
+        return f"created shared context {self.context_id}"
+
+    @function_tool()
+    async def fetch_context(self, context_id: str) -> str:
+        """Read a shared context: every note the agents of this service took about the case.
+
+        Args:
+            context_id: the id of the shared context (ctx_...).
+        """
+        try:
+            return context_block(await self.workspace.fetch_context(context_id))
+        except ContextError as exc:
+            raise ToolError(str(exc)) from None
+
+    @function_tool()
+    async def update_context(self, context_id: str, note: str) -> str:
+        """Add a note to a shared context (stamped with your name and the time).
+
+        Args:
+            context_id: the id of the shared context (ctx_...).
+            note: what was learned or decided, in a sentence or two.
+        """
+        try:
+            ctx = await self.workspace.update_context(context_id, self.id, note)
+        except ContextError as exc:
+            raise ToolError(str(exc)) from None
+        return f"added to {ctx.id} ({ctx.chars} of {self.workspace.settings.context_max_chars} characters used)"

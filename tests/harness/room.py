@@ -1,0 +1,58 @@
+"""A stand-in for the room's local participant, for RPC without a LiveKit server.
+
+Registration keeps the handler as `rtc.LocalParticipant.register_rpc_method` does
+(both call forms), and an invocation runs through LiveKit's own incoming chain
+(`_run_incoming_chain`: interceptors, the handler, the caller's deadline), borrowed
+from `rtc.LocalParticipant`; only the FFI round trip to the server is left out. As
+LiveKit answers the caller, an `RpcError` from the handler reaches the caller as it
+is and any other exception as APPLICATION_ERROR.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from livekit import rtc
+from livekit.rtc.rpc import RpcError, RpcInvocationData
+
+
+class FakeLocalParticipant:
+    """Duck-types the parts of `rtc.LocalParticipant` that RPC handlers use."""
+
+    _run_incoming_chain = rtc.LocalParticipant._run_incoming_chain
+    _invoke_rpc_handler = rtc.LocalParticipant._invoke_rpc_handler
+
+    def __init__(self, identity: str = "agent") -> None:
+        self.identity = identity
+        self._rpc_handlers: dict[str, Any] = {}
+        self._rpc_interceptors: list[Any] = []
+
+    def register_rpc_method(self, method_name: str, handler: Any = None) -> Any:
+        def register(fn: Any) -> Any:
+            self._rpc_handlers[method_name] = fn
+            return fn
+
+        return register(handler) if handler is not None else register
+
+    def unregister_rpc_method(self, method: str) -> None:
+        self._rpc_handlers.pop(method, None)
+
+    async def invoke(self, method: str, payload: str, *, caller: str, response_timeout: float = 10.0) -> str:
+        """What a remote participant's `perform_rpc(destination=this, method, payload)` gets:
+        the handler's response, or the `RpcError` LiveKit would send back."""
+        data = RpcInvocationData(uuid.uuid4().hex, caller, payload, response_timeout, method=method)
+        try:
+            return await self._run_incoming_chain(data) or ""
+        except RpcError:
+            raise
+        except Exception:  # as LocalParticipant._handle_rpc_method_invocation answers it
+            raise RpcError._built_in(RpcError.ErrorCode.APPLICATION_ERROR) from None
+
+
+class FakeRoom:
+    """Just enough of `rtc.Room` for code that registers RPC methods."""
+
+    def __init__(self, name: str = "fake-room", agent_identity: str = "agent") -> None:
+        self.name = name
+        self.local_participant = FakeLocalParticipant(agent_identity)
