@@ -47,6 +47,8 @@ from livekit.plugins import openai, silero  # noqa: E402
 
 from memory import heap, lexical, metrics  # noqa: E402
 from memory.embedder import local_model, write_model  # noqa: E402
+from memory.archive.retention import start_background as start_retention  # noqa: E402
+from memory.archive.session import ArchiveSession  # noqa: E402
 from memory.gatekeeper import Gatekeeper  # noqa: E402
 from memory.livekit_glue import MemoryAgent, MemorySession  # noqa: E402
 from memory.postgres import stop_if_unused, storage_problems  # noqa: E402
@@ -80,6 +82,7 @@ def prewarm(proc: JobProcess) -> None:
     # One per process, shared by its sessions: its per-user densities are then
     # computed once per process and user (as the README says), not once per session.
     proc.userdata["retriever"] = Retriever(store, settings)
+    start_retention(store)  # the archive's schema now; retention in a thread, once per fleet at a time
     heap.settle()
 
 
@@ -169,6 +172,9 @@ async def entrypoint(ctx: JobContext) -> None:
         ),
     )
     memory.attach(session)
+    if settings.archive:  # both sides archived, long talks summarised (docs/archive.md)
+        summarizer = openai.LLM(model=_env("MEMORY_LLM_MODEL", chat_model), **_openai_kwargs())
+        ArchiveSession(memory, summarizer=summarizer).attach(session)
     ctx.add_shutdown_callback(memory.aclose)
 
     await session.start(

@@ -117,6 +117,10 @@ class Turn:
     # the journal so that a replay after a crash writes the same facts, in the same
     # order, without asking the model again (which may word or order them otherwise).
     verdict: dict[str, Any] | None = None
+    # What the journal row is: "memory" (this module writes it), or an archived message
+    # ("archive": memory/archive/writer.py) whose `extra` holds its type and what it covers.
+    kind: str = "memory"
+    extra: dict[str, Any] | None = None
 
 
 def _verdict(outcome: GateOutcome) -> dict[str, Any]:
@@ -176,10 +180,12 @@ class RememberReport:
 
 @dataclass(frozen=True)
 class Forgotten:
-    """What a forget removed: memories from the store, turns from this machine's journal."""
+    """What a forget removed: memories from the store, turns from this machine's journal,
+    archived messages and summaries."""
 
     memories: int
     waiting_turns: int
+    archived: int = 0
 
 
 # The profile is short: who the user is comes first, then each kind of fact in turn.
@@ -301,10 +307,13 @@ class MemoryService:
         """
         from .write_queue import purge_user  # write_queue imports this module
 
-        removed = self.store.delete_user(user_id)
+        from .archive.store import archive_for
+
+        removed = self.store.delete_user(user_id)  # records the request first: later archive writes are refused
+        archived = archive_for(self.store).delete_user(user_id)
         purged = purge_user(self.settings.journal_path, user_id)
-        logger.info("forgot %s: %d memories, %d journal rows", user_id, removed, purged)
-        return Forgotten(removed, purged)
+        logger.info("forgot %s: %d memories, %d archived messages, %d journal rows", user_id, removed, archived, purged)
+        return Forgotten(removed, purged, archived)
 
     # ----------------------------------------------------------------- write
     async def _known_facts(self, user_id: str) -> list[KnownFact]:
