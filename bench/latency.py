@@ -49,6 +49,7 @@ from livekit.agents import Agent
 from bench.evaldata import default_eval_dir
 from memory import embedder as embedder_mod
 from memory import heap, lexical
+from memory.archive.session import ArchiveSession
 from memory.gatekeeper import Gatekeeper
 from memory.livekit_glue import MemoryAgent, MemorySession, fit_recalled
 from memory.prompts import load_prompt
@@ -420,6 +421,10 @@ async def run_scenario(
     harness = VoiceHarness(agent, llm=llm, preflight=True, timeout=30.0)
     if session_memory is not None:
         session_memory.attach(harness.session)
+        if "archive" in name:  # both sides archived, summaries made (a remote model: 0.5 s) and swapped in
+            summarizer = RecordingLLM(lambda _r: "The user went through a list of everyday topics; nothing decided.",
+                                      ttft=0.5, keep_context=False)  # fmt: skip
+            ArchiveSession(session_memory, summarizer=summarizer).attach(harness.session)
     t0 = time.perf_counter()
     with full_passes(result.gc_full_passes_ms):
         await _drive(harness, llm, turns, result, session_memory, refs, own_ids, reference, interim_gap, words_in_final)
@@ -548,7 +553,12 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         ("NORMAL, 40 long turns waiting", normal, slow_turns, lambda: journal_backlog(store, normal, 40, 1500)),
         ("NORMAL, store stalls 5 s", normal, slow_turns, lambda: stalled_store(store, 5.0)),
     ]
-    wanted = {"main": specs[:3], "stress": specs[3:]}
+    specs += [
+        ("off (archive baseline)", None, turns, None),
+        ("NORMAL, archive + summaries", normal, turns, None),
+        ("GATED, archive + summaries", gated, turns, None),
+    ]
+    wanted = {"main": specs[:3], "stress": specs[3:8], "archive": specs[8:]}
     specs = [spec for group in args.scenarios.split(",") for spec in wanted[group.strip()]]
     for name, settings, tts, ctx in specs:
         forget_sessions(store)  # each scenario meets the preloaded store only
@@ -570,6 +580,8 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         "NORMAL_embedder_200ms": ("NORMAL, embedder 200 ms", "off (stress baseline)"),
         "NORMAL_store_stall_5s": ("NORMAL, store stalls 5 s", "off (stress baseline)"),
         "NORMAL_journal_backlog": ("NORMAL, 40 long turns waiting", "off (final words baseline)"),
+        "NORMAL_archive": ("NORMAL, archive + summaries", "off (archive baseline)"),
+        "GATED_archive": ("GATED, archive + summaries", "off (archive baseline)"),
     }
     summary = {k: summarise(results[a], results[b]) for k, (a, b) in pairs.items() if a in results}
     forget_sessions(store)
@@ -591,14 +603,14 @@ def main() -> None:
     parser.add_argument("--total-memories", type=int, default=100_000)
     parser.add_argument("--budget-ms", type=float, default=150.0)
     parser.add_argument("--interim-gap", type=float, default=0.12, help="seconds between STT events")
-    parser.add_argument("--scenarios", default="main,stress", help="main, stress, or both (default)")
+    parser.add_argument("--scenarios", default="main,stress", help="main, stress, archive (memory with and without the archive and summaries), comma-separated (default main,stress)")
     parser.add_argument("--gc", choices=("frozen", "default"), default="frozen",
                         help="frozen (as the worker's prewarm leaves it, default) or default (nothing frozen)")
     parser.add_argument("--data-dir", default=os.environ.get("BENCH_DATA_DIR", "/tmp/bench-latency"))
     args = parser.parse_args()
-    unknown = {g.strip() for g in args.scenarios.split(",")} - {"main", "stress"}
+    unknown = {g.strip() for g in args.scenarios.split(",")} - {"main", "stress", "archive"}
     if unknown:  # before minutes of preload, not after
-        parser.error(f"--scenarios: unknown {', '.join(sorted(unknown))} (main, stress, or main,stress)")
+        parser.error(f"--scenarios: unknown {', '.join(sorted(unknown))} (main, stress, archive, or a list)")
     logging.basicConfig(level=logging.WARNING)
     summary, gc_info, store_info = asyncio.run(amain(args))
 
