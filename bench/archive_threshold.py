@@ -8,8 +8,9 @@ decision the threshold makes: for each question, "something relevant was said" (
 similarity to its relevant memories, in its own store) should pass, and "it was never
 talked about" (the best similarity to all the memories of another user's store) should
 not. The threshold that maximises balanced accuracy is chosen on half of the stores and
-scored on the other half, and the other way round (2-fold by store); the default is the
-mean of the two, with bootstrap intervals (whole stores resampled) of its accuracy.
+scored on the other half, and the other way round (2-fold by store), with bootstrap
+intervals (whole stores resampled). Where the folds disagree, the product's default is
+chosen from the table recall-first (docs/archive.md: 0.80).
 text-embedding-3-small cannot be run offline, so its 0.7 is not re-measured here.
 
 Prints a table and, last, one JSON line.
