@@ -424,10 +424,16 @@ async def run_scenario(
         if "archive" in name:  # both sides archived, summaries made (a remote model: 0.5 s) and swapped in
             summarizer = RecordingLLM(lambda _r: "The user went through a list of everyday topics; nothing decided.",
                                       ttft=0.5, keep_context=False)  # fmt: skip
-            ArchiveSession(session_memory, summarizer=summarizer).attach(harness.session)
+            archive = ArchiveSession(session_memory, summarizer=summarizer)
+            archive.attach(harness.session)
     t0 = time.perf_counter()
     with full_passes(result.gc_full_passes_ms):
         await _drive(harness, llm, turns, result, session_memory, refs, own_ids, reference, interim_gap, words_in_final)
+    if "archive" in name and session_memory is not None:
+        st = archive.stats  # the swap is the only work a summary puts on a reply's path
+        swap = sorted(st.swap_s)
+        print(f"  archive: {st.archived} messages, {st.summaries} summaries, {st.swaps} requests with the summary "
+              f"swapped in, swap max {max(swap, default=0) * 1000:.3f} ms", flush=True)
     if session_memory is not None:
         await session_memory.aclose(drain_timeout_s=2.0)
         result.budget_missed = sum(1 for t in session_memory.turns if t.recall and t.recall.missed_budget)
