@@ -93,8 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         service = MemoryService(store, settings)
         for identity, user_id in zip(args.user_ids, ids, strict=True):
             gone = service.forget(user_id)
-            print(f"forgot {identity}: {gone.memories} memories, {gone.waiting_turns} turns waiting to be written")
-            if not gone.memories and not gone.waiting_turns:
+            print(f"forgot {identity}: {gone.memories} memories, {gone.waiting_turns} turns waiting to be written, "
+                  f"{gone.archived} archived messages and summaries")
+            if not gone.memories and not gone.waiting_turns and not gone.archived:
                 status = 1
                 print(
                     f"memory.forget: nothing was stored under {identity!r} (identities are exact: case, spaces "
