@@ -336,3 +336,25 @@ def test_cli_names_an_unknown_user_and_a_missing_store(
     monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "none"))
     assert admin_main(["users"]) == 2
     assert "no memory store" in capsys.readouterr().err
+
+
+async def test_dead_letters_are_listed_and_replayed_into_the_queue(store: MemoryStore, user_id: str, tmp_path: Path) -> None:
+    admin = _admin(store, tmp_path)
+    written: list[str] = []
+
+    async def handler(turn):  # type: ignore[no-untyped-def]
+        written.append(turn.turn_id)
+
+    queue = DurableWriteQueue(admin.settings.journal_path, handler)
+    queue.enqueue(archive_turn(message_id=f"{user_id}:bad", chat_id="c", user_id=user_id, text="a damaged row",
+                               message_type="user", created_at=now_iso()))  # fmt: skip
+    queue._dead_letter(1, f"{user_id}:bad", 1, "damaged for the test")  # as the consumer does for bad input
+    dead = [r for r in admin.journal_rows() if r["state"] == "dead"]
+    assert [(r["turn_id"], r["error"], r["kind"]) for r in dead] == [(f"{user_id}:bad", "damaged for the test", "archive")]
+    assert admin.replay([f"{user_id}:bad"]) == 1
+    assert [r["state"] for r in admin.journal_rows()] == ["pending"]
+    fresh = DurableWriteQueue(admin.settings.journal_path, handler)  # another worker takes it over and writes it
+    fresh.start()
+    assert await fresh.drain(10.0)
+    await fresh.aclose()
+    assert written == [f"{user_id}:bad"]
