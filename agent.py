@@ -60,6 +60,8 @@ from livekit.plugins.openai import stt as openai_stt  # noqa: E402
 
 from memory import heap, lexical, metrics  # noqa: E402
 from memory.embedder import local_model, write_model  # noqa: E402
+from memory.archive.retention import start_background as start_retention  # noqa: E402
+from memory.archive.session import ArchiveSession  # noqa: E402
 from memory.gatekeeper import Gatekeeper  # noqa: E402
 from memory.livekit_glue import MemoryAgent, MemorySession  # noqa: E402
 from memory.postgres import stop_if_unused, storage_problems  # noqa: E402
@@ -207,6 +209,7 @@ def prewarm(proc: JobProcess) -> None:
     if os.environ.get("OPENAI_API_KEY", "").strip():  # `download-files` and tests run without one
         proc.userdata["plugins"] = make_plugins(settings, vad)
     _warm_first_use_imports()
+    start_retention(store)  # the archive's schema now; retention in a thread, once per fleet at a time
     heap.settle()
 
 
@@ -274,6 +277,9 @@ async def entrypoint(ctx: JobContext) -> None:
 
     session = build_session(ctx.proc.userdata["vad"], plugins)
     memory.attach(session)
+    if settings.archive:  # both sides archived, long talks summarised (docs/archive.md)
+        summarizer = openai.LLM(model=_env("MEMORY_LLM_MODEL", chat_model), **_openai_kwargs())
+        ArchiveSession(memory, summarizer=summarizer).attach(session)
     ctx.add_shutdown_callback(memory.aclose)
 
     await session.start(

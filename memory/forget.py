@@ -95,9 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             gone = service.forget(user_id)
             print(
                 f"forgot {identity}: {gone.memories} memories, {gone.waiting_turns} turns waiting to be written, "
-                f"{gone.contexts} shared contexts"
+                f"{gone.contexts} shared contexts, {gone.archived} archived messages and summaries"
             )
-            if not gone.memories and not gone.waiting_turns and not gone.contexts:
+            if not (gone.memories or gone.waiting_turns or gone.contexts or gone.archived):
                 status = 1
                 print(
                     f"memory.forget: nothing was stored under {identity!r} (identities are exact: case, spaces "

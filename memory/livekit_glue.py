@@ -20,7 +20,7 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from typing import Any
@@ -275,6 +275,11 @@ class MemorySession:
         self._logged_ids: deque[str] = deque(maxlen=16)  # user messages a turn log is for
         self.turns: list[TurnLog] = []
         self.write_reports: list[RememberReport] = []
+        # Others that shape each request's copy of the context, after memory has (the
+        # conversation archive: memory/archive/session.py), and that close before the
+        # journal does (so what they enqueue at the end is drained with the turns).
+        self.context_hooks: list[Callable[[llm.ChatContext], Awaitable[None]]] = []
+        self.close_hooks: list[Callable[[], Awaitable[None]]] = []
 
     # --------------------------------------------------------------- wiring
     def attach(self, session: AgentSession) -> None:
@@ -448,6 +453,11 @@ class MemorySession:
 
     async def _remember(self, turn: Turn) -> RememberReport:
         """The queue's handler: raises on a transient failure so the turn is retried."""
+        if turn.kind != "memory":  # an archived message (any session's: a replay)
+            from .archive.writer import write_archived
+
+            await write_archived(self.service.store, turn)
+            return RememberReport()
         report = await self.service.remember(turn, keep_verdict=self.queue.keep)
         self.write_reports.append(report)
         gate = report.gate
@@ -562,6 +572,8 @@ class MemorySession:
             self._logged_ids.append(item_id)
             if not log.provisional:
                 self._log_turn(log)
+        for hook in self.context_hooks:
+            await hook(ctx)
         return ctx
 
     def _log_turn(self, log: TurnLog) -> None:
@@ -613,6 +625,11 @@ class MemorySession:
         if self._interim_timer is not None:
             self._interim_timer.cancel()
         await self._prepared(max(drain_timeout_s, 5.0))
+        for close in self.close_hooks:
+            try:
+                await close()
+            except Exception as exc:  # noqa: BLE001 - the journal still closes
+                logger.warning("memory close hook failed: %r", exc)
         drained = await self.queue.aclose(drain_timeout_s)
         await self.recaller.aclose()
         for task in (self._profile_task, self._forget_check):

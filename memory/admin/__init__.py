@@ -1,0 +1,1 @@
+"""`python -m memory.admin`: the operator's command line (see `cli`)."""

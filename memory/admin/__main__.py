@@ -1,0 +1,3 @@
+from memory.admin.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,357 @@
+"""`uv run python -m memory.admin COMMAND`: see, search, export and delete what is kept.
+
+Commands: `users`, `show USER`, `search USER QUERY`, `export USER`, `forget USER`,
+`stats`, `dead-letters [--replay ID ... | --replay-all]`, `retention [--dry-run]`.
+Tables for people, `--json` for scripts (`export` is always one JSON document).
+It runs with the worker's configuration (.env), like `python -m memory.forget`, and
+says so clearly when there is no store or it cannot be reached (exit 2) or when
+nothing is stored under a user (exit 1): identities are exact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import closing
+from datetime import datetime, timezone
+from typing import Any
+
+import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
+from memory.archive.retention import run_retention
+from memory.archive.store import ArchiveStore, archive_for
+from memory.forget import missing_store, where
+from memory.postgres import storage_problems
+from memory.service import MemoryService
+from memory.settings import ConfigError, MemorySettings, load_settings
+from memory.store import InvalidMemoryText, MemoryStore, describe_error, memory_user_id, validate_user_id
+from memory.write_queue import DEAD, PENDING, decode_turn
+
+from .tables import table, to_json
+
+PROG = "python -m memory.admin"
+
+
+class Unknown(LookupError):
+    """Nothing is stored under this user."""
+
+
+class Admin:
+    """The commands, over one opened store."""
+
+    def __init__(self, store: MemoryStore, settings: MemorySettings) -> None:
+        self.store = store
+        self.settings = settings
+        self.archive: ArchiveStore = archive_for(store)
+        self.service = MemoryService(store, settings)
+
+    # ------------------------------------------------------------- helpers
+    def journal_rows(self, user_id: str | None = None) -> list[dict[str, Any]]:
+        """The journal's rows on this machine (pending and dead letters), text included."""
+        path = self.settings.journal_path
+        if not path.exists():
+            return []
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=2.0)) as conn:
+            rows = conn.execute(
+                "SELECT seq, turn_id, payload, state, attempts, last_error, updated_at FROM pending_writes ORDER BY seq"
+            ).fetchall()
+        out = []
+        for seq, turn_id, payload, state, attempts, error, updated in rows:
+            try:
+                turn = decode_turn(payload)
+                doc: dict[str, Any] = {"user_id": turn.user_id, "kind": turn.kind, "text": turn.text,
+                                       "session_id": turn.session_id, "said_at": turn.created_at}  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - shown as it is
+                doc = {"user_id": None, "kind": "?", "text": payload[:200], "decode_error": describe_error(exc)}
+            if user_id is not None and doc["user_id"] != user_id:
+                continue
+            out.append({"seq": seq, "turn_id": turn_id, "state": state, "attempts": attempts, "error": error,
+                        "updated_at": datetime.fromtimestamp(updated, timezone.utc), **doc})  # fmt: skip
+        return out
+
+    def memory_counts(self) -> dict[str, tuple[int, int, str | None]]:
+        """user -> (raw turns, facts, newest time)."""
+        query = (
+            f'SELECT payload->>\'user_id\', count(*) FILTER (WHERE NOT payload ? \'category\'), '
+            f"count(*) FILTER (WHERE payload ? 'category'), "
+            f"max(COALESCE(payload->>'updated_at', payload->>'created_at')) FROM \"{self.store.table}\" GROUP BY 1"
+        )
+        with self.store.pool.connection() as conn:
+            return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(query).fetchall()}
+
+    def require_known(self, user_id: str) -> None:
+        if self.store.list_user(user_id, limit=1) or self.archive.messages(user_id, limit=1) or self.journal_rows(user_id):
+            return
+        raise Unknown(user_id)
+
+    # ------------------------------------------------------------ commands
+    def users(self) -> list[dict[str, Any]]:
+        mem = self.memory_counts()
+        arch = self.archive.per_user()
+        out = []
+        for uid in sorted(set(mem) | set(arch)):
+            raw, facts, mem_last = mem.get(uid, (0, 0, None))
+            msgs, sums, arch_last = arch.get(uid, (0, 0, None))
+            times = [t for t in (_when(mem_last), arch_last) if t is not None]
+            out.append({"user_id": uid, "raw_turns": raw, "facts": facts, "archived_messages": msgs,
+                        "summaries": sums, "last_activity": max(times) if times else None})  # fmt: skip
+        return sorted(out, key=lambda u: u["last_activity"] or datetime.min.replace(tzinfo=timezone.utc), reverse=True)
+
+    def show(self, user_id: str, recent: int = 20) -> dict[str, Any]:
+        self.require_known(user_id)
+        memories = []
+        for rec in self.store.list_user(user_id, limit=10_000):
+            doc = {"id": rec.id, "text": rec.text, "category": rec.category, "slot": rec.slot,
+                   "created_at": rec.created_at, "updated_at": rec.updated_at}  # fmt: skip
+            if rec.category:  # a fact: its earlier values
+                doc["history"] = [
+                    {"event": h.get("event"), "old": h.get("old_memory"), "new": h.get("new_memory"),
+                     "at": h.get("created_at")}  # fmt: skip
+                    for h in self.store.history(rec.id)
+                ]
+            memories.append(doc)
+        rows = self.archive.messages(user_id)
+        return {
+            "user_id": user_id,
+            "memories": memories,
+            "summaries": [r for r in rows if r["message_type"] == "summary"],
+            "recent_archive": [r for r in rows if r["message_type"] != "summary"][-recent:],
+            "journal": self.journal_rows(user_id),
+        }
+
+    def search(self, user_id: str, query: str) -> dict[str, Any]:
+        self.require_known(user_id)
+        recalled = self.service.recall_sync(user_id, query)
+        matches = self.archive.match(user_id, query, count=10)
+        return {
+            "user_id": user_id,
+            "query": query,
+            "memories": [{"text": r.text, "score": round(r.score, 4), "category": r.category,
+                          "created_at": r.created_at} for r in recalled],  # fmt: skip
+            "archive": [{"text": m.content, "similarity": round(m.similarity, 4), "type": m.message_type,
+                         "chat_id": m.chat_id, "created_at": m.created_at} for m in matches],  # fmt: skip
+            "archive_min_similarity": self.settings.archive_min_similarity,
+        }
+
+    def export(self, user_id: str) -> dict[str, Any]:
+        """Everything kept about the user, in one document (a data-access request)."""
+        self.require_known(user_id)
+        shown = self.show(user_id, recent=10**9)
+        archive = self.archive.messages(user_id)
+        return {
+            "user_id": user_id,
+            "exported_at": datetime.now(timezone.utc),
+            "store": where(self.settings),
+            "forgotten_at": self.store.forgotten_at(user_id),
+            "memories": shown["memories"],
+            "archive": archive,
+            "journal": shown["journal"],
+            "counts": {"memories": len(shown["memories"]), "archive": len(archive), "journal": len(shown["journal"])},
+        }
+
+    def stats(self) -> dict[str, Any]:
+        mem = self.memory_counts()
+        sizes = {}
+        with self.store.pool.connection() as conn:
+            for name in (self.store.table, self.archive.table):
+                sizes[name] = conn.execute("SELECT pg_size_pretty(pg_total_relation_size(to_regclass(quote_ident(%s))))",
+                                           [name]).fetchone()[0]  # fmt: skip
+        journal = self.journal_rows()
+        return {
+            "store": where(self.settings),
+            "users": len(set(mem) | set(self.archive.per_user())),
+            "raw_turns": sum(v[0] for v in mem.values()),
+            "facts": sum(v[1] for v in mem.values()),
+            "archive": self.archive.counts(),
+            "journal_pending": sum(1 for r in journal if r["state"] == PENDING),
+            "dead_letters": sum(1 for r in journal if r["state"] == DEAD),
+            "sizes": sizes,
+            "retention_days": self.settings.retention_days,
+        }
+
+    def replay(self, turn_ids: Sequence[str] | None) -> int:
+        """Dead letters back to pending, owned by nobody: a running worker takes them over
+        within `lease_s / 3` (10 s), or the next one to start does."""
+        path = self.settings.journal_path
+        if not path.exists():
+            return 0
+        with closing(sqlite3.connect(str(path), timeout=2.0, isolation_level=None)) as conn:
+            where_ids = "" if turn_ids is None else f" AND turn_id IN ({','.join('?' * len(turn_ids))})"
+            return conn.execute(
+                "UPDATE pending_writes SET state = ?, attempts = 0, owner = NULL, owner_host = NULL, owner_pid = NULL,"
+                f" lease_until = 0, updated_at = ? WHERE state = ?{where_ids}",
+                (PENDING, time.time(), DEAD, *(turn_ids or ())),
+            ).rowcount
+
+
+def _when(value: str | None) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(value) if value else None
+    except ValueError:
+        return None
+    return when.replace(tzinfo=timezone.utc) if when and when.tzinfo is None else when
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", action="store_true", help="JSON instead of tables")
+    ap.add_argument("--stored-id", action="store_true",
+                    help="USER is the id as the store and logs give it (lk-... for identities with spaces)")
+    sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("users", help="users with counts and last activity")
+    p = sub.add_parser("show", help="memories, facts with their history, summaries, recent archive")
+    p.add_argument("user")
+    p.add_argument("--recent", type=int, default=20, help="archived messages shown (default 20)")
+    p = sub.add_parser("search", help="what the agent would recall for QUERY")
+    p.add_argument("user")
+    p.add_argument("query")
+    p = sub.add_parser("export", help="everything kept about USER, one JSON document")
+    p.add_argument("user")
+    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    p = sub.add_parser("forget", help="delete everything kept about USER")
+    p.add_argument("user")
+    sub.add_parser("stats", help="totals and sizes")
+    p = sub.add_parser("dead-letters", help="list the journal's dead letters, or replay them")
+    p.add_argument("--replay", nargs="+", metavar="TURN_ID", help="put these back in the queue")
+    p.add_argument("--replay-all", action="store_true", help="put every dead letter back in the queue")
+    p = sub.add_parser("retention", help="delete what is older than MEMORY_RETENTION_DAYS")
+    p.add_argument("--dry-run", action="store_true", help="count only, delete nothing")
+    p.add_argument("--days", type=float, help="the period in days (default: MEMORY_RETENTION_DAYS)")
+    return ap
+
+
+def _open(settings: MemorySettings) -> tuple[MemoryStore | None, list[str]]:
+    try:
+        problems = [p] if (p := missing_store(settings)) else storage_problems(settings.data_dir, settings.database_url)
+        return (None, problems) if problems else (MemoryStore.open(settings), [])
+    except ConfigError as exc:
+        return None, [str(exc)]
+    except Exception as exc:  # noqa: BLE001 - the database went away after the check
+        return None, [f"the memory store cannot be opened: {describe_error(exc)}"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    user_id = None
+    if getattr(args, "user", None) is not None:
+        try:
+            user_id = validate_user_id(args.user) if args.stored_id else memory_user_id(args.user)
+        except InvalidMemoryText as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return 2
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    store, problems = _open(settings)
+    if store is None:
+        print(f"{PROG}: no memory store to work on:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 2
+    try:
+        return _run(Admin(store, settings), args, user_id)
+    except Unknown as exc:
+        print(f"{PROG}: nothing is stored under {args.user!r} in {where(settings)} (identities are exact: case, "
+              "spaces and accents count; an lk-... id from the logs needs --stored-id)", file=sys.stderr)  # fmt: skip
+        del exc
+        return 1
+    finally:
+        store.close()
+
+
+def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
+    out = print
+    cmd = args.command
+    if cmd == "users":
+        rows = admin.users()
+        out(to_json(rows) if args.json else table(
+            ["user", "raw turns", "facts", "messages", "summaries", "last activity"],
+            [[u["user_id"], u["raw_turns"], u["facts"], u["archived_messages"], u["summaries"], u["last_activity"]]
+             for u in rows]))  # fmt: skip
+    elif cmd == "show":
+        doc = admin.show(user_id, args.recent)  # type: ignore[arg-type]
+        if args.json:
+            out(to_json(doc))
+        else:
+            out(f"user {doc['user_id']}\n\nmemories ({len(doc['memories'])})")
+            out(table(["category", "slot", "text", "updated", "earlier values"],
+                      [[m["category"], m["slot"], m["text"], m["updated_at"] or m["created_at"],
+                        "; ".join(h["old"] for h in m.get("history", []) if h.get("old"))] for m in doc["memories"]]))
+            out(f"\nsummaries ({len(doc['summaries'])})")
+            out(table(["time", "chat", "summary"], [[s["created_at"], s["chat_id"], s["content"]] for s in doc["summaries"]],
+                      width=120))
+            out(f"\nrecent archive ({len(doc['recent_archive'])})")
+            out(table(["time", "chat", "type", "text", "summarised"],
+                      [[r["created_at"], r["chat_id"], r["message_type"], r["content"], "yes" if r["covered_by"] else ""]
+                       for r in doc["recent_archive"]]))  # fmt: skip
+            if doc["journal"]:
+                out(f"\nwaiting in this machine's journal ({len(doc['journal'])})")
+                out(table(["state", "kind", "text", "error"], [[j["state"], j["kind"], j["text"], j["error"]] for j in doc["journal"]]))
+    elif cmd == "search":
+        doc = admin.search(user_id, args.query)  # type: ignore[arg-type]
+        if args.json:
+            out(to_json(doc))
+        else:
+            out(f"memories recalled for {args.query!r}")
+            out(table(["score", "category", "text"], [[m["score"], m["category"], m["text"]] for m in doc["memories"]]))
+            out(f"\narchive matches (similarity >= {doc['archive_min_similarity']:g})")
+            out(table(["similarity", "time", "type", "text"],
+                      [[a["similarity"], a["created_at"], a["type"], a["text"]] for a in doc["archive"]]))
+    elif cmd == "export":
+        text = to_json(admin.export(user_id))  # type: ignore[arg-type]
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+            print(f"exported {args.user} to {args.output}", file=sys.stderr)
+        else:
+            out(text)
+    elif cmd == "forget":
+        gone = admin.service.forget(user_id)  # type: ignore[arg-type]
+        doc = {"user_id": user_id, "memories": gone.memories, "archived": gone.archived, "journal": gone.waiting_turns}
+        out(to_json(doc) if args.json else
+            f"forgot {args.user}: {gone.memories} memories, {gone.archived} archived messages and summaries, "
+            f"{gone.waiting_turns} turns waiting to be written")  # fmt: skip
+        if not (gone.memories or gone.archived or gone.waiting_turns):
+            print(f"{PROG}: nothing was stored under {args.user!r} (identities are exact). The request is recorded.",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+    elif cmd == "stats":
+        doc = admin.stats()
+        out(to_json(doc) if args.json else table(["", "value"], [
+            ["store", doc["store"]], ["users", doc["users"]], ["raw turns (NORMAL)", doc["raw_turns"]],
+            ["facts (GATED)", doc["facts"]], ["archived user messages", doc["archive"]["user"]],
+            ["archived assistant messages", doc["archive"]["assistant"]], ["summaries", doc["archive"]["summary"]],
+            ["messages covered by a summary", doc["archive"]["covered"]], ["journal: waiting", doc["journal_pending"]],
+            ["journal: dead letters", doc["dead_letters"]], ["retention (days)", doc["retention_days"]],
+            *[[f"size of {k}", v] for k, v in doc["sizes"].items()]], width=100))  # fmt: skip
+    elif cmd == "dead-letters":
+        if args.replay or args.replay_all:
+            n = admin.replay(None if args.replay_all else args.replay)
+            out(to_json({"replayed": n}) if args.json else
+                f"{n} dead letter(s) back in the queue: a running worker writes them within about 10 s, "
+                "else the next worker to start")  # fmt: skip
+            return 0 if n else 1
+        rows = [r for r in admin.journal_rows() if r["state"] == DEAD]
+        out(to_json(rows) if args.json else table(
+            ["turn id", "user", "kind", "attempts", "failed at", "error", "text"],
+            [[r["turn_id"], r["user_id"], r["kind"], r["attempts"], r["updated_at"], r["error"], r["text"]] for r in rows],
+            width=50))  # fmt: skip
+    elif cmd == "retention":
+        report = run_retention(admin.store, days=args.days, dry_run=args.dry_run)
+        if not report.ran:
+            print(f"{PROG}: another process is running retention now; try again later", file=sys.stderr)
+            return 1
+        doc = report.as_dict()
+        verb = "would delete" if report.dry_run else "deleted"
+        out(to_json(doc) if args.json else
+            f"older than {report.cutoff[:10]}: {verb} {report.archived_messages} archived messages and "
+            f"{report.raw_turns} raw-turn memories; kept {report.summaries_kept} summaries and "
+            f"{report.facts_kept} facts")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
