@@ -63,7 +63,7 @@ from memory.embedder import local_model, write_model  # noqa: E402
 from memory.archive.retention import start_background as start_retention  # noqa: E402
 from memory.archive.session import ArchiveSession  # noqa: E402
 from memory.gatekeeper import Gatekeeper  # noqa: E402
-from memory.livekit_glue import MemoryAgent, MemorySession  # noqa: E402
+from memory.livekit_glue import MemorySession  # noqa: E402
 from memory.postgres import stop_if_unused, storage_problems  # noqa: E402
 from memory.prompts import load_prompt  # noqa: E402
 from memory.retrieval import Retriever  # noqa: E402
@@ -110,7 +110,8 @@ class Plugins:
     stt: lk_stt.STT
     llm: lk_llm.LLM
     tts: lk_tts.TTS
-    gatekeeper_llm: lk_llm.LLM | None = None
+    memory_llm: lk_llm.LLM | None = None
+    """GATED's fact extraction and the archive's summaries (`MEMORY_LLM_MODEL`)."""
 
 
 def make_plugins(settings: MemorySettings, vad: lk_vad.VAD, env: Mapping[str, str] | None = None) -> Plugins:
@@ -135,11 +136,7 @@ def make_plugins(settings: MemorySettings, vad: lk_vad.VAD, env: Mapping[str, st
         ),
         llm=openai.LLM(model=chat_model, client=client),
         tts=openai.TTS(model=get("OPENAI_TTS_MODEL", "gpt-4o-mini-tts"), voice=get("OPENAI_TTS_VOICE", "ash"), client=client),
-        gatekeeper_llm=(
-            openai.LLM(model=get("MEMORY_LLM_MODEL", chat_model), client=client)
-            if settings.mode is MemoryMode.GATED
-            else None
-        ),
+        memory_llm=openai.LLM(model=get("MEMORY_LLM_MODEL", chat_model), client=client),
     )
 
 
@@ -271,15 +268,14 @@ async def entrypoint(ctx: JobContext) -> None:
     user_id = participant.identity
     ctx.log_context_fields = {"room": ctx.room.name, "user_id": user_id}
 
-    gatekeeper = Gatekeeper(plugins.gatekeeper_llm) if settings.mode is MemoryMode.GATED and plugins.gatekeeper_llm else None
+    gatekeeper = Gatekeeper(plugins.memory_llm) if settings.mode is MemoryMode.GATED and plugins.memory_llm else None
     service = MemoryService(store, settings, gatekeeper=gatekeeper, retriever=ctx.proc.userdata["retriever"])
     memory = MemorySession(service, user_id=user_id, session_id=ctx.job.id)
 
     session = build_session(ctx.proc.userdata["vad"], plugins)
     memory.attach(session)
     if settings.archive:  # both sides archived, long talks summarised (docs/archive.md)
-        summarizer = openai.LLM(model=_env("MEMORY_LLM_MODEL", chat_model), **_openai_kwargs())
-        ArchiveSession(memory, summarizer=summarizer).attach(session)
+        ArchiveSession(memory, summarizer=plugins.memory_llm or plugins.llm).attach(session)
     ctx.add_shutdown_callback(memory.aclose)
 
     await session.start(

@@ -49,10 +49,9 @@ import harness as harness_mod
 from bench.evaldata import default_eval_dir
 from memory import embedder as embedder_mod
 from memory import heap, lexical
-from memory.gatekeeper import Gatekeeper
 from memory.livekit_glue import MemorySession, fit_recalled
 from memory.prompts import load_prompt
-from memory.service import MemoryService, Turn
+from memory.service import Turn
 from memory.retrieval import Retriever
 from memory.settings import DURABLE_CATEGORIES, MemoryMode, MemorySettings, load_settings
 from memory.store import MemoryRecord, MemoryStore, now_iso
@@ -403,7 +402,7 @@ async def _one_session(
 
     h = PipelineHarness(stt_kind, vad=vad, llm=ScriptedLLM(respond), timeout=60.0)
     # GATED's extraction LLM: a remote call, in the background
-    h.plugins.gatekeeper_llm = ScriptedLLM(lambda _req: json.dumps({"facts": []}), ttft=0.3)
+    h.plugins.memory_llm = ScriptedLLM(lambda _req: json.dumps({"facts": []}), ttft=0.3)
     userdata = {"settings": settings or store.settings, "store": store, "retriever": retriever}
     # Memory off is the same entrypoint, room and greeting with memory taken out: no
     # events subscribed, no writes, no profile, no injection.

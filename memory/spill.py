@@ -20,7 +20,6 @@ once. Hand-written: an append-only file of JSON lines needs no library.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import socket

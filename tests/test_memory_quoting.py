@@ -15,7 +15,6 @@ from memory.prompts import load_prompt
 from memory.quoting import LOOKALIKES
 from memory.settings import MemoryMode
 from memory.store import MemoryRecord, MemoryStore
-from tests.conftest import make_service
 from tests.harness import LLMRequest, RecordingLLM
 from tests.test_memory_agent import voice_session
 
@@ -120,7 +119,6 @@ async def test_through_a_gated_session_no_instruction_is_stored(store: MemorySto
 
 def test_labelled_facts_are_not_taken_for_instructions() -> None:
     # The gate data's facts (MSC persona labels, Chinese smoke set): none is dropped.
-    from pathlib import Path
 
     from memory.instructions import is_instruction
 

@@ -5,7 +5,6 @@ memory on the real store. Only the cloud models are fakes (harness/)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys

@@ -3,7 +3,6 @@ and LiveKit's raw-transcript log never writes a transcript by default."""
 
 from __future__ import annotations
 
-import logging
 
 import pytest
 

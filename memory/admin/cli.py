@@ -11,7 +11,6 @@ nothing is stored under a user (exit 1): identities are exact.
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 import sys
 import time
