@@ -53,7 +53,7 @@ from memory.store import MemoryStore
 from memory.working import SUBMIT_FORM, first_agent
 from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
 from tests.harness.fakes import SpeechEventType
-from tests.harness.room import FakeRoom
+from harness.room import FakeRoom
 
 TURNS = [
     "I need help with my flat, the landlord kept my deposit",

@@ -25,7 +25,7 @@ from memory.working.contexts import ContextError, ContextFull, ContextNotFound
 from memory.working.workspace import Workspace
 from tests.conftest import scripted_extraction, wait_until
 from tests.harness import LLMRequest, RecordingLLM, ToolCall, VoiceHarness
-from tests.harness.room import FakeRoom
+from harness.room import FakeRoom
 
 BUDGET_S = 10.0  # what is injected is checked here, not how fast (bench/working_memory.py)
 
