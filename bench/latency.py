@@ -416,26 +416,32 @@ async def _one_session(
 
 @contextmanager
 def _memory_off() -> Iterator[None]:
+    """The same entrypoint with memory taken out: a plain agent (no injection, no
+    working memory), no transcript or write hooks, no archive."""
     import agent
+    from memory.archive.session import ArchiveSession
 
     class PlainAgent(Agent):
-        def __init__(self, _memory: MemorySession, **kwargs: Any) -> None:
-            super().__init__(instructions=load_prompt("system"), **kwargs)
+        def __init__(self) -> None:
+            super().__init__(instructions=load_prompt("system"))
 
-    real_agent, real_attach, real_close = agent.MemoryAgent, MemorySession.attach, MemorySession.aclose
+    real_first, real_attach, real_close = agent.first_agent, MemorySession.attach, MemorySession.aclose
+    real_archive = ArchiveSession.attach
 
     async def aclose(self: MemorySession, **_kw: Any) -> None:
         pass
 
-    agent.MemoryAgent = PlainAgent  # type: ignore[misc]
+    agent.first_agent = lambda *_args, **_kw: PlainAgent()  # type: ignore[assignment]
     MemorySession.attach = lambda self, session: None  # type: ignore[method-assign]
     MemorySession.aclose = aclose  # type: ignore[method-assign]
+    ArchiveSession.attach = lambda self, session: None  # type: ignore[method-assign]
     try:
         yield
     finally:
-        agent.MemoryAgent = real_agent  # type: ignore[misc]
+        agent.first_agent = real_first  # type: ignore[assignment]
         MemorySession.attach = real_attach  # type: ignore[method-assign]
         MemorySession.aclose = real_close  # type: ignore[method-assign]
+        ArchiveSession.attach = real_archive  # type: ignore[method-assign]
 
 
 async def _turns(
