@@ -128,14 +128,21 @@ class PipelineHarness:
         from livekit import rtc
         from livekit.agents.testing import fake_job_context
 
+        from harness.room import FakeRoom
+
         real_build = agent.build_session
+        real_first = agent.first_agent
+        # The room is never connected, so it has no local participant: the worker's form
+        # RPC goes on the stand-in's (`self.rpc_room`), where a test can invoke it.
+        self.rpc_room = FakeRoom()
+        agent.first_agent = lambda _room, *args: real_first(self.rpc_room, *args)  # type: ignore[assignment]
 
         def build_with_io(vad: Any, plugins: Any) -> AgentSession:
             return self.attach(real_build(vad, plugins))
 
         agent.build_session = build_with_io  # type: ignore[assignment]
         try:
-            with fake_job_context(room=_unconnected_room_class()(), job_id=job_id) as ctx:
+            with fake_job_context(room=rtc.Room(), job_id=job_id) as ctx:
                 ctx.proc.userdata.update(userdata, vad=self.vad, plugins=self.plugins)
 
                 async def wait_for_participant(**_kw: Any) -> StubParticipant:
@@ -152,6 +159,7 @@ class PipelineHarness:
                     self.mic.close()
         finally:
             agent.build_session = real_build  # type: ignore[assignment]
+            agent.first_agent = real_first  # type: ignore[assignment]
 
     # ------------------------------------------------------------ driving
     async def _until(self, cond: Callable[[], bool], what: str) -> None:
@@ -190,24 +198,3 @@ class PipelineHarness:
         # the reply's: the first frame after the end of speech
         first = next((t for t in self.speaker.first_frames[n_audio:] if t > eos), None)
         return SpokenTurn(utterance.text, eos, first, self.llm.requests[n_req:], " ".join(self.user_items[n_items:]))
-
-
-def _unconnected_room_class() -> type:
-    """An `rtc.Room` never connected, whose local participant is the RPC stand-in (a
-    real one exists only once connected to a server), so the worker can register its
-    form RPC method as it does in a room."""
-    from livekit import rtc
-
-    from harness.room import FakeLocalParticipant
-
-    class UnconnectedRoom(rtc.Room):
-        def __init__(self) -> None:
-            super().__init__()
-            self._stand_in = FakeLocalParticipant()
-
-        @property
-        def local_participant(self) -> FakeLocalParticipant:  # type: ignore[override]
-            return self._stand_in
-
-    return UnconnectedRoom
-
