@@ -456,7 +456,7 @@ class MemorySession:
         if turn.kind != "memory":  # an archived message (any session's: a replay)
             from .archive.writer import write_archived
 
-            await write_archived(self.service.store, turn)
+            await write_archived(self.service.store, turn, self.queue)  # with the rows behind it
             return RememberReport()
         report = await self.service.remember(turn, keep_verdict=self.queue.keep)
         self.write_reports.append(report)

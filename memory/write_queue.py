@@ -729,6 +729,23 @@ class DurableWriteQueue:
             self._notify(self._wake)
         return taken
 
+    def upcoming(self, kind: str, limit: int) -> list[Turn]:
+        """Pending rows of `kind` this queue owns, oldest first: a handler may write them
+        with the row it was given (the archive's batches). Each still leaves the journal
+        only after its own turn, so this changes nothing about loss or replays."""
+        rows = self._execute(
+            "SELECT payload FROM pending_writes WHERE state = ? AND owner = ?"
+            " AND json_extract(payload, '$.kind') = ? ORDER BY seq LIMIT ?",
+            (PENDING, self.owner, kind, limit),
+        )
+        out = []
+        for (payload,) in rows:
+            try:
+                out.append(decode_turn(payload))
+            except Exception:  # noqa: BLE001 - dead-lettered when its own turn comes
+                continue
+        return out
+
     def _next_row(self) -> tuple[int, str, str, int, str | None] | None:
         self._delete_written()
         skip = sorted(self._written_seqs)

@@ -119,14 +119,30 @@ class ArchiveStore:
             "UPDATE {} SET covered_by = %s WHERE user_id = %s AND id = ANY(%s) AND id <> %s "
             "AND (covered_by IS NULL OR covered_by < %s)"
         ).format(sql.Identifier(self.table))
+        # A row can arrive after the summary that covers it (a row dead-lettered and
+        # replayed, or one another worker took over while this one wrote the summary):
+        # it is marked as it is inserted. Per chat one writer at a time (a transaction
+        # lock), so a summary and a message it covers, written at once by two workers,
+        # each see the other: whichever commits second marks.
+        late = sql.SQL(
+            "UPDATE {t} SET covered_by = s.id FROM (SELECT max(id) AS id FROM {t} WHERE chat_id = %s "
+            "AND user_id = %s AND message_type = 'summary' AND metadata->'covers' ? %s) s "
+            "WHERE {t}.id = %s AND s.id IS NOT NULL AND ({t}.covered_by IS NULL OR {t}.covered_by < s.id)"
+        ).format(t=sql.Identifier(self.table))
         inserted = 0
         with self.pool.connection() as conn, conn.transaction():
+            for chat_id in sorted({m.chat_id for m in messages}):  # sorted: two batches never deadlock
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('memory-archive-chat:' || %s, 0))",
+                             [chat_id])  # fmt: skip
             for (m, content, when, meta), vec in zip(rows, vectors, strict=True):
                 if m.covers:
                     meta = {**meta, "covers": list(m.covers)}
                 cur = conn.execute(insert, [m.id, m.chat_id, m.user_id, content, _vector(vec), m.message_type,
                                             when, Jsonb(meta)])  # fmt: skip
-                inserted += cur.fetchone() is not None
+                if cur.fetchone() is None:
+                    continue  # a replay: already there, and marked when it was written
+                inserted += 1
+                conn.execute(late, [m.chat_id, m.user_id, m.id, m.id])
                 if m.covers:
                     conn.execute(mark, [m.id, m.user_id, list(m.covers), m.id, m.id])
         # A forget between the check and the insert: take the rows back.
