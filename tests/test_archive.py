@@ -338,6 +338,41 @@ def test_cli_names_an_unknown_user_and_a_missing_store(
     assert "no memory store" in capsys.readouterr().err
 
 
+def test_cli_says_which_user_is_unknown_for_each_user_command_and_names_an_unreachable_database(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
+    for argv in (["search", "nobody-here", "kyoto"], ["export", "nobody-here"], ["--json", "show", "nobody-here"]):
+        assert admin_main(argv) == 1, argv
+        err = capsys.readouterr().err
+        assert "nothing is stored under 'nobody-here'" in err, (argv, err)
+    # A database that does not answer: exit 2, the variable named, the URL (a password) not printed.
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("MEMORY_DATABASE_URL", "postgresql://admin:s3cret@127.0.0.1:9/memories")
+    assert admin_main(["export", "alice"]) == 2
+    err = capsys.readouterr().err
+    assert "MEMORY_DATABASE_URL cannot be reached" in err and "s3cret" not in err, err
+
+
+def test_cli_retention_dry_run_counts_what_is_old_and_deletes_nothing(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    archive = archive_for(store)
+    old = (datetime.now(timezone.utc) - timedelta(days=400)).isoformat()
+    archive.add([
+        ArchivedMessage(f"{user_id}:old-u", "c-old", user_id, "a very old question about ferns", "user", old),
+        ArchivedMessage(f"{user_id}:old-s", "c-old", user_id, "summary: ferns", "summary", old),
+        ArchivedMessage(f"{user_id}:new-u", "c-new", user_id, "a new question about moss", "user", now_iso()),
+    ])  # fmt: skip
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
+    assert admin_main(["--json", "retention", "--dry-run", "--days", "365"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["dry_run"] is True and report["archived_messages"] >= 1 and report["summaries_kept"] >= 1
+    assert {r["id"] for r in archive.messages(user_id)} == {f"{user_id}:old-u", f"{user_id}:old-s", f"{user_id}:new-u"}
+    assert admin_main(["retention", "--dry-run", "--days", "365"]) == 0
+    assert "would delete" in capsys.readouterr().out
+
+
 async def test_dead_letters_are_listed_and_replayed_into_the_queue(store: MemoryStore, user_id: str, tmp_path: Path) -> None:
     admin = _admin(store, tmp_path)
     written: list[str] = []
