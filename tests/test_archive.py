@@ -354,6 +354,19 @@ def test_cli_says_which_user_is_unknown_for_each_user_command_and_names_an_unrea
     assert "MEMORY_DATABASE_URL cannot be reached" in err and "s3cret" not in err, err
 
 
+def test_cli_lists_users_with_their_counts_and_last_activity(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fill(store, user_id, "lilies")
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
+    assert admin_main(["--json", "users"]) == 0
+    mine = [u for u in json.loads(capsys.readouterr().out) if u["user_id"] == user_id]
+    assert len(mine) == 1 and mine[0]["last_activity"]
+    assert (mine[0]["raw_turns"], mine[0]["facts"], mine[0]["archived_messages"], mine[0]["summaries"]) == (1, 1, 2, 1)
+    assert admin_main(["users"]) == 0
+    assert any(user_id in line and "2" in line for line in capsys.readouterr().out.splitlines())
+
+
 def test_cli_retention_dry_run_counts_what_is_old_and_deletes_nothing(
     store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
