@@ -20,7 +20,7 @@ from memory.settings import load_env_file
 
 load_env_file()  # the .env of the directory the worker starts in; empty variables unset
 
-from memory import transcript_log  # noqa: E402
+from memory.livekit import transcript_log  # noqa: E402
 
 # Before LiveKit logs anything, in this process and (on import) in every job process:
 # raw user transcripts never reach a log line (docs/hostile-input.md).
@@ -30,7 +30,7 @@ transcript_log.install(os.environ.get("MEMORY_LOG_TRANSCRIPTS", "").strip().lowe
 def _share_metrics_across_processes() -> None:
     """Memory's metrics are counted in the job processes, and LiveKit's /metrics shows
     only its own process's unless every process writes to one directory. Runs before
-    prometheus_client makes any metric (LiveKit's and memory/metrics.py's alike, at
+    prometheus_client makes any metric (LiveKit's and memory/ops/metrics.py's alike, at
     import): one directory per data directory, not one per start (LiveKit empties it
     when it starts)."""
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
@@ -58,17 +58,16 @@ from livekit.agents import vad as lk_vad  # noqa: E402
 from livekit.plugins import openai, silero  # noqa: E402
 from livekit.plugins.openai import stt as openai_stt  # noqa: E402
 
-from memory import heap, lexical, metrics  # noqa: E402
-from memory.embedder import local_model, write_model  # noqa: E402
 from memory.archive.retention import start_background as start_retention  # noqa: E402
-from memory.archive.session import ArchiveSession  # noqa: E402
-from memory.gatekeeper import Gatekeeper  # noqa: E402
-from memory.livekit_glue import MemorySession  # noqa: E402
-from memory.postgres import stop_if_unused, storage_problems  # noqa: E402
+from memory.gatekeeper.gatekeeper import Gatekeeper  # noqa: E402
+from memory.language import lexical  # noqa: E402
+from memory.livekit.archive import ArchiveSession  # noqa: E402
+from memory.livekit.session import MemorySession  # noqa: E402
+from memory.ops import heap, metrics  # noqa: E402
 from memory.prompts import load_prompt  # noqa: E402
-from memory.retrieval import Retriever  # noqa: E402
+from memory.retrieval.retriever import Retriever  # noqa: E402
 from memory.service import MemoryService  # noqa: E402
-from memory.settings import (  # noqa: E402
+from memory.settings import (
     DEFAULT_STT_MODELS,
     ConfigError,
     EmbedderKind,
@@ -79,7 +78,10 @@ from memory.settings import (  # noqa: E402
     startup_problems,
     stt_mode,
 )
-from memory.store import MemoryStore, UnavailableStore, describe_error, schema_problems  # noqa: E402
+from memory.storage.embedder import local_model, write_model  # noqa: E402
+from memory.storage.postgres import stop_if_unused, storage_problems  # noqa: E402
+from memory.storage.store import MemoryStore, UnavailableStore, schema_problems  # noqa: E402
+from memory.types import describe_error  # noqa: E402
 from memory.working import first_agent  # noqa: E402
 
 logger = logging.getLogger("agent")
@@ -190,7 +192,7 @@ def _warm_first_use_imports() -> None:
 def prewarm(proc: JobProcess) -> None:
     """Once per worker process: the VAD, the local embedder, the Chinese segmenter, the
     memory store and the cloud plugins; then everything they made is frozen out of the
-    garbage collector's full passes (memory/heap.py), which would otherwise stall replies."""
+    garbage collector's full passes (memory/ops/heap.py), which would otherwise stall replies."""
     settings = load_settings()
     metrics.forget_dead_processes()
     proc.userdata["vad"] = vad = silero.VAD.load()
@@ -251,7 +253,7 @@ class _Server(AgentServer):
             raise
 
 
-# With PROMETHEUS_PORT set, LiveKit serves its metrics and ours (memory/metrics.py) there.
+# With PROMETHEUS_PORT set, LiveKit serves its metrics and ours (memory/ops/metrics.py) there.
 server = _Server(setup_fnc=prewarm, prometheus_port=_prometheus_port(), initialize_process_timeout=PREWARM_TIMEOUT_S)
 
 

@@ -37,11 +37,12 @@ import numpy as np
 
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from bench.evaldata import default_eval_dir, load_retrieval
-from memory.archive.store import ArchivedMessage, _vector, archive_for
 from memory.archive.writer import archive_turn, write_archived
+from memory.journal.queue import DurableWriteQueue
 from memory.settings import load_settings
-from memory.store import MemoryStore, now_iso
-from memory.write_queue import DurableWriteQueue
+from memory.storage.archive import ArchivedMessage, _vector, archive_for
+from memory.storage.store import MemoryStore
+from memory.types import now_iso
 
 DIMS = 384
 TOPICS = 8  # per user

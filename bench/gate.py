@@ -2,7 +2,7 @@
 
     uv run python -m bench.gate [--data FILE ...] [--by-reason] [--cv K [--cv-target R]]
 
-Runs ``memory.prefilter.prefilter`` over every item (text + context) and, in the
+Runs ``memory.language.prefilter.prefilter`` over every item (text + context) and, in the
 same run, the first-person keyword baseline from ../shared/eval/README.md, and
 reports for both: precision, recall and F1 of "passes" (action != SKIP) against
 ``durable``, skip rate (share of non-durable turns skipped), counts, FORCE count and
@@ -34,7 +34,7 @@ from typing import Any
 from bench import stats
 from bench.evaldata import EvalDataError, GateFile, default_eval_dir, load_gate
 from bench.gate_cv import DEFAULT_TARGET, cross_validate, format_cv
-from memory.prefilter import GateAction, GateDecision, prefilter
+from memory.language.prefilter import GateAction, GateDecision, prefilter
 
 DEFAULT_FILES = ("msc_gate.balanced.dev.json", "msc_gate.realistic.dev.json", "zh_gate.smoke.dev.json")
 

@@ -48,14 +48,17 @@ from typing import Any
 
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from bench.faults import RefusingJournalQueue, can_mount, fill, remount, tiny_tmpfs
-from memory import embedder as embedder_mod
-from memory import heap, lexical
-from memory.gatekeeper import Gatekeeper
-from memory.livekit_glue import MemoryAgent, MemorySession
-from memory.service import MemoryService, Turn
+from memory.gatekeeper.gatekeeper import Gatekeeper
+from memory.journal.queue import DurableWriteQueue
+from memory.language import lexical
+from memory.livekit.agent import MemoryAgent
+from memory.livekit.session import MemorySession
+from memory.ops import heap
+from memory.service import MemoryService
 from memory.settings import MemoryMode, MemorySettings, load_settings
-from memory.store import MemoryStore, now_iso
-from memory.write_queue import DurableWriteQueue
+from memory.storage import embedder as embedder_mod
+from memory.storage.store import MemoryStore
+from memory.types import Turn, now_iso
 from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
 
 log = logging.getLogger("bench.hostile")
@@ -326,7 +329,7 @@ async def instructions(store: MemoryStore) -> dict[str, Any]:
         stored += len(store.list_user(user))
 
     # Stored text that tries to close or forge a memory block, shown in a NORMAL session.
-    from memory.livekit_glue import MEMORY_ROLE
+    from memory.livekit.session import MEMORY_ROLE
     from tests.test_memory_quoting import HOSTILE
 
     user = f"forge-{uuid.uuid4().hex[:6]}"
@@ -363,7 +366,7 @@ async def secrets(store: MemoryStore) -> dict[str, Any]:
     """NORMAL stores every turn: each probe sentence said once; is its value stored? And
     are raw transcripts in the logs at DEBUG (as `dev` runs)?"""
     from bench.hostile_probes import SECRETS
-    from memory import transcript_log
+    from memory.livekit import transcript_log
 
     transcript_log.install("off")  # what agent.py installs by default
     records: list[logging.LogRecord] = []

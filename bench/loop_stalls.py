@@ -40,9 +40,10 @@ class _Stalls(logging.Handler):
 
 
 async def run(turns: int, mode: str) -> dict[str, object]:
+    from livekit.agents.telemetry import loop_monitor
+
     import agent
     from harness import PipelineHarness, load_utterances
-    from livekit.agents.telemetry import loop_monitor
 
     proc = types.SimpleNamespace(userdata={})
     agent.prewarm(proc)  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ data never mixes with a user's. A rerun reuses the loaded rows when their count
 matches. Every query then goes through the same `Retriever` the agent uses, with
 the embedder's query cache cleared first, so the time includes the embedding, and
 with the long-lived heap frozen out of full garbage collections as the worker's
-prewarm leaves it (memory/heap.py).
+prewarm leaves it (memory/ops/heap.py).
 
 Methods are named settings (see METHODS); extra overrides can follow a comma,
 e.g. `full,retrieval_lexical_weight=0.4`. Reported per method: hit@1/5/10,
@@ -44,10 +44,11 @@ from typing import Any
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from bench import stats
 from bench.evaldata import EvalDataError, Query, RetrievalFile, Store, load_retrieval
-from memory import heap, lexical
-from memory.retrieval import Retriever
+from memory.language import lexical
+from memory.ops import heap
+from memory.retrieval.retriever import Retriever
 from memory.settings import MemorySettings, load_settings
-from memory.store import MemoryStore
+from memory.storage.store import MemoryStore
 
 # Named configurations: "dense" is retrieval before this work, "full" the defaults,
 # the others switch one stage or choice off (the ablation).

@@ -39,21 +39,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from livekit.agents import Agent
 
+import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from bench.stats import mean_interval, paired
-from memory import embedder as embedder_mod
-from memory import heap, lexical
-from memory.livekit_glue import MemorySession
+from harness.room import FakeRoom
+from memory.language import lexical
+from memory.livekit.session import MemorySession
+from memory.ops import heap
 from memory.prompts import load_prompt
 from memory.service import MemoryService
 from memory.settings import MemoryMode, load_settings
-from memory.store import MemoryStore
+from memory.storage import embedder as embedder_mod
+from memory.storage.store import MemoryStore
 from memory.working import SUBMIT_FORM, first_agent
 from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
 from tests.harness.fakes import SpeechEventType
-from harness.room import FakeRoom
 
 TURNS = [
     "I need help with my flat, the landlord kept my deposit",

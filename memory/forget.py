@@ -23,10 +23,11 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
-from memory.postgres import CONNECT_TIMEOUT_S, storage_problems
 from memory.service import MemoryService
 from memory.settings import ConfigError, MemorySettings, load_settings
-from memory.store import InvalidMemoryText, MemoryStore, describe_error, memory_user_id, validate_user_id
+from memory.storage.postgres import CONNECT_TIMEOUT_S, storage_problems
+from memory.storage.store import MemoryStore
+from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
 
 
 def where(settings: MemorySettings) -> str:

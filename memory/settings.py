@@ -119,7 +119,7 @@ class MemorySettings:
     # Look-ups one process runs at once; more wait for a slot no longer than the budget.
     max_reads_in_flight: int = 3
     durable_categories: tuple[str, ...] = field(default=DURABLE_CATEGORIES)
-    # Staged retrieval (memory/retrieval.py). Each stage can be switched off so its
+    # Staged retrieval (memory/retrieval/retriever.py). Each stage can be switched off so its
     # effect can be measured (bench/retrieval.py) and rolled back without a deploy.
     retrieval_lexical: bool = True  # off: Mem0's dense search only, as before
     retrieval_vector: bool = True  # vector (cosine) search on the Mem0 table as a stage
@@ -225,8 +225,6 @@ def _spill_dir(env: Mapping[str, str]) -> Path | None:
         return None
     if raw:
         return Path(raw).expanduser().resolve()
-    from .spill import default_spill_dir
-
     return default_spill_dir()
 
 
@@ -483,3 +481,10 @@ def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
     except ConfigError as exc:
         problems.append(str(exc))
     return problems
+
+
+def default_spill_dir() -> Path | None:
+    """`/dev/shm/livekit-memory-spill` where there is a RAM disk, else none."""
+    shm = Path("/dev/shm")
+    return shm / "livekit-memory-spill" if shm.is_dir() and os.access(shm, os.W_OK) else None
+

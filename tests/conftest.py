@@ -10,9 +10,9 @@ import asyncio
 import atexit
 import dataclasses
 import json
-import time
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,7 +31,7 @@ memory.settings.find_dotenv = lambda *args, **kwargs: ""
 
 import memory  # noqa: F401  (switches Mem0 telemetry off before mem0 is imported)
 from memory.settings import MemoryMode, MemorySettings, load_settings
-from memory.store import MemoryStore
+from memory.storage.store import MemoryStore
 
 if TYPE_CHECKING:
     from memory.service import MemoryService

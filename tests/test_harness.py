@@ -11,9 +11,8 @@ import asyncio
 from collections.abc import AsyncIterable
 
 import pytest
-from pydantic import BaseModel
-
 from livekit.agents import Agent, FlushSentinel, ModelSettings, StopResponse, llm
+from pydantic import BaseModel
 
 from tests.harness import LLMRequest, RecordingLLM, TurnResult, VoiceHarness
 from tests.harness.fakes import SpeechEventType

@@ -13,13 +13,15 @@ from pathlib import Path
 
 import pytest
 
-import memory.livekit_glue as glue
-from memory.gatekeeper import Gatekeeper
-from memory.livekit_glue import MemoryAgent, MemorySession
-from memory.service import MemoryService, Turn
+import memory.livekit.session as glue
+from memory.gatekeeper.gatekeeper import Gatekeeper
+from memory.journal.queue import DurableWriteQueue
+from memory.livekit.agent import MemoryAgent
+from memory.livekit.session import MemorySession
+from memory.service import MemoryService
 from memory.settings import MemoryMode
-from memory.store import MemoryStore
-from memory.write_queue import DurableWriteQueue
+from memory.storage.store import MemoryStore
+from memory.types import Turn
 from tests.conftest import make_service
 from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
 

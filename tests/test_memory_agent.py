@@ -18,13 +18,15 @@ from dataclasses import dataclass
 import pytest
 from livekit.agents import function_tool, llm
 
-from memory.gatekeeper import Gatekeeper
-from memory.livekit_glue import MEMORY_ROLE, PROFILE_MESSAGE_ID, MemoryAgent, MemorySession
+from memory.gatekeeper.gatekeeper import Gatekeeper
+from memory.journal.queue import DurableWriteQueue
+from memory.livekit.agent import MemoryAgent
+from memory.livekit.session import MEMORY_ROLE, PROFILE_MESSAGE_ID, MemorySession
 from memory.prompts import load_prompt
-from memory.service import MemoryService, Turn
+from memory.service import MemoryService
 from memory.settings import MemoryMode
-from memory.store import MemoryStore, now_iso
-from memory.write_queue import DurableWriteQueue
+from memory.storage.store import MemoryStore
+from memory.types import Turn, now_iso
 from tests.conftest import make_service, scripted_extraction, wait_until
 from tests.harness import LLMRequest, RecordingLLM, ToolCall, VoiceHarness
 from tests.harness.fakes import SpeechEventType
@@ -453,7 +455,7 @@ async def test_a_forget_during_a_session_takes_the_profile_out_of_its_next_repli
 ) -> None:
     # The profile was read once and re-injected into every request: after an operator's
     # `python -m memory.forget`, the live session went on telling the model the facts.
-    from memory import livekit_glue
+    from memory.livekit import session as livekit_glue
 
     store.upsert_fact(user_id, "User's sister is Xylophena", category="relationships", slot="sister_name")
     async with voice_session(store, MemoryMode.GATED, user_id) as run:
@@ -1104,8 +1106,8 @@ def test_memory_dates_are_the_users_days_not_utcs() -> None:
     # Said at 07:30 in Beijing, the memory showed the day before (UTC).
     from zoneinfo import ZoneInfo
 
-    from memory.livekit_glue import format_memories
-    from memory.store import MemoryRecord
+    from memory.livekit.blocks import format_memories
+    from memory.types import MemoryRecord
 
     rec = MemoryRecord(id="m", text="我今天下午两点有面试", user_id="u", created_at="2026-11-24T23:30:00+00:00")
     assert json.loads(format_memories([rec], zone=ZoneInfo("Asia/Shanghai")))["said"] == "2026-11-25"

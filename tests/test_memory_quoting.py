@@ -9,12 +9,14 @@ import unicodedata
 
 import pytest
 
-from memory.gatekeeper import Gatekeeper
-from memory.livekit_glue import MEMORY_ROLE, format_memories
+from memory.gatekeeper.gatekeeper import Gatekeeper
+from memory.language.quoting import LOOKALIKES
+from memory.livekit.blocks import format_memories
+from memory.livekit.session import MEMORY_ROLE
 from memory.prompts import load_prompt
-from memory.quoting import LOOKALIKES
 from memory.settings import MemoryMode
-from memory.store import MemoryRecord, MemoryStore
+from memory.storage.store import MemoryStore
+from memory.types import MemoryRecord
 from tests.harness import LLMRequest, RecordingLLM
 from tests.test_memory_agent import voice_session
 
@@ -120,9 +122,8 @@ async def test_through_a_gated_session_no_instruction_is_stored(store: MemorySto
 def test_labelled_facts_are_not_taken_for_instructions() -> None:
     # The gate data's facts (MSC persona labels, Chinese smoke set): none is dropped.
 
-    from memory.instructions import is_instruction
-
     from bench.evaldata import default_eval_dir
+    from memory.language.instructions import is_instruction
 
     eval_dir = default_eval_dir()
     files = [eval_dir / n for n in ("msc_gate.balanced.dev.json", "zh_gate.smoke.dev.json")]

@@ -9,10 +9,10 @@ import threading
 import pytest
 from psycopg import sql
 
-from memory import retrieval as retrieval_mod
-from memory.retrieval import Retriever
+from memory.retrieval.retriever import Retriever
+from memory.retrieval import retriever as retrieval_mod
 from memory.settings import MemoryMode
-from memory.store import MemoryStore
+from memory.storage.store import MemoryStore
 from tests.conftest import make_service
 
 COLOUR = "你喜欢的颜色: 蓝色"
@@ -384,7 +384,7 @@ async def test_a_session_closing_during_its_start_leaves_the_shared_densities_to
 def test_the_density_correction_leaves_too_small_and_too_large_stores_alone(
     store: MemoryStore, user_id: str, too: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memory.retrieval as retrieval_mod
+    import memory.retrieval.retriever as retrieval_mod
 
     seed(store, user_id, COLOUR, *DISTRACTORS)  # too few memories for a meaningful density
     if too == "large":
@@ -404,7 +404,7 @@ def test_densities_are_computed_where_connections_hand_back_pgvector_values(
     from pgvector.psycopg import register_vector
     from psycopg_pool import ConnectionPool
 
-    import memory.retrieval as retrieval_mod
+    import memory.retrieval.retriever as retrieval_mod
 
     monkeypatch.setattr(retrieval_mod, "_DENSITY_MIN", 2)
     seed(store, user_id, COLOUR, *DISTRACTORS)
@@ -418,7 +418,7 @@ def test_densities_are_computed_where_connections_hand_back_pgvector_values(
 def test_expired_densities_are_served_while_fresh_ones_are_computed_in_the_background(
     store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memory.retrieval as retrieval_mod
+    import memory.retrieval.retriever as retrieval_mod
 
     seed(store, user_id, *[f"I walked the dog at {hour} o'clock" for hour in range(1, 25)])
     r = retriever(store)
@@ -451,7 +451,7 @@ def test_a_failing_store_gets_no_stream_of_density_reads(
         for _ in range(5):  # the turns that follow
             assert r.density(user_id).of == {}
         assert reads == ["read"]  # one try, not one per look-up
-    import memory.retrieval as retrieval_mod
+    import memory.retrieval.retriever as retrieval_mod
 
     assert r.prepare(user_id).of == {}  # the store is back, but the pause is not over...
     monkeypatch.setattr(retrieval_mod, "_DENSITY_TTL", 0.0)  # ...now it is

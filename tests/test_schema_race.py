@@ -8,8 +8,8 @@ import uuid
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from memory.postgres import ensure_schema, open_pool
-from memory.store import MemoryStore
+from memory.storage.postgres import ensure_schema, open_pool
+from memory.storage.store import MemoryStore
 
 
 def test_processes_creating_the_schema_at_once_all_succeed(store: MemoryStore) -> None:

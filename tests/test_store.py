@@ -14,7 +14,8 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from memory.store import ForgottenTurn, InvalidMemoryText, MemoryStore, memory_user_id, now_iso, validate_user_id
+from memory.storage.store import MemoryStore
+from memory.types import ForgottenTurn, InvalidMemoryText, memory_user_id, now_iso, validate_user_id
 
 
 def test_raw_write_is_found_again_only_by_its_user(store: MemoryStore, user_id: str) -> None:

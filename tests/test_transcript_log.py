@@ -7,7 +7,7 @@ import logging
 import pytest
 from livekit.agents import Agent
 
-from memory import transcript_log
+from memory.livekit import transcript_log
 from tests.harness import VoiceHarness
 
 SAID = "my password is hunter2 and I live in Lyon"

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import memory  # noqa: E402,F401  (telemetry off before mem0 is imported)
-from memory.service import Turn  # noqa: E402
-from memory.write_queue import DurableWriteQueue  # noqa: E402
+from memory.journal.queue import DurableWriteQueue  # noqa: E402
+from memory.types import Turn  # noqa: E402
 
 
 def child_turns(user_id: str, n: int) -> list[Turn]:
@@ -43,7 +43,7 @@ async def main(argv: list[str]) -> None:
     if len(argv) >= 4:
         from memory.service import MemoryService
         from memory.settings import load_settings
-        from memory.store import MemoryStore
+        from memory.storage.store import MemoryStore
 
         settings = load_settings(
             {"MEMORY_DATA_DIR": argv[4], "MEMORY_DATABASE_URL": argv[3]}, dotenv=False

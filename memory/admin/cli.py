@@ -20,16 +20,17 @@ from datetime import datetime, timezone
 from typing import Any
 
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
+from memory.admin.tables import table, to_json
 from memory.archive.retention import run_retention
-from memory.archive.store import ArchiveStore, archive_for
 from memory.forget import missing_store, where
-from memory.postgres import storage_problems
+from memory.journal.codec import decode_turn
+from memory.journal.queue import DEAD, PENDING
 from memory.service import MemoryService
 from memory.settings import ConfigError, MemorySettings, load_settings
-from memory.store import InvalidMemoryText, MemoryStore, describe_error, memory_user_id, validate_user_id
-from memory.write_queue import DEAD, PENDING, decode_turn
-
-from .tables import table, to_json
+from memory.storage.archive import ArchiveStore, archive_for
+from memory.storage.postgres import storage_problems
+from memory.storage.store import MemoryStore
+from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
 
 PROG = "python -m memory.admin"
 

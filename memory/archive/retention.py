@@ -25,8 +25,8 @@ from datetime import datetime, timedelta, timezone
 
 from psycopg import sql
 
-from ..store import MemoryStore
-from .store import archive_for
+from memory.storage.archive import archive_for
+from memory.storage.store import MemoryStore
 
 logger = logging.getLogger("memory.retention")
 

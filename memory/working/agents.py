@@ -3,7 +3,7 @@
 
 The blocks go in `llm_node` (after the memories), never into `turn_ctx` in
 `on_user_turn_completed`: that would throw away a preemptive reply and ask the LLM
-twice (see memory/livekit_glue.py).
+twice (see memory/livekit/session.py).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 from livekit.agents import Agent, ModelSettings, function_tool, llm
 from livekit.agents.llm import ToolError
 
-from ..livekit_glue import MemoryAgent
-from ..prompts import load_prompt
-from .contexts import ContextError, SharedContext
-from .quote import quote_text
-from .workspace import Workspace
+from memory.livekit.agent import MemoryAgent
+from memory.prompts import load_prompt
+from memory.storage.contexts import ContextError, SharedContext
+from memory.working.quote import quote_text
+from memory.working.workspace import Workspace
 
 
 def context_block(ctx: SharedContext) -> str:

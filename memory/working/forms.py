@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .quote import json_line, quote_text
+from memory.working.quote import json_line, quote_text
 
 KEY_PREFIX = "hitl_"
 MAX_TITLE_CHARS = 100
@@ -192,7 +192,7 @@ class WorkingMemory:
         """The block every LLM request carries, or None while nothing was submitted."""
         if not self._entries:
             return None
-        from ..prompts import load_prompt
+        from memory.prompts import load_prompt
 
         lines = "\n".join(self._lines[k] for k in self._entries)
         return load_prompt("working_memory").format(forms=lines)

@@ -15,12 +15,12 @@ from typing import Any, TypeVar
 
 from livekit.agents import llm
 
-from ..livekit_glue import MemorySession
-from ..service import Turn
-from ..settings import MemoryMode
-from ..store import MemoryStore, UnavailableStore, clean_text, now_iso
-from .contexts import Appended, ContextError, ContextStore, SharedContext
-from .forms import Form, FormError, Submitted, WorkingMemory, is_durable, offer_text, parse_form
+from memory.livekit.session import MemorySession
+from memory.settings import MemoryMode
+from memory.storage.contexts import Appended, ContextError, ContextStore, SharedContext
+from memory.storage.store import MemoryStore, UnavailableStore
+from memory.types import Turn, clean_text, now_iso
+from memory.working.forms import Form, FormError, Submitted, WorkingMemory, is_durable, offer_text, parse_form
 
 logger = logging.getLogger("memory.working")
 
@@ -85,7 +85,7 @@ class Workspace:
         carries them, spoken or typed, a greeting or a tool's follow-up."""
         blocks = []
         if context_id:
-            from ..prompts import load_prompt
+            from memory.prompts import load_prompt
 
             blocks.append((CONTEXT_MESSAGE_ID, load_prompt("shared_context_id").format(context_id=context_id)))
         if (forms := self.forms.block()) is not None:

@@ -5,7 +5,7 @@ category filter) and the benchmark call it. Dense similarity alone misses short
 queries ("颜色"), first versus second person ("我喜欢的颜色" against "你喜欢的颜色")
 and exact names, so retrieval runs in stages:
 
-1. keywords of the message, pronouns normalised (memory/lexical.py);
+1. keywords of the message, pronouns normalised (memory/language/lexical.py);
 2. candidate recall, merged and de-duplicated:
    - full-text search over the user's memories on the payload key `lex` (a
      normalised, segmented form the store writes with each memory, GIN-indexed);
@@ -51,13 +51,14 @@ from typing import Any
 import numpy as np
 from psycopg import sql
 
-from . import hanzi, lexical
-from .embedder import local_model
-from .prefilter import is_acknowledgement
-from .settings import EmbedderKind, MemorySettings
-from .store import MemoryRecord, MemoryStore, canonical_key, parse_time
+from memory.language import hanzi, lexical
+from memory.language.prefilter import is_acknowledgement
+from memory.settings import EmbedderKind, MemorySettings
+from memory.storage.embedder import local_model
+from memory.storage.store import MemoryStore
+from memory.types import MemoryRecord, canonical_key, parse_time
 
-logger = logging.getLogger("memory.retrieval")
+logger = logging.getLogger("memory.retrieval.retriever")
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 # The hubness correction (`_Density`): a user's densities are reused this long;

@@ -91,7 +91,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from .hanzi import to_simplified
+from memory.language.hanzi import to_simplified
 
 __all__ = ["GateAction", "GateDecision", "prefilter", "normalise", "is_acknowledgement", "REASONS", "MAX_CHARS", "anchored_in"]
 
@@ -151,7 +151,7 @@ MAX_CHARS = 2000
 
 
 def normalise(text: str) -> str:
-    """NFKC (full-width to ASCII), traditional characters as simplified (memory/hanzi.py), one
+    """NFKC (full-width to ASCII), traditional characters as simplified (memory/language/hanzi.py), one
     quote style, lower case, single spaces, capped length."""
     t = to_simplified(unicodedata.normalize("NFKC", text[: MAX_CHARS * 2])).translate(_PUNCT_MAP).lower()
     return _SPACES.sub(" ", t).strip()[:MAX_CHARS]

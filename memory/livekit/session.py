@@ -20,23 +20,22 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterable, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone, tzinfo
-from typing import Any
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from livekit.agents import Agent, AgentSession, ModelSettings, llm
+from livekit.agents import AgentSession, llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, UserInputTranscribedEvent
 
-from . import metrics
-from .prefetch import Recaller, RecallResult
-from .prompts import load_prompt
-from .quoting import quote
-from .redact import redact_secrets
-from .service import MemoryService, RememberReport, Turn, split_turn
-from .store import MemoryRecord, clean_text, memory_user_id, now_iso, parse_time
-from .write_queue import DurableWriteQueue
+from memory.journal.queue import DurableWriteQueue
+from memory.language.redact import redact_secrets
+from memory.livekit.blocks import fit_memories, fit_recalled, format_memories
+from memory.ops import metrics
+from memory.prompts import load_prompt
+from memory.retrieval.prefetch import Recaller, RecallResult
+from memory.service import MemoryService, RememberReport, split_turn
+from memory.types import MemoryRecord, Turn, clean_text, memory_user_id, now_iso, parse_time
 
 logger = logging.getLogger("memory.livekit")
 
@@ -82,74 +81,6 @@ def answered_turn(items: list[llm.ChatItem]) -> int | None:
 def _same_words(a: str, b: str) -> bool:
     """Equal but for case, punctuation and spacing, as LiveKit compares transcripts."""
     return [w for w in re.split(r"\W+", a.casefold()) if w] == [w for w in re.split(r"\W+", b.casefold()) if w]
-
-
-def _local_date(stamp: str | None, zone: tzinfo) -> str:
-    """The day a memory was said, where the user lives (a morning in Beijing is the day
-    before in UTC)."""
-    when = parse_time(stamp)
-    if when is None:
-        return (stamp or "")[:10]
-    return when.astimezone(zone).date().isoformat()
-
-
-def _memory_line(rec: MemoryRecord, line_max: int | None = None, zone: tzinfo = timezone.utc) -> str:
-    """One memory as a line of a block: quoted JSON (`memory/quoting.py`), which stored
-    text cannot close or imitate; with `line_max`, its text is cut to fit."""
-    fields: dict[str, str] = {}
-    if said := _local_date(rec.updated_at or rec.created_at, zone):
-        fields["said"] = said
-    if rec.category:
-        fields["kind"] = rec.category
-    text = " ".join(rec.text.split())
-    line = quote({**fields, "note": text})
-    if line_max is not None and len(line) > line_max:
-        # The longest start of the text that fits once quoted (an escape is 6 characters).
-        lo, hi = 0, len(text)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if len(quote({**fields, "note": text[:mid] + "…"})) <= line_max:
-                lo = mid
-            else:
-                hi = mid - 1
-        cut = text[:lo]
-        space = cut.rfind(" ", len(cut) - 30)  # between words where there are any
-        line = quote({**fields, "note": (cut[:space] if space > 0 else cut).rstrip() + "…"})
-    return line
-
-
-def fit_memories(records: list[MemoryRecord], max_chars: int, *, line_max: int | None = None) -> list[MemoryRecord]:
-    """The records whose lines fit in `max_chars`, in order; one too long is passed over,
-    not the end of the list. With `line_max`, each line is first cut to that length."""
-    kept, used = [], 0
-    for rec in records:
-        size = len(_memory_line(rec, line_max)) + 1
-        if used + size - 1 <= max_chars:
-            kept.append(rec)
-            used += size
-    return kept
-
-
-def fit_recalled(records: list[MemoryRecord], max_chars: int) -> tuple[list[MemoryRecord], int | None]:
-    """The recalled memories a reply's block shows, and the line length they are cut to
-    (None: shown whole). Whole when they all fit; else each line is cut to a third of the
-    block, so one long turn leaves room for others, and what still does not fit is left out."""
-    if fit_memories(records, max_chars) == records:
-        return records, None
-    line_max = (max_chars - 2) // 3
-    return fit_memories(records, max_chars, line_max=line_max), line_max
-
-
-def format_memories(
-    records: list[MemoryRecord],
-    *,
-    max_chars: int | None = None,
-    line_max: int | None = None,
-    zone: tzinfo = timezone.utc,
-) -> str:
-    """One memory a line, with its category and date (in `zone`), bounded in length."""
-    shown = records if max_chars is None else fit_memories(records, max_chars, line_max=line_max)
-    return "\n".join(_memory_line(rec, line_max, zone) for rec in shown)
 
 
 # Turns up to this long are redacted and split on the event loop (well under a
@@ -276,7 +207,7 @@ class MemorySession:
         self.turns: list[TurnLog] = []
         self.write_reports: list[RememberReport] = []
         # Others that shape each request's copy of the context, after memory has (the
-        # conversation archive: memory/archive/session.py), and that close before the
+        # conversation archive: memory/livekit/archive.py), and that close before the
         # journal does (so what they enqueue at the end is drained with the turns).
         self.context_hooks: list[Callable[[llm.ChatContext], Awaitable[None]]] = []
         self.close_hooks: list[Callable[[], Awaitable[None]]] = []
@@ -454,7 +385,7 @@ class MemorySession:
     async def _remember(self, turn: Turn) -> RememberReport:
         """The queue's handler: raises on a transient failure so the turn is retried."""
         if turn.kind != "memory":  # an archived message (any session's: a replay)
-            from .archive.writer import write_archived
+            from memory.archive.writer import write_archived
 
             await write_archived(self.service.store, turn)
             return RememberReport()
@@ -649,19 +580,3 @@ class MemorySession:
         )
 
 
-class MemoryAgent(Agent):
-    """An `Agent` whose every LLM request carries the user's relevant memories."""
-
-    def __init__(self, memory: MemorySession, *, instructions: str | None = None, **kwargs: Any) -> None:
-        super().__init__(instructions=instructions or load_prompt("system"), **kwargs)
-        self.memory = memory
-
-    async def llm_node(
-        self,
-        chat_ctx: llm.ChatContext,
-        tools: list[llm.Tool],
-        model_settings: ModelSettings,
-    ) -> AsyncIterable[llm.ChatChunk | str]:
-        ctx = await self.memory.prepare_chat_ctx(chat_ctx)
-        async for chunk in Agent.default.llm_node(self, ctx, tools, model_settings):
-            yield chunk

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from wordfreq import zipf_frequency
 
-from .lexical import STOP_EN
+from memory.language.lexical import STOP_EN
 
 MARK = "[redacted]"
 # Words at least this common (Zipf scale: "same" 5.8, "hard" 5.5) describe a password

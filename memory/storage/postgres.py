@@ -21,7 +21,7 @@ import psycopg
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
-logger = logging.getLogger("memory.postgres")
+logger = logging.getLogger("memory.storage.postgres")
 
 # Short timeouts: a dead database must fail fast, never hang a session.
 CONNECT_TIMEOUT_S = 3
@@ -419,7 +419,7 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
             # attempts race: the second insert fails and its retry finds the first.
             ("write_uidx", sql.SQL("((payload->>'user_id'), (payload->>'write_id')) WHERE payload ? 'write_id'")),
             ("trgm", sql.SQL("USING gin ((payload->>'data') gin_trgm_ops)")),
-            # Full-text recall over the normalised, segmented form (memory/lexical.py).
+            # Full-text recall over the normalised, segmented form (memory/language/lexical.py).
             ("lex", sql.SQL("USING gin (to_tsvector('simple', payload->>'lex'))")),
             # The turns next to a recalled raw turn, by session and position (retrieval.py).
             ("turn", sql.SQL("((payload->>'user_id'), (payload->>'session_id'), (payload->>'seq')) WHERE payload ? 'seq'")),
@@ -445,7 +445,7 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
         conn.execute(
             sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS memory_ids TEXT[] NOT NULL DEFAULT '{{}}'").format(forgets)
         )
-        from .working.contexts import ensure_context_schema
+        from memory.storage.contexts import ensure_context_schema
 
         ensure_context_schema(conn, table)  # contexts shared between agents (memory/working)
         conn.commit()

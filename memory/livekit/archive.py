@@ -26,16 +26,16 @@ from zoneinfo import ZoneInfo
 from livekit.agents import AgentSession, llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, UserInputTranscribedEvent
 
-from ..livekit_glue import PROFILE_MESSAGE_ID, MemorySession, answered_turn
-from ..prompts import load_prompt
-from ..redact import redact_secrets
-from ..service import run_read
-from ..settings import MemoryMode
-from ..store import clean_text, now_iso
-from .intent import asks_about_past_conversations
-from .store import Match, archive_for
-from .summarizer import summarize
-from .writer import archive_turn
+from memory.archive.intent import asks_about_past_conversations
+from memory.archive.summarizer import summarize
+from memory.archive.writer import archive_turn
+from memory.language.redact import redact_secrets
+from memory.livekit.session import PROFILE_MESSAGE_ID, MemorySession, answered_turn
+from memory.prompts import load_prompt
+from memory.service import run_read
+from memory.settings import MemoryMode
+from memory.storage.archive import Match, archive_for
+from memory.types import clean_text, now_iso
 
 logger = logging.getLogger("memory.archive")
 
