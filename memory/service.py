@@ -171,7 +171,7 @@ async def run_read(fn: Callable[..., T], /, *args: object, wait_s: float = 0.0, 
     if waiter is not None:
         try:
             await asyncio.wait_for(asyncio.shield(waiter.future), wait_s)
-        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+        except (TimeoutError, asyncio.CancelledError) as exc:
             with _reads_lock:
                 granted = waiter.granted
                 if not granted:
@@ -383,7 +383,7 @@ class MemoryService:
         Turns of the user on their way anywhere else (another machine's journal) are
         refused when they arrive: the store records the request before deleting.
         """
-        from memory.journal.queue import purge_user  # write_queue imports this module
+        from memory.journal.queue import purge_user
         from memory.storage.archive import archive_for
         from memory.storage.contexts import ContextStore
 

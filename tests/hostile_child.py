@@ -17,7 +17,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import memory  # noqa: E402,F401
 from bench.faults import RefusingJournalQueue  # noqa: E402
 from memory.types import Turn  # noqa: E402
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import memory.livekit.session as glue
+from harness.scripted import LLMRequest, RecordingLLM, VoiceHarness
 from memory.gatekeeper.gatekeeper import Gatekeeper
 from memory.journal.queue import DurableWriteQueue
 from memory.livekit.agent import MemoryAgent
@@ -23,7 +24,6 @@ from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from memory.types import Turn
 from tests.conftest import make_service
-from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
 
 
 def journal_payloads(path: Path) -> list[dict]:

@@ -18,7 +18,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import memory  # noqa: E402,F401  (telemetry off before mem0 is imported)
 from memory.journal.queue import DurableWriteQueue  # noqa: E402
 from memory.types import Turn  # noqa: E402
 

@@ -523,7 +523,7 @@ class DurableWriteQueue:
                 self._progress.clear()
                 try:
                     await asyncio.wait_for(self._progress.wait(), min(remaining, 0.25))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
         except asyncio.CancelledError:
             raise
@@ -772,7 +772,7 @@ class DurableWriteQueue:
             self._unsettled_seq = None
             self._dead_letter(seq, turn_id, attempt, str(exc))
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             # Left unsettled: a thread behind the handler may still be writing.
             await self._retry(seq, turn_id, attempt, f"timed out after {self.attempt_timeout_s:g} s")
             return

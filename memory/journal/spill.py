@@ -58,7 +58,7 @@ class Spill:
 
     def add(self, turn: Turn) -> bool:
         """Append the turn (one `write`); False if the spill file refuses it too."""
-        from memory.journal.codec import encode_turn  # write_queue imports this module
+        from memory.journal.codec import encode_turn
 
         line = (encode_turn(turn) + "\n").encode("utf-8", "surrogateescape")
         try:

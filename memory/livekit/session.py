@@ -197,7 +197,7 @@ class MemorySession:
         # The user's own earlier turns, which shape each look-up (Retriever.retrieve).
         # One more than the look-up uses: after a turn is committed it is the newest
         # entry, and a look-up for that turn leaves it out (`earlier_turns`).
-        self._user_turns: deque[str] = deque(maxlen=service.settings.retrieval_context_turns + 1)
+        self._user_turns: deque[str] = deque(maxlen=service.settings.retrieval.context_turns + 1)
         self._current_committed = False  # is the newest entry the turn being answered?
         self._turn_finals: list[str] = []  # final transcripts of the turn being spoken
         self._interim_timer: asyncio.TimerHandle | None = None
@@ -433,7 +433,7 @@ class MemorySession:
             return
         try:
             await asyncio.wait_for(self._profile_loaded.wait(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             # Once is enough: a read still out after a whole budget is hung, and waiting
             # for it again cost every later reply the full budget for as long as it hung.
             self._profile_missed = True

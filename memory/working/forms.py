@@ -20,7 +20,7 @@ import math
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from memory.working.quote import json_line, quote_text
@@ -164,7 +164,7 @@ class WorkingMemory:
     def submit(self, form: Form, *, now: datetime | None = None) -> Submitted:
         """Keep `form`, evicting the least recently updated others if needed; `FormError`
         (nothing changed) when it alone is over the bound."""
-        stamp = (now or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+        stamp = (now or datetime.now(UTC)).isoformat(timespec="seconds")
         entry = {"fields": form.fields, "timestamp": stamp}
         line = entry_line(form.key, entry)
         own = len(line)

@@ -111,7 +111,7 @@ class Workspace:
             return await asyncio.wait_for(asyncio.wrap_future(_CONTEXT_POOL.submit(call)), CONTEXT_TIMEOUT_S)
         except ContextError:
             raise
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ContextError("the shared context store did not answer in time; try again in a moment") from None
         except Exception as exc:  # noqa: BLE001 - a database down is a tool error, never a failed session
             logger.warning("shared context store failed: %r", exc)
