@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo
 from livekit.agents import AgentSession, llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, UserInputTranscribedEvent
 
+from memory.archive.writer import write_archived
 from memory.journal.queue import DurableWriteQueue
 from memory.language.redact import redact_secrets
 from memory.livekit.blocks import fit_memories, fit_recalled, format_memories
@@ -385,8 +386,6 @@ class MemorySession:
     async def _remember(self, turn: Turn) -> RememberReport:
         """The queue's handler: raises on a transient failure so the turn is retried."""
         if turn.kind != "memory":  # an archived message (any session's: a replay)
-            from memory.archive.writer import write_archived
-
             await write_archived(self.service.store, turn)
             return RememberReport()
         report = await self.service.remember(turn, keep_verdict=self.queue.keep)

@@ -21,6 +21,7 @@ from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
 from memory.settings import ensure_runtime_dir
+from memory.storage.contexts import ensure_context_schema
 
 logger = logging.getLogger("memory.storage.postgres")
 
@@ -420,8 +421,6 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
         conn.execute(
             sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS memory_ids TEXT[] NOT NULL DEFAULT '{{}}'").format(forgets)
         )
-        from memory.storage.contexts import ensure_context_schema
-
         ensure_context_schema(conn, table)  # contexts shared between agents (memory/working)
         conn.commit()
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from memory.prompts import load_prompt
 from memory.working.quote import json_line, quote_text
 
 KEY_PREFIX = "hitl_"
@@ -192,8 +193,6 @@ class WorkingMemory:
         """The block every LLM request carries, or None while nothing was submitted."""
         if not self._entries:
             return None
-        from memory.prompts import load_prompt
-
         lines = "\n".join(self._lines[k] for k in self._entries)
         return load_prompt("working_memory").format(forms=lines)
 

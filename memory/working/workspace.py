@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from livekit.agents import llm
 
 from memory.livekit.session import MemorySession
+from memory.prompts import load_prompt
 from memory.settings import MemoryMode
 from memory.storage.contexts import Appended, ContextError, ContextStore, SharedContext
 from memory.storage.store import MemoryStore, UnavailableStore
@@ -85,8 +86,6 @@ class Workspace:
         carries them, spoken or typed, a greeting or a tool's follow-up."""
         blocks = []
         if context_id:
-            from memory.prompts import load_prompt
-
             blocks.append((CONTEXT_MESSAGE_ID, load_prompt("shared_context_id").format(context_id=context_id)))
         if (forms := self.forms.block()) is not None:
             blocks.append((WORKING_MESSAGE_ID, forms))
