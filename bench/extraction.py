@@ -302,11 +302,11 @@ async def run(
     """Every item and chain through the product's GATED write path against `base_url`."""
     from livekit.plugins import openai
 
-    from memory.gatekeeper.gatekeeper import ExtractionUnavailable, Gatekeeper
+    from memory.gatekeeper.gatekeeper import Gatekeeper
     from memory.service import MemoryService
     from memory.settings import MemoryMode, load_settings
     from memory.storage.store import MemoryStore
-    from memory.types import Turn, now_iso
+    from memory.types import ExtractionUnavailable, Turn, now_iso
 
     settings = dataclasses.replace(
         load_settings({"MEMORY_DATA_DIR": str(data_dir)}, dotenv=False), mode=MemoryMode.GATED

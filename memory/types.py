@@ -35,6 +35,10 @@ def describe_error(exc: BaseException, limit: int = 300) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0]}"[:limit] if text else type(exc).__name__
 
 
+class ExtractionUnavailable(RuntimeError):
+    """The extraction LLM could not be reached: the write queue retries the turn later."""
+
+
 class StoreUnavailable(RuntimeError):
     """The store could not be opened when this process started (a fleet database down):
     look-ups find nothing and writes wait in the journal for a process that has one."""

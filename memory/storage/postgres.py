@@ -27,6 +27,9 @@ logger = logging.getLogger("memory.storage.postgres")
 
 # Short timeouts: a dead database must fail fast, never hang a session.
 CONNECT_TIMEOUT_S = 3
+# What Postgres says when it refuses a row for its content (a date out of range, a value
+# too large): the same on every retry.
+REFUSED_CONTENT: tuple[type[Exception], ...] = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)
 # A fleet database that vanishes without a word (failover, partition) must not hold a
 # read for the kernel's 15 minutes: each hung read keeps one of the few read slots, and
 # with all of them taken no look-up runs. Probes after 10 s idle, dead after 3 unanswered
