@@ -30,7 +30,8 @@ from memory.archive.intent import asks_about_past_conversations
 from memory.archive.summarizer import summarize
 from memory.archive.writer import archive_turn
 from memory.language.redact import redact_secrets
-from memory.livekit.session import PROFILE_MESSAGE_ID, MemorySession, answered_turn
+from memory.livekit.session import PROFILE_MESSAGE_ID, MemorySession
+from memory.livekit.turns import answered_turn
 from memory.prompts import load_prompt
 from memory.service import run_read
 from memory.settings import MemoryMode
