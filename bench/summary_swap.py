@@ -55,13 +55,13 @@ from bench.latency import (
     store_size,
 )
 from harness import LLMRequest, PipelineHarness, ScriptedLLM, Utterance
-from memory import embedder as embedder_mod
-from memory import heap, lexical
-from memory.archive.session import ArchiveSession
-from memory.livekit_glue import MemorySession
-from memory.retrieval import Retriever
+from memory.language import lexical
+from memory.livekit.archive import ArchiveSession
+from memory.ops import heap
+from memory.retrieval.retriever import Retriever
 from memory.settings import MemoryMode, MemorySettings, load_settings
-from memory.store import MemoryStore
+from memory.storage import embedder as embedder_mod
+from memory.storage.store import MemoryStore
 
 SUMMARY_TTFT_S = 0.5
 SUMMARY_TEXT = (
@@ -169,7 +169,8 @@ async def one_session(
     result: SwapResult, store: MemoryStore, retriever: Retriever, settings: MemorySettings | None,
     utterances: list[Utterance], *, vad: Any,
 ) -> None:  # fmt: skip
-    h = PipelineHarness("realtime", vad=vad, llm=ScriptedLLM(lambda _req: "Sure, I will keep that in mind."), timeout=60.0)
+    reply = ScriptedLLM(lambda _req: "Sure, I will keep that in mind.")
+    h = PipelineHarness("realtime", vad=vad, llm=reply, timeout=60.0)
     h.plugins.memory_llm = ScriptedLLM(_summary_or_facts, ttft=SUMMARY_TTFT_S)
     userdata = {"settings": settings or store.settings, "store": store, "retriever": retriever}
     speeches: list[Any] = []
@@ -208,7 +209,7 @@ async def one_session(
 
 
 def summarise(res: SwapResult, baseline: SwapResult, archive_off: SwapResult | None) -> dict[str, Any]:
-    pairs = [(t, (t.first_audio_s - b.first_audio_s) * 1000) for t, b in zip(res.turns, baseline.turns)
+    pairs = [(t, (t.first_audio_s - b.first_audio_s) * 1000) for t, b in zip(res.turns, baseline.turns, strict=False)
              if t.first_audio_s is not None and b.first_audio_s is not None]  # fmt: skip
     added = [a for _, a in pairs]
     after = [a for t, a in pairs if t.summary]
@@ -226,7 +227,8 @@ def summarise(res: SwapResult, baseline: SwapResult, archive_off: SwapResult | N
         "added_first_audio_ms_p50_before_swap": round(pct(before, 50), 2) if before else None,
         "first_audio_ms_p50": round(pct([t.first_audio_s * 1000 for t in res.turns if t.first_audio_s], 50), 1),
         "llm_requests_per_turn": round(sum(t.requests for t in res.turns) / max(1, len(res.turns)), 3),
-        "llm_requests_per_turn_after_swap": round(sum(t.requests for t in swapped) / len(swapped), 3) if swapped else None,
+        "llm_requests_per_turn_after_swap": (round(sum(t.requests for t in swapped) / len(swapped), 3)
+                                             if swapped else None),
         "turns_with_two_requests": sum(1 for t in res.turns if t.requests > 1),
         "preemptive_discarded": sum(t.discarded for t in res.turns),
         "preemptive_invalidated_by_context": res.invalidated,
@@ -304,7 +306,8 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "store": {"rows": rows, "user_rows": user_rows},
         "scenarios": {name: summarise(res, off, archive_off) for name, res in results.items() if name != "off"},
-        "baseline": {"first_audio_ms_p50": round(pct([t.first_audio_s * 1000 for t in off.turns if t.first_audio_s], 50), 1),
+        "baseline": {"first_audio_ms_p50": round(pct([t.first_audio_s * 1000 for t in off.turns
+                                                       if t.first_audio_s], 50), 1),
                      "llm_requests_per_turn": round(sum(t.requests for t in off.turns) / max(1, len(off.turns)), 3),
                      "preemptive_discarded": sum(t.discarded for t in off.turns),
                      "preemptive_invalidated_by_context": off.invalidated,
@@ -339,11 +342,13 @@ def main() -> None:
           f"sessions of {args.session_turns} turns x {args.sessions}; MEMORY_SUMMARY_AFTER={args.summary_after}; "
           f"summary model first token {SUMMARY_TTFT_S:g} s; store {out['store']['rows']:,} rows")
     b = out["baseline"]
-    print(f"memory off: first audio p50 {b['first_audio_ms_p50']:.0f} ms, {b['llm_requests_per_turn']:.2f} LLM requests/turn, "
+    print(f"memory off: first audio p50 {b['first_audio_ms_p50']:.0f} ms, "
+          f"{b['llm_requests_per_turn']:.2f} LLM requests/turn, "
           f"{b['preemptive_used']} preemptive replies used, {b['preemptive_discarded']} discarded "
           f"({b['preemptive_invalidated_by_context']} for a changed context), "
           f"last request {b['context_messages_last']} messages / {b['context_chars_last']} chars")
-    header = (f"{'scenario':30} {'added p50':>9} {'p95':>7} {'after swap: n':>13} {'p50':>7} {'p95':>7} {'req/turn':>8} "
+    header = (f"{'scenario':30} {'added p50':>9} {'p95':>7} {'after swap: n':>13} {'p50':>7} {'p95':>7} "
+              f"{'req/turn':>8} "
               f"{'preempt. used':>13} {'discarded':>9} {'invalid.':>8} {'last req msgs/chars':>19} "
               f"{'conv. chars last/max':>20} {'summaries':>9}")
     print(header)
@@ -357,7 +362,8 @@ def main() -> None:
               f"{ms(s['added_first_audio_ms_p95_after_swap']):>7} {s['llm_requests_per_turn']:>8.2f} "
               f"{s['preemptive_used']:>13} {s['preemptive_discarded']:>9} {s['preemptive_invalidated_by_context']:>8} "
               f"{str(s['context_messages_last']) + ' / ' + str(s['context_chars_last']):>19} "
-              f"{str(s['conversation_chars_last']) + ' / ' + str(s['conversation_chars_max']):>20} {s['summaries']:>9}")  # fmt: skip
+              f"{str(s['conversation_chars_last']) + ' / ' + str(s['conversation_chars_max']):>20} "
+              f"{s['summaries']:>9}")  # fmt: skip
     print(json.dumps({"bench": "summary_swap", "session_turns": args.session_turns, "sessions": args.sessions,
                       "summary_after": args.summary_after, **out}))  # fmt: skip
 

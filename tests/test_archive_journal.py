@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from memory.archive.store import ArchivedMessage, archive_for
 from memory.archive.writer import archive_turn, write_archived
-from memory.service import Turn
-from memory.store import MemoryStore, now_iso
-from memory.write_queue import DurableWriteQueue
+from memory.journal.queue import DurableWriteQueue
+from memory.storage.archive import ArchivedMessage, archive_for
+from memory.storage.store import MemoryStore
+from memory.types import Turn, now_iso
 
 
 def _backlog(path: Path, user_id: str, n: int) -> list[Turn]:

@@ -1,4 +1,4 @@
-"""Archived messages through the memory write journal (memory/write_queue.py).
+"""Archived messages through the memory write journal (memory/journal/queue.py).
 
 A message is a journal row like a user turn (`Turn.kind == "archive"`), so it has the
 same guarantees: on disk before the reply goes on, written by a background task,
@@ -24,13 +24,14 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
-from ..service import Turn, run_write
-from ..store import InvalidMemoryText, MemoryStore
-from .schema import MESSAGE_TYPES
-from .store import EMBED_BATCH, ArchivedMessage, archive_for
+from memory.service import run_write
+from memory.storage.archive import EMBED_BATCH, ArchivedMessage, archive_for
+from memory.storage.archive_schema import MESSAGE_TYPES
+from memory.storage.store import MemoryStore
+from memory.types import InvalidMemoryText, Turn
 
 if TYPE_CHECKING:
-    from ..write_queue import DurableWriteQueue
+    from memory.journal.queue import DurableWriteQueue
 
 KIND = "archive"
 

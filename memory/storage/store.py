@@ -9,30 +9,26 @@ All methods are synchronous and thread-safe; async callers use `service.run_read
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
-import os
-import re
 import sqlite3
 import threading
 import time
-import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any
 
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from . import embedder as embedder_mod
-from .lexical import LEX_VERSION, lex_fields
-from .postgres import (
+from memory.language.lexical import LEX_VERSION, lex_fields
+from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
+from memory.storage import embedder as embedder_mod
+from memory.storage.postgres import (
     EmbeddedStartError,
     embedded_url,
     ensure_schema,
@@ -41,35 +37,24 @@ from .postgres import (
     open_pool,
     revive_embedded,
 )
-from .settings import ConfigError, EmbedderKind, MemorySettings
+from memory.types import (
+    ForgottenTurn,
+    InvalidMemoryText,
+    MemoryRecord,
+    StoreUnavailable,
+    WriteResult,
+    canonical_key,
+    describe_error,
+    parse_time,
+    text_hash,
+    validate_text,
+    validate_user_id,
+)
 
-logger = logging.getLogger("memory.store")
+logger = logging.getLogger("memory.storage.store")
 
-MAX_TEXT_CHARS = 4000
 # How often a process with an embedded server checks that it is still running (seconds).
 EMBEDDED_CHECK_S = 10.0
-MAX_USER_ID_BYTES = 1024
-
-
-class InvalidMemoryText(ValueError):
-    """Text that cannot be stored (empty or too long); names what was wrong."""
-
-
-class ForgottenTurn(InvalidMemoryText):
-    """A turn said before the user asked to be forgotten: never to be stored."""
-
-
-def describe_error(exc: BaseException, limit: int = 300) -> str:
-    """An error in one line, for a log or a message: its type and first line, never its
-    repr (an encoding error's repr holds the whole text it failed on, and logs outlive
-    a "forget me")."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}"[:limit] if text else type(exc).__name__
-
-
-class StoreUnavailable(RuntimeError):
-    """The store could not be opened when this process started (a fleet database down):
-    look-ups find nothing and writes wait in the journal for a process that has one."""
 
 
 class UnavailableStore:
@@ -135,82 +120,6 @@ class UnavailableStore:
             self._store.close()
 
 
-@dataclass(frozen=True)
-class MemoryRecord:
-    """One stored memory as the rest of the product sees it."""
-
-    id: str
-    text: str
-    user_id: str
-    category: str | None = None
-    slot: str | None = None
-    created_at: str | None = None
-    updated_at: str | None = None
-    score: float = 0.0
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_payload(cls, mem_id: str, payload: dict[str, Any], score: float = 0.0) -> MemoryRecord:
-        known = {"data", "user_id", "category", "slot", "created_at", "updated_at", "hash"}
-        return cls(
-            id=str(mem_id),
-            text=payload.get("data") or payload.get("memory") or "",
-            user_id=payload.get("user_id", ""),
-            category=payload.get("category"),
-            slot=payload.get("slot"),
-            created_at=payload.get("created_at"),
-            updated_at=payload.get("updated_at"),
-            score=float(score or 0.0),
-            metadata={k: v for k, v in payload.items() if k not in known and k != "text_lemmatized"},
-        )
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """What a write did: ADD a row, UPDATE (supersede) one, or NOOP (already known)."""
-
-    event: Literal["ADD", "UPDATE", "NOOP"]
-    id: str | None
-    text: str
-
-
-def canonical_key(text: str) -> str:
-    """Text folded for duplicate detection (case, width, spaces, final punctuation)."""
-    folded = unicodedata.normalize("NFKC", text).casefold().strip()
-    folded = " ".join(folded.split())
-    return folded.rstrip(".。!！?？ ")
-
-
-def clean_text(text: str) -> str:
-    """Text Postgres can store: NUL characters removed (JSONB and text refuse them) and
-    unpaired surrogates (a broken transcript) replaced, so that one odd character is
-    never an error that a retry could not fix."""
-    return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
-
-
-def validate_text(text: str, *, what: str = "memory text") -> str:
-    """Reject empty or oversized text with an error that says which."""
-    if not isinstance(text, str):
-        raise InvalidMemoryText(f"{what} must be a string, got {type(text).__name__}")
-    cleaned = clean_text(text).strip()
-    if not cleaned:
-        raise InvalidMemoryText(f"{what} is empty")
-    if len(cleaned) > MAX_TEXT_CHARS:
-        raise InvalidMemoryText(f"{what} is {len(cleaned)} characters; the limit is {MAX_TEXT_CHARS}")
-    return cleaned
-
-
-def parse_time(value: object) -> datetime | None:
-    """An ISO time as an aware datetime (naive ones taken as UTC); None if it is none."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
-
-
 def _said_before(said_at: str | None, other: object) -> bool:
     """Was `said_at` strictly earlier than `other` (ISO times; False when either is unknown)?"""
     if said_at is None or not isinstance(other, str):
@@ -219,51 +128,6 @@ def _said_before(said_at: str | None, other: object) -> bool:
         return datetime.fromisoformat(said_at) < datetime.fromisoformat(other)
     except (TypeError, ValueError):  # naive against aware, or not a time: no claim
         return False
-
-
-_HASHED_ID = re.compile(r"lk-[0-9a-f]{40}")
-
-
-def memory_user_id(identity: str) -> str:
-    """The id a participant's memories are kept under: the identity itself, or, for one
-    the store could not keep as it is, a hash of it ("lk-" and 40 hex digits).
-
-    Mem0 trims ids and refuses those with whitespace inside, while our own SQL reads the
-    id as given: "alice " would write under "alice" and read under "alice ", and
-    participant "alice" would be shown alice 's memories. Identities with whitespace, a
-    NUL, a broken surrogate, or over `MAX_USER_ID_BYTES` are therefore hashed; so is
-    one that has the form of a hash itself, or participant "lk-<that hash>" would be
-    shown the memories of the identity that hashes to it. Every other identity is used
-    unchanged. Raises `InvalidMemoryText` for a blank one.
-    """
-    if not isinstance(identity, str) or not identity.strip():
-        raise InvalidMemoryText("user id is empty: use the participant identity")
-    try:
-        validate_user_id(identity)
-        if not any(ch.isspace() for ch in identity) and not _HASHED_ID.fullmatch(identity):
-            return identity
-    except InvalidMemoryText:
-        pass
-    return "lk-" + hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:40]
-
-
-def validate_user_id(user_id: object) -> str:
-    """Reject a user id that the store could never index, with an error that says why.
-
-    Ids are LiveKit participant identities; one with a NUL or a broken surrogate, or
-    longer than `MAX_USER_ID_BYTES` in UTF-8 (the user index holds at most about 2.7 kB
-    a row), would otherwise fail inside Postgres on every retry of every write."""
-    if not isinstance(user_id, str) or not user_id.strip():
-        raise InvalidMemoryText("user id is empty: use the participant identity")
-    if any(ch.isspace() for ch in user_id):
-        raise InvalidMemoryText(f"user id {user_id[:40]!r} contains whitespace, which Mem0 trims or refuses: "
-                                "map the identity with memory_user_id")  # fmt: skip
-    if "\x00" in user_id or any(unicodedata.category(ch) == "Cs" for ch in user_id):
-        raise InvalidMemoryText(f"user id {user_id[:40]!r} contains a NUL or a broken surrogate character")
-    size = len(user_id.encode("utf-8"))
-    if size > MAX_USER_ID_BYTES:
-        raise InvalidMemoryText(f"user id is {size} bytes in UTF-8; the limit is {MAX_USER_ID_BYTES}")
-    return user_id
 
 
 @contextmanager
@@ -297,9 +161,6 @@ class MemoryStore:
         """Connect (starting the embedded server if no URL is set) and build Mem0."""
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         settings.mem0_dir.mkdir(parents=True, exist_ok=True)
-        # Read by mem0 at import time: telemetry off, its files under our data dir.
-        os.environ["MEM0_TELEMETRY"] = "False"
-        os.environ.setdefault("MEM0_DIR", str(settings.mem0_dir))
         url = settings.database_url or embedded_url(settings.pgdata)
         pool = open_pool(url)
         try:
@@ -580,7 +441,7 @@ class MemoryStore:
 
     def reindex_lex(self, user_id: str, *, limit: int = 20_000, batch: int = 100, pause_s: float = 0.02) -> int:
         """Rewrite the lexical index (`lex`) of the user's rows that an older version of
-        memory/lexical.py wrote, or that have none; at most `limit` rows. Returns how many.
+        memory/language/lexical.py wrote, or that have none; at most `limit` rows. Returns how many.
 
         After an upgrade that changes the index (numbers as words of their own, Chinese
         numerals as digits, ...), old rows would otherwise be found by full text only
@@ -705,14 +566,6 @@ class MemoryStore:
         return record.id if record else None
 
 
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def schema_problems(settings: MemorySettings) -> list[str]:
     """At worker start-up, before any job process: a table made for another embedder, an
     embedded server that does not start, a damaged Mem0 history file. Found in a job
@@ -789,6 +642,8 @@ def _check_dims(pool: ConnectionPool, settings: MemorySettings) -> None:
 
 
 def _build_mem0(settings: MemorySettings, pool: ConnectionPool) -> Any:
+    tell_libraries()  # Mem0 reads its telemetry switch when it is imported
+    tell_mem0(settings.mem0_dir)
     from mem0 import Memory
     from mem0.configs.base import MemoryConfig
     from mem0.embeddings.configs import EmbedderConfig
