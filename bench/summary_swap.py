@@ -82,6 +82,7 @@ class SwapTurn:
     conversation_chars: int  # of those, the conversation's: user and agent messages, and the summary
     summary: bool  # the request carried a summary in place of older messages
     speeches: int  # speech handles the session created for the turn
+    summarised: bool = False  # a summary was made (came back from the model) during this turn
     discarded: int  # of those, interrupted (the user never interrupts here)
 
 
@@ -182,6 +183,7 @@ async def one_session(
             await h.greeted()
             for utt in utterances:
                 n = len(speeches)
+                made = archives.made[0].stats.summaries if archives.made else 0
                 turn = await h.say(utt)
                 last = turn.requests[-1] if turn.requests else None
                 mine = speeches[n:]
@@ -194,6 +196,7 @@ async def one_session(
                     summary=bool(last and any(t.startswith("<conversation_summary>") for _, t in last.messages)),
                     speeches=len(mine),
                     discarded=sum(1 for s in mine if s.interrupted),
+                    summarised=bool(archives.made) and archives.made[0].stats.summaries > made,
                 ))  # fmt: skip
             memory = sessions.made[0] if sessions.made else None
             if memory is not None:
@@ -224,6 +227,8 @@ def summarise(res: SwapResult, baseline: SwapResult, archive_off: SwapResult | N
         "added_first_audio_ms_p95_after_swap": round(pct(after, 95), 2) if after else None,
         "added_first_audio_ms_max_after_swap": round(max(after), 2) if after else None,
         "added_first_audio_ms_top5": [round(a, 1) for a in sorted(added, reverse=True)[:5]],
+        "added_first_audio_ms_turns_with_a_summary_made": [round(a, 1) for t, a in pairs if t.summarised],
+        "added_first_audio_ms_p95_turns_without": round(pct([a for t, a in pairs if not t.summarised], 95), 2),
         "added_first_audio_ms_p50_before_swap": round(pct(before, 50), 2) if before else None,
         "first_audio_ms_p50": round(pct([t.first_audio_s * 1000 for t in res.turns if t.first_audio_s], 50), 1),
         "llm_requests_per_turn": round(sum(t.requests for t in res.turns) / max(1, len(res.turns)), 3),
