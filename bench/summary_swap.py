@@ -82,8 +82,8 @@ class SwapTurn:
     conversation_chars: int  # of those, the conversation's: user and agent messages, and the summary
     summary: bool  # the request carried a summary in place of older messages
     speeches: int  # speech handles the session created for the turn
-    summarised: bool = False  # a summary was made (came back from the model) during this turn
     discarded: int  # of those, interrupted (the user never interrupts here)
+    summarised: bool = False  # a summary was made (came back from the model) during this turn
 
 
 @dataclass
