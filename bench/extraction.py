@@ -302,12 +302,11 @@ async def run(
     """Every item and chain through the product's GATED write path against `base_url`."""
     from livekit.plugins import openai
 
-    import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
-    from memory.gatekeeper.gatekeeper import ExtractionUnavailable, Gatekeeper
+    from memory.gatekeeper.gatekeeper import Gatekeeper
     from memory.service import MemoryService
     from memory.settings import MemoryMode, load_settings
     from memory.storage.store import MemoryStore
-    from memory.types import Turn, now_iso
+    from memory.types import ExtractionUnavailable, Turn, now_iso
 
     settings = dataclasses.replace(
         load_settings({"MEMORY_DATA_DIR": str(data_dir)}, dotenv=False), mode=MemoryMode.GATED
@@ -403,11 +402,11 @@ def score(runs: Runs, meaning: Meaning, threshold: float) -> dict[str, Any]:
         ch = c.chain
         texts = [f.text for f in c.stored]
 
-        def closest_is_current(text: str) -> bool:
+        def closest_is_current(text: str, ch: Any = ch) -> bool:
             s_cur = meaning.sim(text, ch.current)
             return s_cur >= threshold and all(s_cur > meaning.sim(text, old) for old in ch.history)
 
-        def is_old(text: str) -> bool:
+        def is_old(text: str, ch: Any = ch) -> bool:
             return any(meaning.sim(text, old) >= threshold and meaning.sim(text, old) >= meaning.sim(text, ch.current)
                        for old in ch.history)
 

@@ -84,9 +84,9 @@ def gate_metrics(durable: Sequence[bool], passed: Sequence[bool], forced: Sequen
     """Precision/recall/F1 of ``passed`` against ``durable``, plus the skip rate."""
     if len(durable) != len(passed):
         raise ValueError(f"durable and passed differ in length ({len(durable)} vs {len(passed)})")
-    tp = sum(d and p for d, p in zip(durable, passed))
-    fp = sum(p and not d for d, p in zip(durable, passed))
-    fn = sum(d and not p for d, p in zip(durable, passed))
+    tp = sum(d and p for d, p in zip(durable, passed, strict=True))
+    fp = sum(p and not d for d, p in zip(durable, passed, strict=True))
+    fn = sum(d and not p for d, p in zip(durable, passed, strict=True))
     tn = len(durable) - tp - fp - fn
     precision = tp / (tp + fp) if tp + fp else None
     recall = tp / (tp + fn) if tp + fn else None
@@ -108,8 +108,8 @@ def gate_metrics(durable: Sequence[bool], passed: Sequence[bool], forced: Sequen
         f1=f1,
         skip_rate=tn / (fp + tn) if fp + tn else None,
         pass_rate=(tp + fp) / len(durable) if durable else None,
-        recall_ci95=_interval([p for d, p in zip(durable, passed) if d]),
-        skip_rate_ci95=_interval([not p for d, p in zip(durable, passed) if not d]),
+        recall_ci95=_interval([p for d, p in zip(durable, passed, strict=True) if d]),
+        skip_rate_ci95=_interval([not p for d, p in zip(durable, passed, strict=True) if not d]),
     )
 
 

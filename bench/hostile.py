@@ -1,6 +1,6 @@
 """Hostile input and faults, measured: `python -m bench.hostile`.
 
-Runs the cases of issue 20 through the real `AgentSession` (tests/harness: scripted
+Runs the cases of issue 20 through the real `AgentSession` (harness/scripted: scripted
 STT, a recording fake LLM, instant TTS), the real memory module, the embedded
 Postgres store and the local embedder:
 
@@ -46,8 +46,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from bench.faults import RefusingJournalQueue, can_mount, fill, remount, tiny_tmpfs
+from harness.scripted import LLMRequest, RecordingLLM, VoiceHarness
 from memory.gatekeeper.gatekeeper import Gatekeeper
 from memory.journal.queue import DurableWriteQueue
 from memory.language import lexical
@@ -59,7 +59,6 @@ from memory.settings import MemoryMode, MemorySettings, load_settings
 from memory.storage import embedder as embedder_mod
 from memory.storage.store import MemoryStore
 from memory.types import Turn, now_iso
-from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
 
 log = logging.getLogger("bench.hostile")
 ROOT = Path(__file__).resolve().parent.parent
@@ -242,7 +241,7 @@ async def long_turns(store: MemoryStore, work: Path) -> dict[str, Any]:
         user = f"long-{label}-{uuid.uuid4().hex[:6]}"
         watch = LoopWatch()
 
-        async def say(h: VoiceHarness, m: MemorySession, sizes: list[int] = sizes) -> None:
+        async def say(h: VoiceHarness, m: MemorySession, sizes: list[int] = sizes, watch: LoopWatch = watch) -> None:
             await h.user_types("Hello, I have a question about my notes")  # warm: the first run has set-up costs
             with watch:
                 for size in sizes:
@@ -258,14 +257,22 @@ async def long_turns(store: MemoryStore, work: Path) -> dict[str, Any]:
         path = work / f"journal-{lang}.sqlite3"
         released = asyncio.Event()
 
-        async def never(turn: Turn) -> None:
+        async def never(turn: Turn, released: asyncio.Event = released) -> None:
             await released.wait()
 
         queue = DurableWriteQueue(path, never, attempt_timeout_s=3600)
         user = f"journal-{lang}-{uuid.uuid4().hex[:6]}"
         journaled: list[str] = []
 
-        async def say(h: VoiceHarness, m: MemorySession, unit: str = unit) -> None:
+        async def say(
+            h: VoiceHarness,
+            m: MemorySession,
+            unit: str = unit,
+            path: Path = path,
+            journaled: list[str] = journaled,
+            lang: str = lang,
+            released: asyncio.Event = released,
+        ) -> None:
             for i in range(8):
                 await h.user_types((unit * 600)[: 4000 + 2000 * i])
             await m._prepared(30.0)
@@ -329,8 +336,8 @@ async def instructions(store: MemoryStore) -> dict[str, Any]:
         stored += len(store.list_user(user))
 
     # Stored text that tries to close or forge a memory block, shown in a NORMAL session.
+    from harness.hostile import HOSTILE
     from memory.livekit.session import MEMORY_ROLE
-    from tests.test_memory_quoting import HOSTILE
 
     user = f"forge-{uuid.uuid4().hex[:6]}"
     for text in HOSTILE:

@@ -45,7 +45,6 @@ from typing import Any
 from livekit.agents import Agent
 
 import harness as harness_mod
-import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from bench.evaldata import default_eval_dir
 from harness import LLMRequest, PipelineHarness, ScriptedLLM, Utterance
 from memory.journal.queue import DurableWriteQueue

@@ -24,8 +24,6 @@ import tempfile
 import time
 import types
 
-import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
-
 
 class _Stalls(logging.Handler):
     def __init__(self) -> None:

@@ -23,11 +23,14 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from memory.gatekeeper.gatekeeper import MAX_KNOWN_FACTS, Fact, Gatekeeper, GateOutcome, KnownFact
+from memory.journal.queue import purge_user
 from memory.language.prefilter import GateAction, GateDecision
 from memory.language.recall_intent import needs_memory
 from memory.language.redact import redact_secrets
 from memory.retrieval.retriever import Retriever
 from memory.settings import MemoryMode, MemorySettings
+from memory.storage.archive import archive_for
+from memory.storage.contexts import ContextStore
 from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, MemoryRecord, StoreBusy, Turn, WriteResult, clean_text
 
@@ -171,7 +174,7 @@ async def run_read(fn: Callable[..., T], /, *args: object, wait_s: float = 0.0, 
     if waiter is not None:
         try:
             await asyncio.wait_for(asyncio.shield(waiter.future), wait_s)
-        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+        except (TimeoutError, asyncio.CancelledError) as exc:
             with _reads_lock:
                 granted = waiter.granted
                 if not granted:
@@ -383,10 +386,6 @@ class MemoryService:
         Turns of the user on their way anywhere else (another machine's journal) are
         refused when they arrive: the store records the request before deleting.
         """
-        from memory.journal.queue import purge_user  # write_queue imports this module
-        from memory.storage.archive import archive_for
-        from memory.storage.contexts import ContextStore
-
         removed = self.store.delete_user(user_id)  # records the request first: later archive writes are refused
         archived = archive_for(self.store).delete_user(user_id)
         purged = purge_user(self.settings.journal_path, user_id)

@@ -10,7 +10,7 @@ import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 MAX_TEXT_CHARS = 4000
@@ -33,6 +33,10 @@ def describe_error(exc: BaseException, limit: int = 300) -> str:
     a "forget me")."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0]}"[:limit] if text else type(exc).__name__
+
+
+class ExtractionUnavailable(RuntimeError):
+    """The extraction LLM could not be reached: the write queue retries the turn later."""
 
 
 class StoreUnavailable(RuntimeError):
@@ -113,7 +117,7 @@ def parse_time(value: object) -> datetime | None:
         when = datetime.fromisoformat(value)
     except ValueError:
         return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 _HASHED_ID = re.compile(r"lk-[0-9a-f]{40}")
@@ -162,7 +166,7 @@ def validate_user_id(user_id: object) -> str:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def text_hash(text: str) -> str:

@@ -90,12 +90,13 @@ async def test_with_the_database_down_a_session_still_gets_an_agent_and_memory_c
     from psycopg.conninfo import conninfo_to_dict
 
     import agent
+    from harness.scripted import VoiceHarness
     from memory.livekit.agent import MemoryAgent
     from memory.livekit.session import MemorySession
     from memory.service import MemoryService
     from memory.storage.store import UnavailableStore
+    from memory.types import StoreUnavailable
     from tests.conftest import wait_until
-    from tests.harness import VoiceHarness
 
     socket_dir = tmp_path / "socket"  # where the database will listen: nothing there yet
     socket_dir.mkdir()
@@ -129,7 +130,7 @@ async def test_with_the_database_down_a_session_still_gets_an_agent_and_memory_c
 
     os.symlink(Path(real["host"]) / f".s.PGSQL.{port}", socket_dir / f".s.PGSQL.{port}")  # the database is back
     down._next_try = 0.0  # the next attempt, due 10 s after the last, now
-    with pytest.raises(Exception):
+    with pytest.raises(StoreUnavailable):
         down.pool  # noqa: B018 - a use starts the attempt, in the background
     await wait_until(lambda: down.available, what="the store to be opened again")
 
@@ -249,8 +250,9 @@ if __name__ == "__main__":
     proc.join()
     print("BEFORE", pending())
     from memory.ops import metrics
-    sweep = getattr(metrics, "forget_dead_processes", lambda: [])  # what the next job process's prewarm does
-    print("SWEPT", sweep() == [proc.pid])
+    from memory.settings import prometheus_multiproc_dir
+    sweep = getattr(metrics, "forget_dead_processes", lambda directory: [])  # what the next job process's prewarm does
+    print("SWEPT", sweep(prometheus_multiproc_dir()) == [proc.pid])
     print("AFTER", pending())
 """
 

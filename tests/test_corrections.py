@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import pytest
 
+from harness.scripted import LLMRequest, RecordingLLM
 from memory.gatekeeper.gatekeeper import Gatekeeper
 from memory.language.prefilter import GateAction
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from memory.types import Turn, now_iso
 from tests.conftest import make_service
-from tests.harness import LLMRequest, RecordingLLM
 
 
 @dataclass(frozen=True)

@@ -64,12 +64,15 @@ def test_the_write_handle_embeds_as_the_query_handle_does() -> None:
 def test_the_engine_threads_spin_briefly_unless_the_operator_says_otherwise() -> None:
     # libgomp's default spin (300,000 turns) on shared cores made an 11 ms query embedding
     # take 150-200 ms beside one busy process; passive waits doubled it on idle cores. The
-    # setting is read when libgomp loads: at import. An operator's own choice is kept.
+    # setting is read when libgomp loads, with the first model. An operator's own choice is kept.
     import os
     import subprocess
     import sys
 
-    probe = "import memory.storage.embedder, os; print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('OMP_WAIT_POLICY'))"
+    probe = (
+        "import os; from memory.storage import embedder; embedder.local_model(); "
+        "print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('OMP_WAIT_POLICY'))"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
 
     def seen(**extra: str) -> str:

@@ -104,7 +104,7 @@ def test_a_renamed_slot_never_takes_a_slot_the_model_named_itself() -> None:
     # sister_name, sister_name, sister_name_2 became sister_name, sister_name_2,
     # sister_name_2: the third fact replaced the second in the store.
     raw = '{"facts": [' + ", ".join(
-        '{"text": "User\'s sister is %s", "category": "relationships", "slot": "%s"}' % (name, slot)
+        f'{{"text": "User\'s sister is {name}", "category": "relationships", "slot": "{slot}"}}'
         for name, slot in (("Anna", "sister_name"), ("Maria", "sister_name"), ("Eva", "sister_name_2"))
     ) + "]}"
     slots = [f.slot for f in parse_extraction(raw)]

@@ -14,8 +14,8 @@ import pytest
 from livekit.agents import Agent, FlushSentinel, ModelSettings, StopResponse, llm
 from pydantic import BaseModel
 
-from tests.harness import LLMRequest, RecordingLLM, TurnResult, VoiceHarness
-from tests.harness.fakes import SpeechEventType
+from harness.scripted import LLMRequest, RecordingLLM, TurnResult, VoiceHarness
+from harness.scripted.fakes import SpeechEventType
 
 MEMORY = "MEMORY: test"
 

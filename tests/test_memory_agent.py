@@ -1,6 +1,6 @@
 """End to end: a real AgentSession with MemoryAgent, the real store and embedder.
 
-Only the cloud STT/LLM/TTS are scripted fakes (tests/harness). Spoken turns use
+Only the cloud STT/LLM/TTS are scripted fakes (harness/scripted). Spoken turns use
 preflight transcripts, so every turn goes through LiveKit's preemptive
 generation, as in production with VAD turn detection.
 """
@@ -14,10 +14,13 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC
 
 import pytest
 from livekit.agents import function_tool, llm
 
+from harness.scripted import LLMRequest, RecordingLLM, ToolCall, VoiceHarness
+from harness.scripted.fakes import SpeechEventType
 from memory.gatekeeper.gatekeeper import Gatekeeper
 from memory.journal.queue import DurableWriteQueue
 from memory.livekit.agent import MemoryAgent
@@ -28,8 +31,6 @@ from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from memory.types import Turn, now_iso
 from tests.conftest import make_service, scripted_extraction, wait_until
-from tests.harness import LLMRequest, RecordingLLM, ToolCall, VoiceHarness
-from tests.harness.fakes import SpeechEventType
 
 # Long budget in these tests: they check what is injected, not how fast
 # (tests/test_prefetch.py and bench/latency.py cover the budget).
@@ -245,7 +246,7 @@ async def test_the_session_end_callback_livekit_calls_drains_the_last_turns(
 async def test_the_recalled_block_is_bounded_and_dated(store: MemoryStore, user_id: str) -> None:
     # Five long garden turns made a 9,000-character block on every reply (the profile was
     # bounded, recall was not).
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     for i in range(5):
         store.add_raw(user_id, f"In my garden number {i} I grow tomatoes and roses. " + "It needs a lot of care. " * 70)
@@ -256,7 +257,7 @@ async def test_the_recalled_block_is_bounded_and_dated(store: MemoryStore, user_
     lines = [ln for ln in block.splitlines() if ln.startswith("{")]
     assert len(lines) >= 3 and all("…" in ln for ln in lines)  # each cut, so several fit
     assert sum(len(ln) + 1 for ln in lines) - 1 <= limit
-    assert f"today is {datetime.now(timezone.utc).date().isoformat()}" in block  # "last week" can be read
+    assert f"today is {datetime.now(UTC).date().isoformat()}" in block  # "last week" can be read
 
 
 async def test_a_long_memory_is_shown_whole_when_the_block_has_room(store: MemoryStore, user_id: str) -> None:

@@ -18,7 +18,6 @@ from memory.storage.store import MemoryStore
 ROOT = Path(__file__).resolve().parent.parent
 OPEN_STORE = """
 import sys
-import memory
 from memory.settings import load_settings
 from memory.storage.store import MemoryStore
 store = MemoryStore.open(load_settings({"MEMORY_DATA_DIR": sys.argv[1]}, dotenv=False))
@@ -397,7 +396,6 @@ def test_a_fleet_database_connection_notices_a_vanished_peer(store: MemoryStore)
 
 SERVER_KILLED = """
 import os, signal, sys, time
-import memory
 import memory.storage.store as store_mod
 from memory.storage.postgres import _running_postmaster
 from memory.settings import load_settings

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import threading
 
 import pytest
 from psycopg import sql
 
-from memory.retrieval.retriever import Retriever
 from memory.retrieval import retriever as retrieval_mod
+from memory.retrieval.retriever import Retriever
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from tests.conftest import make_service
@@ -20,7 +19,7 @@ DISTRACTORS = ("我下周要去上海出差", "我的猫叫咪咪", "明天早�
 
 
 def retriever(store: MemoryStore, **overrides: object) -> Retriever:
-    return Retriever(store, dataclasses.replace(store.settings, **overrides))  # type: ignore[arg-type]
+    return Retriever(store, store.settings.tuned(**overrides))
 
 
 def seed(store: MemoryStore, user_id: str, *texts: str) -> None:
@@ -227,8 +226,8 @@ def test_retrieval_settings_come_from_memory_retrieval_variables() -> None:
         {"MEMORY_RETRIEVAL_FULLTEXT": "off", "MEMORY_RETRIEVAL_FUSION": "RRF", "MEMORY_RETRIEVAL_THRESHOLD": "0.2"},
         dotenv=False,
     )
-    assert (s.retrieval_fulltext, s.retrieval_fusion, s.retrieval_threshold) == (False, "rrf", 0.2)
-    assert s.retrieval_substring and s.recall_threshold == 0.0  # the others keep their defaults
+    assert (s.retrieval.fulltext, s.retrieval.fusion, s.retrieval.threshold) == (False, "rrf", 0.2)
+    assert s.retrieval.substring and s.recall_threshold == 0.0  # the others keep their defaults
     for env, name in (
         ({"MEMORY_RETRIEVAL_VECTOR": "maybe"}, "MEMORY_RETRIEVAL_VECTOR"),
         ({"MEMORY_RETRIEVAL_FUSION": "max"}, "MEMORY_RETRIEVAL_FUSION"),

@@ -7,8 +7,8 @@ import logging
 import pytest
 from livekit.agents import Agent
 
+from harness.scripted import VoiceHarness
 from memory.livekit import transcript_log
-from tests.harness import VoiceHarness
 
 SAID = "my password is hunter2 and I live in Lyon"
 

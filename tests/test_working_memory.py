@@ -16,6 +16,7 @@ import pytest
 from livekit.rtc.rpc import RpcError
 
 from harness.room import FakeRoom
+from harness.scripted import LLMRequest, RecordingLLM, ToolCall, VoiceHarness
 from memory.gatekeeper.gatekeeper import Gatekeeper
 from memory.livekit.session import MemorySession
 from memory.service import MemoryService
@@ -25,7 +26,6 @@ from memory.storage.store import MemoryStore
 from memory.working import SUBMIT_FORM, first_agent
 from memory.working.workspace import Workspace
 from tests.conftest import scripted_extraction, wait_until
-from tests.harness import LLMRequest, RecordingLLM, ToolCall, VoiceHarness
 
 BUDGET_S = 10.0  # what is injected is checked here, not how fast (bench/working_memory.py)
 

@@ -21,7 +21,7 @@ import logging
 import random
 import threading
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from psycopg import sql
 
@@ -53,7 +53,7 @@ def run_retention(store: MemoryStore, *, days: float | None = None, dry_run: boo
                   now: datetime | None = None) -> RetentionReport:  # fmt: skip
     """Delete (or, dry, count) what is older than the period; under the fleet's lock."""
     days = store.settings.retention_days if days is None else days
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     cutoff = now - timedelta(days=days)
     archive = archive_for(store)
     a = sql.Identifier(archive.table)

@@ -23,6 +23,7 @@ from memory.language.instructions import about_user, is_instruction
 from memory.language.prefilter import GateAction, GateDecision, anchored_in, prefilter
 from memory.prompts import load_prompt
 from memory.settings import DURABLE_CATEGORIES
+from memory.types import ExtractionUnavailable
 
 logger = logging.getLogger("memory.gatekeeper.gatekeeper")
 
@@ -60,10 +61,6 @@ class KnownFact:
 
 
 KnownFacts = Callable[[], Awaitable[Sequence[KnownFact]]]
-
-
-class ExtractionUnavailable(RuntimeError):
-    """The extraction LLM could not be reached: the write queue retries the turn later."""
 
 
 class Fact(BaseModel):

@@ -87,13 +87,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-from memory.gatekeeper.gatekeeper import ExtractionUnavailable
 from memory.journal.codec import decode_turn, encode_turn
 from memory.journal.spill import Spill
 from memory.ops import metrics
-from memory.types import InvalidMemoryText, StoreBusy, StoreUnavailable, Turn, describe_error
+from memory.storage.postgres import REFUSED_CONTENT
+from memory.types import ExtractionUnavailable, InvalidMemoryText, StoreBusy, StoreUnavailable, Turn, describe_error
 
 logger = logging.getLogger("memory.journal.queue")
 
@@ -191,9 +189,8 @@ def is_turn_failure(exc: BaseException) -> bool:
     503 or 429, a lost connection), since a dead letter is never written."""
     if isinstance(exc, StoreUnavailable | StoreBusy | ExtractionUnavailable):
         return False
-    store_refuses = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)
     content_bug = (TypeError, ValueError, AttributeError, LookupError, UnicodeError)
-    return isinstance(exc, store_refuses + content_bug)
+    return isinstance(exc, REFUSED_CONTENT + content_bug)
 
 
 def purge_user(path: Path, user_id: str) -> int:
@@ -523,7 +520,7 @@ class DurableWriteQueue:
                 self._progress.clear()
                 try:
                     await asyncio.wait_for(self._progress.wait(), min(remaining, 0.25))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
         except asyncio.CancelledError:
             raise
@@ -772,7 +769,7 @@ class DurableWriteQueue:
             self._unsettled_seq = None
             self._dead_letter(seq, turn_id, attempt, str(exc))
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             # Left unsettled: a thread behind the handler may still be writing.
             await self._retry(seq, turn_id, attempt, f"timed out after {self.attempt_timeout_s:g} s")
             return

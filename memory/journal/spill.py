@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memory.journal.codec import decode_turn, encode_turn
+
 if TYPE_CHECKING:
     from memory.types import Turn
 
@@ -58,7 +60,6 @@ class Spill:
 
     def add(self, turn: Turn) -> bool:
         """Append the turn (one `write`); False if the spill file refuses it too."""
-        from memory.journal.codec import encode_turn  # write_queue imports this module
 
         line = (encode_turn(turn) + "\n").encode("utf-8", "surrogateescape")
         try:
@@ -97,7 +98,6 @@ class Spill:
     def orphans(self) -> Iterator[list[Turn]]:
         """The turns of each file whose queue is gone, the file taken (renamed) first and
         deleted once read: the caller puts them in the journal or its own spill file."""
-        from memory.journal.codec import decode_turn
 
         if not self.dir.is_dir():
             return

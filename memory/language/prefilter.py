@@ -881,10 +881,10 @@ def prefilter(text: str, context: Sequence[str] = (), *, off: frozenset[str] = f
             return GateDecision(GateAction.EXTRACT, r.disclosure)
 
     # 2. Corrections and changes of something said before (no first-person word needed).
-    content = [c for c, r in zip(statements, readings) if r.content]
+    content = [c for c, r in zip(statements, readings, strict=True) if r.content]
     prev = _prev(context)
     # Chinese 这/那 open a reaction and a definite subject alike ("这个会议改到周五了").
-    said = [c for c, r in zip(statements, readings) if r.content or (_CJK.search(c) and not _is_ack(c))]
+    said = [c for c, r in zip(statements, readings, strict=True) if r.content or (_CJK.search(c) and not _is_ack(c))]
     if "correction" not in off and _repairs(t, said, prev):
         return GateDecision(GateAction.EXTRACT, "correction")
     unanchored = False

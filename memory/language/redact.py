@@ -124,7 +124,7 @@ def _card_end(run: str) -> int | None:
 
 def _is_cn_id(match: re.Match[str]) -> bool:
     s = re.sub(r"[ -]", "", match.group()).upper()
-    check = "10X98765432"[sum(int(c) * w for c, w in zip(s[:17], _CN_ID_WEIGHTS)) % 11]
+    check = "10X98765432"[sum(int(c) * w for c, w in zip(s[:17], _CN_ID_WEIGHTS, strict=True)) % 11]
     return s[17] == check
 
 

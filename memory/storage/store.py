@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import sqlite3
 import threading
 import time
@@ -27,7 +26,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from memory.language.lexical import LEX_VERSION, lex_fields
-from memory.settings import ConfigError, EmbedderKind, MemorySettings
+from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
 from memory.storage.mem0_table import Mem0Table, stored_dims
 from memory.storage.postgres import (
@@ -164,9 +163,6 @@ class MemoryStore:
         """Connect (starting the embedded server if no URL is set) and build Mem0."""
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         settings.mem0_dir.mkdir(parents=True, exist_ok=True)
-        # Read by mem0 at import time: telemetry off, its files under our data dir.
-        os.environ["MEM0_TELEMETRY"] = "False"
-        os.environ.setdefault("MEM0_DIR", str(settings.mem0_dir))
         url = settings.database_url or embedded_url(settings.pgdata)
         pool = open_pool(url)
         try:
@@ -582,6 +578,8 @@ def _check_dims(pool: ConnectionPool, settings: MemorySettings) -> None:
 
 
 def _build_mem0(settings: MemorySettings, pool: ConnectionPool) -> Any:
+    tell_libraries()  # Mem0 reads its telemetry switch when it is imported
+    tell_mem0(settings.mem0_dir)
     from mem0 import Memory
     from mem0.configs.base import MemoryConfig
     from mem0.embeddings.configs import EmbedderConfig

@@ -13,7 +13,6 @@ import json
 import sys
 from collections.abc import Sequence
 
-import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from memory.forget import missing_store
 from memory.settings import ConfigError, load_settings
 from memory.storage.contexts import ContextStore

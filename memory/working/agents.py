@@ -8,10 +8,9 @@ twice (see memory/livekit/session.py).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable
 from typing import Any
 
-from livekit.agents import Agent, ModelSettings, function_tool, llm
+from livekit.agents import function_tool, llm
 from livekit.agents.llm import ToolError
 
 from memory.livekit.agent import MemoryAgent
@@ -50,16 +49,10 @@ class WorkingAgent(MemoryAgent):
         if self.handed_over:  # the caller was passed on mid-call: the new agent speaks first
             self.session.generate_reply()
 
-    async def llm_node(
-        self,
-        chat_ctx: llm.ChatContext,
-        tools: list[llm.Tool],
-        model_settings: ModelSettings,
-    ) -> AsyncIterable[llm.ChatChunk | str]:
-        ctx = await self.memory.prepare_chat_ctx(chat_ctx)
+    async def prepare_request(self, chat_ctx: llm.ChatContext) -> llm.ChatContext:
+        ctx = await super().prepare_request(chat_ctx)
         self.workspace.inject(ctx, self.context_id)
-        async for chunk in Agent.default.llm_node(self, ctx, tools, model_settings):
-            yield chunk
+        return ctx
 
     # ------------------------------------------------------------------- tools
     @function_tool()
