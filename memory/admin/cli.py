@@ -73,13 +73,7 @@ class Admin:
 
     def memory_counts(self) -> dict[str, tuple[int, int, str | None]]:
         """user -> (raw turns, facts, newest time)."""
-        query = (
-            f'SELECT payload->>\'user_id\', count(*) FILTER (WHERE NOT payload ? \'category\'), '
-            f"count(*) FILTER (WHERE payload ? 'category'), "
-            f"max(COALESCE(payload->>'updated_at', payload->>'created_at')) FROM \"{self.store.table}\" GROUP BY 1"
-        )
-        with self.store.pool.connection() as conn:
-            return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(query).fetchall()}
+        return self.store.rows.user_summaries()
 
     def require_known(self, user_id: str) -> None:
         if self.store.list_user(user_id, limit=1) or self.archive.messages(user_id, limit=1) or self.journal_rows(user_id):

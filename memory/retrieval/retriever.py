@@ -26,9 +26,10 @@ Every stage and choice has a switch in `MemorySettings` (MEMORY_RETRIEVAL_*), so
 its effect can be measured (`python -m bench.retrieval`) and rolled back without a
 deploy. With MEMORY_RETRIEVAL_LEXICAL off, retrieval is Mem0's dense `store.search` alone.
 
-Why the vector stage is our SQL and not `store.search`: Mem0's search adds its own
-keyword pass (a sequential to_tsvector over all the user's rows, ~10 ms at 500
-memories, blind to Chinese, replaced here by the indexed full-text stage), folds
+Why the vector stage is our SQL (`Mem0Table.nearest_and_ids`) and not `store.search`:
+Mem0's search adds its own keyword pass (a sequential to_tsvector over all the
+user's rows, ~10 ms at 500 memories, blind to Chinese, replaced here by the
+indexed full-text stage), folds
 that into its score (so it is no plain cosine), and its pgvector filter passes the
 JSON key as a parameter, so once psycopg prepares the statement the plan cannot
 use the user index. Same table, same operator, same iterative HNSW settings; about
@@ -49,12 +50,12 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from psycopg import sql
 
 from memory.language import hanzi, lexical
 from memory.language.prefilter import is_acknowledgement
 from memory.settings import EmbedderKind, MemorySettings
 from memory.storage.embedder import local_model
+from memory.storage.mem0_table import Scope
 from memory.storage.store import MemoryStore
 from memory.types import MemoryRecord, canonical_key, parse_time
 
@@ -115,15 +116,6 @@ class Candidate:
     def record(self) -> MemoryRecord:
         payload = {k: v for k, v in self.payload.items() if k not in _INTERNAL_KEYS}
         return MemoryRecord.from_payload(self.id, payload, self.score)
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Whose memories a look-up may return."""
-
-    user_id: str
-    categories: Sequence[str] | None = None
-    exclude_session: str | None = None  # the current session: its turns are in the chat already
 
 
 @dataclass(frozen=True)
@@ -421,13 +413,9 @@ class Retriever:
         """
         try:
             density = _NO_DENSITY
-            query = sql.SQL("SELECT id::text, vector FROM {} WHERE payload->>'user_id' = %s LIMIT %s").format(
-                sql.Identifier(self.store.table)
-            )
-            with self.store.pool.connection() as conn, conn.cursor(binary=True) as cur:
-                rows = cur.execute(query, [user_id, _DENSITY_MAX + 1]).fetchall()
+            rows = self.store.rows.user_vectors(user_id, _DENSITY_MAX + 1)
             if _DENSITY_MIN <= len(rows) <= _DENSITY_MAX:
-                vectors = np.stack([_vector_array(v) for _, v in rows]).astype(np.float32)
+                vectors = np.stack([v for _, v in rows]).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
                 values = knn_density(vectors, _DENSITY_K)
                 of = {mem_id: float(d) for (mem_id, _), d in zip(rows, values, strict=True)}
@@ -465,19 +453,6 @@ class Retriever:
                 found.setdefault(mem_id, Candidate(mem_id)).stages.add("substring")
         return found
 
-    def _where(self, scope: Scope) -> tuple[sql.Composable, list[Any]]:
-        """The user (and category) filter, with literal JSON keys so the user index applies."""
-        where: list[sql.Composable] = [sql.SQL("payload->>'user_id' = %s")]
-        params: list[Any] = [scope.user_id]
-        if scope.exclude_session is not None:
-            where.append(sql.SQL("payload->>'session_id' IS DISTINCT FROM %s"))
-            params.append(scope.exclude_session)
-        categories = scope.categories
-        if categories:
-            where.append(sql.SQL("payload->>'category' = ANY(%s)"))
-            params.append(list(categories))
-        return sql.SQL(" AND ").join(where), params
-
     def _fulltext(self, scope: Scope, words: Sequence[str], limit: int) -> list[str]:
         """Ids of memories whose `lex` holds any keyword (or its stem), best first.
 
@@ -490,14 +465,7 @@ class Retriever:
         terms = [t for t in lexical.search_terms(words) if t not in _NEUTRAL]
         if not terms:
             return []
-        tsquery = " | ".join("'" + t.replace("'", "''") + "'" for t in terms)
-        where, params = self._where(scope)
-        query = sql.SQL(
-            "SELECT id::text, payload->>'lex' FROM {t} WHERE {w} "
-            "AND to_tsvector('simple', payload->>'lex') @@ to_tsquery('simple', %s)"
-        ).format(t=sql.Identifier(self.store.table), w=where)
-        with self.store.pool.connection() as conn:
-            rows = conn.execute(query, [*params, tsquery]).fetchall()
+        rows = self.store.rows.fulltext_hits(scope, terms)
         if len(rows) <= limit:
             return [r[0] for r in rows]
         wanted = set(terms)
@@ -520,17 +488,8 @@ class Retriever:
         patterns = _like_patterns(words)
         if not patterns:
             return []
-        where, params = self._where(scope)
-        hits = sql.SQL(" + ").join(sql.SQL("(data ILIKE %s)::int") for _ in patterns)
-        # The inner LIMIT bounds the work when a pattern is common in a large store:
-        # past `_SUBSTRING_SCAN` matches, more rows would not change what is kept much.
-        query = sql.SQL(
-            "SELECT id FROM (SELECT id::text AS id, payload->>'data' AS data FROM {t} WHERE {w} "
-            "AND payload->>'data' ILIKE ANY(%s) LIMIT %s) m ORDER BY {hits} DESC LIMIT %s"
-        ).format(t=sql.Identifier(self.store.table), w=where, hits=hits)
-        with self.store.pool.connection() as conn:
-            rows = conn.execute(query, [*params, patterns, _SUBSTRING_SCAN, *patterns, limit]).fetchall()
-        return [r[0] for r in rows]
+        # The scan bound: past `_SUBSTRING_SCAN` matches, more rows would not change what is kept much.
+        return self.store.rows.substring_hits(scope, patterns, _SUBSTRING_SCAN, limit)
 
     def _fetch(
         self,
@@ -541,30 +500,15 @@ class Retriever:
     ) -> list[Candidate]:
         """One round trip: the vector stage's top `pool` for the user, plus the cosine
         and payload of every lexical hit. Without a vector, payloads only."""
-        table = sql.Identifier(self.store.table)
         ids = list(lexical_hits)
         density = self.density(scope.user_id) if vector is not None else _NO_DENSITY
-        with self.store.pool.connection() as conn:
-            if vector is None:
-                if not ids:
-                    return []
-                rows = conn.execute(
-                    sql.SQL("SELECT id::text, NULL, payload, false FROM {} WHERE id = ANY(%s::uuid[])").format(table),
-                    [ids],
-                ).fetchall()
-            else:
-                where, params = self._where(scope)
-                literal = _vector_literal(vector)
-                rows = conn.execute(
-                    sql.SQL(
-                        "(SELECT id::text, 1 - (vector <=> %s::vector), payload, true FROM {t} WHERE {w} "
-                        " ORDER BY vector <=> %s::vector LIMIT %s) "
-                        "UNION ALL "
-                        "(SELECT id::text, 1 - (vector <=> %s::vector), payload, false FROM {t} "
-                        " WHERE id = ANY(%s::uuid[]))"
-                    ).format(t=table, w=where),
-                    [literal, *params, literal, pool, literal, ids],
-                ).fetchall()
+        rows: Sequence[tuple[str, float | None, dict[str, Any], bool]]
+        if vector is None:
+            if not ids:
+                return []
+            rows = self.store.rows.payloads(ids)
+        else:
+            rows = self.store.rows.nearest_and_ids(scope, vector, pool, ids)
         floor = self.settings.recall_threshold  # MEMORY_THRESHOLD keeps its meaning: a cosine floor
         merged: dict[str, Candidate] = {}
         for mem_id, cos, payload, from_vector in rows:
@@ -644,16 +588,8 @@ class Retriever:
         """The user's raw turns at these (session, position) pairs, with their cosine."""
         sessions = sorted({t[0] for t in turns})
         wanted = set(turns)
-        cos = sql.SQL("1 - (vector <=> %s::vector)") if vector is not None else sql.SQL("NULL")
         density = self.density(user_id) if vector is not None else _NO_DENSITY
-        query = sql.SQL(
-            "SELECT id::text, {cos}, payload FROM {t} WHERE payload->>'user_id' = %s "
-            "AND payload->>'session_id' = ANY(%s) AND payload->>'seq' = ANY(%s) AND payload ? 'seq'"
-        ).format(cos=cos, t=sql.Identifier(self.store.table))
-        params: list[Any] = [_vector_literal(vector)] if vector is not None else []
-        params += [user_id, sessions, sorted({str(t[1]) for t in turns})]
-        with self.store.pool.connection() as conn:
-            rows = conn.execute(query, params).fetchall()
+        rows = self.store.rows.turns(user_id, sessions, sorted({str(t[1]) for t in turns}), vector)
         out = []
         for mem_id, c, payload in rows:
             cand = Candidate(mem_id, payload or {}, cosine=density.adjust(mem_id, c))
@@ -717,19 +653,6 @@ def calibrated_cosine(cos: float | None, floor: float, ceil: float) -> float:
     if cos is None or ceil <= floor:
         return 0.0
     return min(1.0, max(0.0, (cos - floor) / (ceil - floor)))
-
-
-def _vector_array(value: Any) -> np.ndarray:
-    """A pgvector value read in binary: raw bytes (int16 dims, int16 unused, then
-    big-endian float4s), or pgvector's `Vector` where a connection has its adapters
-    registered (a shared database whose owner configures them)."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return np.frombuffer(value, dtype=">f4", offset=4)
-    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32)
-
-
-def _vector_literal(vector: Sequence[float]) -> str:
-    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
 
 
 def _tail_within(text: str, limit: int, count: Callable[[str, bool], int]) -> str:

@@ -22,6 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from memory.settings import ensure_runtime_dir
 from memory.storage.contexts import ensure_context_schema
+from memory.storage.mem0_table import create_table
 
 logger = logging.getLogger("memory.storage.postgres")
 
@@ -368,17 +369,8 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
 
 
 def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
-    """Create the Mem0 table and the indexes Mem0 does not make.
-
-    Mem0's pgvector store indexes only the vector; every per-user query would
-    then scan the whole table. We add a user index, a trigram index on the
-    memory text (for substring recall of short and Chinese queries) and a
-    full-text index on the lexical form `lex` that the store writes with each
-    memory (Postgres cannot segment Chinese by itself), and a turn index to
-    find the turns said just before and after a recalled one; and the table of
-    "forget me" requests.
-    """
-    t = sql.Identifier(table)
+    """Create the Mem0 table with the indexes Mem0 does not make (`mem0_table.create_table`),
+    the table of "forget me" requests and the table of shared contexts."""
     with pool.connection() as conn:
         # One process at a time: LiveKit starts a worker's job processes together, and
         # "IF NOT EXISTS" is no guard when two create the same extension at once (the
@@ -386,30 +378,7 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('memory-schema', 0))")
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-        conn.execute(
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} (id UUID PRIMARY KEY, vector vector({}), payload JSONB)"
-            ).format(t, sql.Literal(dims))
-        )
-        for name, using in (
-            ("hnsw", sql.SQL("USING hnsw (vector vector_cosine_ops)")),
-            ("user", sql.SQL("((payload->>'user_id'), (payload->>'category'))")),
-            # A turn replayed after a crash must not be stored twice, even when two
-            # attempts race: the second insert fails and its retry finds the first.
-            ("write_uidx", sql.SQL("((payload->>'user_id'), (payload->>'write_id')) WHERE payload ? 'write_id'")),
-            ("trgm", sql.SQL("USING gin ((payload->>'data') gin_trgm_ops)")),
-            # Full-text recall over the normalised, segmented form (memory/language/lexical.py).
-            ("lex", sql.SQL("USING gin (to_tsvector('simple', payload->>'lex'))")),
-            # The turns next to a recalled raw turn, by session and position (retrieval.py).
-            ("turn", sql.SQL("((payload->>'user_id'), (payload->>'session_id'), (payload->>'seq')) WHERE payload ? 'seq'")),
-        ):
-            unique = sql.SQL("UNIQUE ") if name.endswith("uidx") else sql.SQL("")
-            suffix = name if name.endswith("uidx") else f"{name}_idx"
-            conn.execute(
-                sql.SQL("CREATE {}INDEX IF NOT EXISTS {} ON {} {}").format(
-                    unique, sql.Identifier(f"{table}_{suffix}"), t, using
-                )
-            )
+        create_table(conn, table, dims)  # Mem0's table and the indexes Mem0 does not make
         # "Forget me": when each user last asked. A turn said before it that is still
         # on its way (a journal on any worker of the fleet) is refused (store.py).
         # With the ids (never the text) of the memories each request removed: every

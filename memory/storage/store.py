@@ -2,8 +2,9 @@
 
 Writes go through Mem0 (`infer=False`: one embedding, no LLM call) so its
 history table keeps every ADD/UPDATE/DELETE. Look-ups by user, slot, category
-or write id are plain SQL on the same table: Mem0 has no indexed way to ask
-"the current fact for this slot", and we need it for supersede-not-duplicate.
+or write id are SQL on the same table (`mem0_table.Mem0Table`, `self.rows`): Mem0
+has no indexed way to ask "the current fact for this slot", and we need it for
+supersede-not-duplicate.
 All methods are synchronous and thread-safe; async callers use `service.run_read` / `run_write`.
 """
 
@@ -22,12 +23,12 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from memory.language.lexical import LEX_VERSION, lex_fields
 from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
+from memory.storage.mem0_table import Mem0Table, stored_dims
 from memory.storage.postgres import (
     EmbeddedStartError,
     embedded_url,
@@ -151,6 +152,7 @@ class MemoryStore:
         self.pool = pool
         self.mem0 = mem0
         self.table = settings.collection
+        self.rows = Mem0Table(pool, self.table)  # the one place that knows Mem0's table
         self._closed = threading.Event()
         if not settings.database_url:
             threading.Thread(target=self._keep_embedded_up, name="memory-embedded-watch", daemon=True).start()
@@ -326,26 +328,16 @@ class MemoryStore:
                 [user_id],
             )
             conn.commit()
-            rows = conn.execute(
-                sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s RETURNING id::text").format(
-                    sql.Identifier(self.table)
-                ),
-                [user_id],
-            ).fetchall()
+            ids = self.rows.delete_user(user_id, conn)
             # Ids only (no text): every machine's Mem0 history file is purged of them,
             # by this command run there or by the next worker start there.
             conn.execute(
                 sql.SQL("UPDATE {} SET memory_ids = memory_ids || %s WHERE user_id = %s").format(
                     sql.Identifier(forgets_table(self.table))
                 ),
-                [[r[0] for r in rows], user_id],
+                [ids, user_id],
             )
-            entities = f"{self.table}_entities"
-            if conn.execute("SELECT to_regclass(quote_ident(%s))", [entities]).fetchone()[0] is not None:
-                conn.execute(
-                    sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s").format(sql.Identifier(entities)),
-                    [user_id],
-                )
+            self.rows.delete_user_entities(user_id, conn)
             conn.commit()
             forgotten = conn.execute(
                 sql.SQL("SELECT memory_ids FROM {} WHERE user_id = %s").format(
@@ -354,7 +346,7 @@ class MemoryStore:
                 [user_id],
             ).fetchone()
         self._purge_history(forgotten[0] if forgotten else [])
-        return len(rows)
+        return len(ids)
 
     def purge_forgotten_history(self) -> int:
         """Purge this machine's Mem0 history of every memory a forget removed, wherever
@@ -367,17 +359,9 @@ class MemoryStore:
         self._purge_history(ids)
         return len(ids)
 
-    def _remove(self, user_id: str, condition: sql.Composable, params: Sequence[Any]) -> list[str]:
-        """Delete the user's rows matching `condition`, and Mem0's history of them (one
-        statement; `Memory.delete` would log each text once more). Returns their ids."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s AND ({}) RETURNING id::text").format(
-                    sql.Identifier(self.table), condition
-                ),
-                [user_id, *params],
-            ).fetchall()
-        ids = [r[0] for r in rows]
+    def _removed(self, ids: list[str]) -> list[str]:
+        """Purge Mem0's history of rows just deleted by SQL (one statement; `Memory.delete`
+        would log each text once more). Returns their ids."""
         self._purge_history(ids)
         return ids
 
@@ -422,11 +406,7 @@ class MemoryStore:
         if not self.forgotten(user_id, said_at):
             return
         if write_id:
-            self._remove(
-                user_id,
-                sql.SQL("payload->>'write_id' = %s OR starts_with(payload->>'write_id', %s)"),
-                [write_id, write_id.split(":")[0] + ":"],  # and the turn's other facts: "<turn>:<n>"
-            )
+            self._removed(self.rows.delete_turn_writes(user_id, write_id))  # and the turn's other facts
         raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
 
     def _undo_if_forgotten(self, user_id: str, said_at: str | None, mem_id: str | None) -> None:
@@ -435,7 +415,7 @@ class MemoryStore:
         Its history goes even when the forget already took the row: Mem0 writes the
         history entry after the row, so it can land after the forget purged history."""
         if mem_id and self.forgotten(user_id, said_at):
-            if mem_id not in self._remove(user_id, sql.SQL("id = %s::uuid"), [mem_id]):
+            if mem_id not in self._removed(self.rows.delete_row(user_id, mem_id)):
                 self._purge_history([mem_id])
             raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
 
@@ -451,24 +431,15 @@ class MemoryStore:
         Batches with a pause between them: segmenting is pure Python, and the event loop
         of the session that runs this must keep the GIL often.
         """
-        t = sql.Identifier(self.table)
         # In id order from where the last batch ended: a row that cannot be indexed
         # (lex_fields gives up on it) is passed once, not fetched again and again.
-        select = sql.SQL(
-            "SELECT id, payload->>'data' FROM {} WHERE payload->>'user_id' = %s "
-            "AND payload->>'lex_v' IS DISTINCT FROM %s AND id > %s ORDER BY id LIMIT %s"
-        ).format(t)
-        update = sql.SQL("UPDATE {} SET payload = payload || %s WHERE id = %s AND payload->>'data' = %s").format(t)
         done, after = 0, uuid.UUID(int=0)
         while done < limit:
-            with self.pool.connection() as conn:
-                rows = conn.execute(select, [user_id, str(LEX_VERSION), after, min(batch, limit - done)]).fetchall()
+            rows = self.rows.stale_lex(user_id, str(LEX_VERSION), after, min(batch, limit - done))
             if not rows:
                 break
             after = rows[-1][0]
-            updates = [(Jsonb(lex_fields(text)), row_id, text) for row_id, text in rows if text]
-            with self.pool.connection() as conn, conn.cursor() as cur:
-                cur.executemany(update, updates)
+            self.rows.merge_payloads([(lex_fields(text), row_id, text) for row_id, text in rows if text])
             done += len(rows)
             time.sleep(pause_s)
         return done
@@ -508,19 +479,8 @@ class MemoryStore:
         limit: int = 1000,
     ) -> list[MemoryRecord]:
         """A user's memories, newest first (indexed by user and category)."""
-        where = [sql.SQL("payload->>'user_id' = %s")]
-        params: list[Any] = [user_id]
-        cats = list(categories or [])
-        if cats:
-            where.append(sql.SQL("payload->>'category' = ANY(%s)"))
-            params.append(cats)
-        query = sql.SQL(
-            "SELECT id, payload FROM {} WHERE {} "
-            "ORDER BY COALESCE(payload->>'updated_at', payload->>'created_at') DESC LIMIT %s"
-        ).format(sql.Identifier(self.table), sql.SQL(" AND ").join(where))
-        with self.pool.connection() as conn:
-            rows = conn.execute(query, [*params, limit]).fetchall()
-        return [MemoryRecord.from_payload(str(r[0]), r[1]) for r in rows]
+        rows = self.rows.list_user(user_id, categories=list(categories or []), limit=limit)
+        return [MemoryRecord.from_payload(mem_id, payload) for mem_id, payload in rows]
 
     def newest_per_category(
         self, user_id: str, categories: Iterable[str], per_category: int, *, slots: Sequence[str] = ()
@@ -528,38 +488,21 @@ class MemoryStore:
         """Each category's `per_category` newest memories of the user, plus any whose slot
         is in `slots` however old, newest first: what a profile chooses from, without
         one busy category (twenty hobbies) hiding the others."""
-        newest = sql.SQL("COALESCE(payload->>'updated_at', payload->>'created_at')")
-        query = sql.SQL(
-            "SELECT id, payload FROM (SELECT id, payload, row_number() OVER "
-            "(PARTITION BY payload->>'category' ORDER BY {newest} DESC) AS n FROM {t} "
-            "WHERE payload->>'user_id' = %s AND payload->>'category' = ANY(%s)) ranked "
-            "WHERE n <= %s OR payload->>'slot' = ANY(%s) ORDER BY {newest} DESC"
-        ).format(newest=newest, t=sql.Identifier(self.table))
-        with self.pool.connection() as conn:
-            rows = conn.execute(query, [user_id, list(categories), per_category, list(slots)]).fetchall()
-        return [MemoryRecord.from_payload(str(r[0]), r[1]) for r in rows]
+        rows = self.rows.newest_per_category(user_id, list(categories), per_category, list(slots))
+        return [MemoryRecord.from_payload(mem_id, payload) for mem_id, payload in rows]
 
     def find_slot(self, user_id: str, slot: str | None) -> MemoryRecord | None:
         if not slot:
             return None
-        query = sql.SQL(
-            "SELECT id, payload FROM {} WHERE payload->>'user_id' = %s AND payload->>'slot' = %s "
-            "ORDER BY payload->>'updated_at' DESC LIMIT 1"
-        ).format(sql.Identifier(self.table))
-        with self.pool.connection() as conn:
-            row = conn.execute(query, [user_id, slot]).fetchone()
-        return MemoryRecord.from_payload(str(row[0]), row[1]) if row else None
+        row = self.rows.current_for_slot(user_id, slot)
+        return MemoryRecord.from_payload(*row) if row else None
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
         return list(self.mem0.history(memory_id))
 
     def _record_by_write_id(self, user_id: str, write_id: str) -> MemoryRecord | None:
-        query = sql.SQL(
-            "SELECT id, payload FROM {} WHERE payload->>'write_id' = %s AND payload->>'user_id' = %s LIMIT 1"
-        ).format(sql.Identifier(self.table))
-        with self.pool.connection() as conn:
-            row = conn.execute(query, [write_id, user_id]).fetchone()
-        return MemoryRecord.from_payload(str(row[0]), row[1]) if row else None
+        row = self.rows.by_write_id(user_id, write_id)
+        return MemoryRecord.from_payload(*row) if row else None
 
     def _find_by_write_id(self, user_id: str, write_id: str) -> str | None:
         record = self._record_by_write_id(user_id, write_id)
@@ -625,17 +568,10 @@ def history_problems(settings: MemorySettings) -> list[str]:
 
 def _check_dims(pool: ConnectionPool, settings: MemorySettings) -> None:
     """Fail at start-up, naming the variables, if the table was made for another embedder."""
-    with pool.connection() as conn:
-        row = conn.execute(
-            # to_regclass: no row for a table not made yet (a fresh data directory);
-            # quote_ident: the table's name as created, capitals kept ("Memories").
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(quote_ident(%s)) "
-            "AND attname = 'vector'",
-            [settings.collection],
-        ).fetchone()
-    if row and row[0] > 0 and row[0] != settings.embedding_dims:
+    dims = stored_dims(pool, settings.collection)
+    if dims is not None and dims != settings.embedding_dims:
         raise ConfigError(
-            f"MEMORY_COLLECTION={settings.collection!r} holds {row[0]}-d vectors but "
+            f"MEMORY_COLLECTION={settings.collection!r} holds {dims}-d vectors but "
             f"MEMORY_EMBEDDER={settings.embedder.value} makes {settings.embedding_dims}-d ones; "
             "use another MEMORY_COLLECTION or the original embedder"
         )
