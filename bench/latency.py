@@ -56,6 +56,7 @@ from memory.retrieval import Retriever
 from memory.settings import DURABLE_CATEGORIES, MemoryMode, MemorySettings, load_settings
 from memory.store import MemoryRecord, MemoryStore, now_iso
 from memory.write_queue import DurableWriteQueue
+from bench.stats import mean_interval
 from bench.work_window import Work, in_window, record_work
 from harness import LLMRequest, PipelineHarness, ScriptedLLM, Utterance
 
@@ -397,6 +398,9 @@ async def _one_session(
             pending.append((request.messages[-1][1], memory.earlier_turns(), {r.id for r in (memory.profile or [])}))
         return "Sure."
 
+    # A caller's words are new to the process: the query embeddings another scenario (or
+    # session) made of the same fixtures must not answer this session's look-ups.
+    getattr(store.mem0.embedding_model, "_cache", {}).clear()
     h = PipelineHarness(stt_kind, vad=vad, llm=ScriptedLLM(respond), timeout=60.0)
     # GATED's extraction LLM: a remote call, in the background
     h.plugins.memory_llm = ScriptedLLM(lambda _req: json.dumps({"facts": []}), ttft=0.3)
@@ -508,6 +512,20 @@ def pct(values: list[float], q: float) -> float:
     return ordered[k]
 
 
+def quantile_interval(values: list[float], q: float, *, resamples: int = 5000, seed: int = 20261126) -> list[float] | None:
+    """95% percentile-bootstrap interval of the q-th percentile (turns resampled): with
+    24 turns a p95 is about the second largest value, and the interval says how far
+    another run's could lie."""
+    if len(values) < 2:
+        return None
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    picks = np.random.default_rng(seed).integers(0, len(data), size=(resamples, len(data)))
+    stats = np.quantile(data[picks], q / 100, axis=1, method="nearest")
+    return [round(float(np.quantile(stats, 0.025)), 1), round(float(np.quantile(stats, 0.975)), 1)]
+
+
 def _p(turns: list[TurnRecord], name: str, q: float) -> float | None:
     values = [getattr(t, name) for t in turns if getattr(t, name) is not None]
     return round(pct(values, q), 1) if values else None
@@ -540,6 +558,11 @@ def summarise(res: ScenarioResult, baseline: ScenarioResult) -> dict[str, Any]:
         "added_first_audio_ms_p50": round(pct(added, 50), 2),
         "added_first_audio_ms_p95": round(pct(added, 95), 2),
         "added_first_audio_ms_max": round(max(added), 2) if added else None,
+        "added_first_audio_ms_mean": round(sum(added) / len(added), 2) if added else None,
+        "added_first_audio_ms_mean_ci95": [round(x, 1) for x in mean_interval(added)] if len(added) > 1 else None,
+        "added_first_audio_ms_p50_ci95": quantile_interval(added, 50),
+        "added_first_audio_ms_p95_ci95": quantile_interval(added, 95),
+        "added_first_audio_ms_each": [round(a, 1) for a in added],
         "added_first_audio_ms_p95_later_turns": round(pct(later, 95), 2),
         "first_turn_added_ms": [round(a, 2) for a in first],
         "first_turn_added_ms_max": round(max(first), 2) if first else None,
@@ -695,6 +718,11 @@ def main() -> None:
         print(f"{name:24} {s['turns']:>5} {s['added_first_audio_ms_p50']:>8.1f}ms {s['added_first_audio_ms_p95']:>8.1f}ms "
               f"{first:>12} {wait:>9} {s['llm_requests_per_turn']:>12.2f} {own:>8} {s['turns_with_memories']:>7} "
               f"{s['budget_missed']:>7} {s['first_audio_ms_p50']:>8.0f}ms")
+    print()
+    for name, s in [*scenarios.items(), *stress.items()]:
+        print(f"{name:24} added mean {s['added_first_audio_ms_mean']} ms {s['added_first_audio_ms_mean_ci95']}, "
+              f"p50 CI {s['added_first_audio_ms_p50_ci95']}, p95 CI {s['added_first_audio_ms_p95_ci95']}, "
+              f"first turns {s['first_turn_added_ms']}; memory work in the window: {s['work_in_window']}")
     print(json.dumps({"bench": "latency", "budget_ms": args.budget_ms, "gc": gc_info, "store": store_info,
                       "session_turns": args.session_turns, "scenarios": scenarios, "stress": stress}))
 
