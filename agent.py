@@ -7,80 +7,67 @@ a terminal, `start` in production, `download-files` at image build time.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 import socket
 import sys
-import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-from memory.settings import load_env_file
+from memory.livekit import transcript_log
+from memory.settings import load_env_file, log_transcripts_mode, share_metrics_across_processes
 
 load_env_file()  # the .env of the directory the worker starts in; empty variables unset
-
-from memory import transcript_log  # noqa: E402
-
 # Before LiveKit logs anything, in this process and (on import) in every job process:
 # raw user transcripts never reach a log line (docs/hostile-input.md).
-transcript_log.install(os.environ.get("MEMORY_LOG_TRANSCRIPTS", "").strip().lower() or "off")
+transcript_log.install(log_transcripts_mode())
+# Before prometheus_client makes any metric (LiveKit's, at import): one directory for
+# the metrics of every process (memory's are counted in the job processes).
+share_metrics_across_processes()
 
 
-def _share_metrics_across_processes() -> None:
-    """Memory's metrics are counted in the job processes, and LiveKit's /metrics shows
-    only its own process's unless every process writes to one directory. Runs before
-    prometheus_client makes any metric (LiveKit's and memory/metrics.py's alike, at
-    import): one directory per data directory, not one per start (LiveKit empties it
-    when it starts)."""
-    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
-        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)  # empty, as .env.example has it: unset
-        if not os.environ.get("PROMETHEUS_PORT", "").strip():
-            return
-        data_dir = os.path.abspath(os.environ.get("MEMORY_DATA_DIR", "").strip() or ".data")
-        tag = hashlib.sha256(data_dir.encode()).hexdigest()[:12]
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.path.join(tempfile.gettempdir(), f"memory-prometheus-{tag}")
-    try:
-        os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
-    except OSError:  # metrics of this process only, rather than no worker
-        os.environ.pop("PROMETHEUS_MULTIPROC_DIR")
 
+from dataclasses import dataclass
 
-_share_metrics_across_processes()
+from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, TurnHandlingOptions, cli, room_io
+from livekit.agents import llm as lk_llm
+from livekit.agents import stt as lk_stt
+from livekit.agents import tts as lk_tts
+from livekit.agents import vad as lk_vad
+from livekit.plugins import openai, silero
+from livekit.plugins.openai import stt as openai_stt
 
-from dataclasses import dataclass  # noqa: E402
-
-from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, TurnHandlingOptions, cli, room_io  # noqa: E402
-from livekit.agents import llm as lk_llm  # noqa: E402
-from livekit.agents import stt as lk_stt  # noqa: E402
-from livekit.agents import tts as lk_tts  # noqa: E402
-from livekit.agents import vad as lk_vad  # noqa: E402
-from livekit.plugins import openai, silero  # noqa: E402
-from livekit.plugins.openai import stt as openai_stt  # noqa: E402
-
-from memory import heap, lexical, metrics  # noqa: E402
-from memory.embedder import local_model, write_model  # noqa: E402
-from memory.archive.retention import start_background as start_retention  # noqa: E402
-from memory.archive.session import ArchiveSession  # noqa: E402
-from memory.gatekeeper import Gatekeeper  # noqa: E402
-from memory.livekit_glue import MemorySession  # noqa: E402
-from memory.postgres import stop_if_unused, storage_problems  # noqa: E402
-from memory.prompts import load_prompt  # noqa: E402
-from memory.retrieval import Retriever  # noqa: E402
-from memory.service import MemoryService  # noqa: E402
-from memory.settings import (  # noqa: E402
-    DEFAULT_STT_MODELS,
+from memory import (
+    ArchiveSession,
+    Gatekeeper,
+    MemoryService,
+    MemorySession,
+    MemoryStore,
+    Retriever,
+    UnavailableStore,
+    first_agent,
+    start_retention,
+)
+from memory.language import lexical
+from memory.ops import heap, metrics
+from memory.prompts import load_prompt
+from memory.settings import (
     ConfigError,
     EmbedderKind,
     MemoryMode,
     MemorySettings,
     SttMode,
+    cloud_models,
+    console_without_livekit,
     load_settings,
+    process_env,
+    prometheus_multiproc_dir,
+    prometheus_port,
     startup_problems,
-    stt_mode,
 )
-from memory.store import MemoryStore, UnavailableStore, describe_error, schema_problems  # noqa: E402
-from memory.working import first_agent  # noqa: E402
+from memory.storage.embedder import local_model, write_model
+from memory.storage.postgres import stop_if_unused, storage_problems
+from memory.storage.store import schema_problems
+from memory.types import describe_error
 
 logger = logging.getLogger("agent")
 
@@ -95,8 +82,8 @@ INTERIM_INTERVAL_S = 0.0
 # LiveKit kills a job process whose prewarm takes longer than this. Measured with
 # `python -m bench.prewarm` (docs/latency.md): 4.9-8.3 s (p50 7.9 s) for two processes
 # prewarming at once beside a busy process and the test suite on 2 cores, after 12 s of
-# importing; the issue saw 6-10 s, so LiveKit's default of 10 s killed and respawned
-# processes in a loop. 60 s is a wide margin over the worst measured: a slow process is
+# importing, and up to 10 s on a busier machine, where LiveKit's default of 10 s kills and
+# respawns processes in a loop. 60 s is a wide margin over the worst measured: a slow process is
 # still better than none, and a hung one still ends.
 PREWARM_TIMEOUT_S = 60.0
 
@@ -116,27 +103,23 @@ class Plugins:
 
 def make_plugins(settings: MemorySettings, vad: lk_vad.VAD, env: Mapping[str, str] | None = None) -> Plugins:
     """OpenAI's STT, LLM and TTS as configured, sharing one HTTP client (one SSL context)."""
-    env = os.environ if env is None else env
-    get = lambda name, default: env.get(name, "").strip() or default  # noqa: E731
-    base_url = env.get("OPENAI_BASE_URL", "").strip()
-    client = openai_client(base_url, env.get("OPENAI_API_KEY", "").strip())
-    mode = stt_mode(env)
-    if mode is SttMode.REALTIME:
+    models = cloud_models(env)
+    client = openai_client(models.base_url, models.api_key)
+    if models.stt_mode is SttMode.REALTIME:
         openai_stt._delta_transcript_interval = INTERIM_INTERVAL_S
-    chat_model = get("OPENAI_LLM_MODEL", "gpt-4.1-mini")
     return Plugins(
         stt=openai.STT(
-            model=get("OPENAI_STT_MODEL", DEFAULT_STT_MODELS[mode]),
-            language=get("OPENAI_STT_LANGUAGE", "en"),
-            use_realtime=mode is SttMode.REALTIME,
+            model=models.stt_model,
+            language=models.stt_language,
+            use_realtime=models.stt_mode is SttMode.REALTIME,
             # Realtime: the same Silero VAD as the session commits each utterance (the
             # plugin would otherwise build LiveKit's cloud VAD, which needs credentials).
             vad=vad,
             client=client,
         ),
-        llm=openai.LLM(model=chat_model, client=client),
-        tts=openai.TTS(model=get("OPENAI_TTS_MODEL", "gpt-4o-mini-tts"), voice=get("OPENAI_TTS_VOICE", "ash"), client=client),
-        memory_llm=openai.LLM(model=get("MEMORY_LLM_MODEL", chat_model), client=client),
+        llm=openai.LLM(model=models.llm_model, client=client),
+        tts=openai.TTS(model=models.tts_model, voice=models.tts_voice, client=client),
+        memory_llm=openai.LLM(model=models.memory_llm_model, client=client),
     )
 
 
@@ -161,7 +144,7 @@ def openai_client(base_url: str = "", api_key: str = "") -> Any:
 def turn_handling() -> TurnHandlingOptions:
     """Turn handling, explicit. Left to LiveKit, it picks its cloud turn detector and
     "adaptive" interruptions, which need LiveKit credentials (`console` with only an
-    OpenAI key crashed) and ask the network every turn. The Silero VAD ends the turn
+    OpenAI key would crash) and ask the network every turn. The Silero VAD ends the turn
     after `min_delay` of silence; the reply is prepared from the final transcript on
     (preemptive generation), and memory's injection in `llm_node` keeps that to one
     LLM request per turn."""
@@ -190,9 +173,9 @@ def _warm_first_use_imports() -> None:
 def prewarm(proc: JobProcess) -> None:
     """Once per worker process: the VAD, the local embedder, the Chinese segmenter, the
     memory store and the cloud plugins; then everything they made is frozen out of the
-    garbage collector's full passes (memory/heap.py), which would otherwise stall replies."""
+    garbage collector's full passes (memory/ops/heap.py), which would otherwise stall replies."""
     settings = load_settings()
-    metrics.forget_dead_processes()
+    metrics.forget_dead_processes(prometheus_multiproc_dir())
     proc.userdata["vad"] = vad = silero.VAD.load()
     if settings.embedder is EmbedderKind.LOCAL:
         local_model()
@@ -203,7 +186,7 @@ def prewarm(proc: JobProcess) -> None:
     # One per process, shared by its sessions: its per-user densities are then
     # computed once per process and user (as the README says), not once per session.
     proc.userdata["retriever"] = Retriever(store, settings)
-    if os.environ.get("OPENAI_API_KEY", "").strip():  # `download-files` and tests run without one
+    if cloud_models().api_key:  # `download-files` and tests run without one
         proc.userdata["plugins"] = make_plugins(settings, vad)
     _warm_first_use_imports()
     start_retention(store)  # the archive's schema now; retention in a thread, once per fleet at a time
@@ -227,19 +210,11 @@ def _open_store(settings: MemorySettings) -> MemoryStore | UnavailableStore:
         return UnavailableStore(settings, reason)
 
 
-def _prometheus_port() -> int | None:
-    raw = os.environ.get("PROMETHEUS_PORT", "").strip()
-    try:
-        return int(raw) if raw else None
-    except ValueError:  # a fraction or a word: start-up refuses it, naming the variable
-        return None
-
-
 class _Server(AgentServer):
     """LiveKit's CLI logs "worker failed" and returns normally when the worker stops on an
-    error (a port in use, LiveKit unreachable after its retries), so the process exited 0
-    and a supervisor restarting on failure (Docker, systemd, Kubernetes) took it for a
-    clean stop. This remembers the failure so that `main` can exit non-zero."""
+    error (a port in use, LiveKit unreachable after its retries), so the process would exit
+    0 and a supervisor restarting on failure (Docker, systemd, Kubernetes) would take it
+    for a clean stop. This remembers the failure so that `main` can exit non-zero."""
 
     failed: bool = False
 
@@ -251,8 +226,8 @@ class _Server(AgentServer):
             raise
 
 
-# With PROMETHEUS_PORT set, LiveKit serves its metrics and ours (memory/metrics.py) there.
-server = _Server(setup_fnc=prewarm, prometheus_port=_prometheus_port(), initialize_process_timeout=PREWARM_TIMEOUT_S)
+# With PROMETHEUS_PORT set, LiveKit serves its metrics and ours (memory/ops/metrics.py) there.
+server = _Server(setup_fnc=prewarm, prometheus_port=prometheus_port(), initialize_process_timeout=PREWARM_TIMEOUT_S)
 
 
 @server.rtc_session()
@@ -294,7 +269,7 @@ _CLI_FLAGS = {"--url": "LIVEKIT_URL", "--api-key": "LIVEKIT_API_KEY", "--api-sec
 
 def _cli_env(argv: list[str]) -> dict[str, str]:
     """The environment as the command will see it: a flag counts as its variable."""
-    env = dict(os.environ)
+    env = process_env()
     for i, arg in enumerate(argv):
         flag, eq, value = arg.partition("=")
         if flag in _CLI_FLAGS and (eq or i + 1 < len(argv)):
@@ -342,10 +317,9 @@ def _port_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
 def _console_without_livekit(command: str | None) -> None:
     """`console` talks to no LiveKit server, but LiveKit's worker builds its API client
     whenever LIVEKIT_URL is set, and that needs a key and secret: with `.env.example`'s
-    URL and no key it crashed ("either token, or api_key and api_secret, must be set")
-    and hung. Without both, the URL is dropped for this process."""
-    if command == "console" and not (os.environ.get("LIVEKIT_API_KEY", "").strip() and os.environ.get("LIVEKIT_API_SECRET", "").strip()):
-        os.environ.pop("LIVEKIT_URL", None)
+    URL and no key it crashes ("either token, or api_key and api_secret, must be set")
+    and hangs. Without both, the URL is dropped for this process."""
+    if command == "console" and console_without_livekit():
         server.update_options(ws_url="")  # it read the variable when it was made
 
 

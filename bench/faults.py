@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from memory.write_queue import DurableWriteQueue
+from memory.journal.queue import DurableWriteQueue
 
 
 def can_mount() -> bool:

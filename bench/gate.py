@@ -2,7 +2,7 @@
 
     uv run python -m bench.gate [--data FILE ...] [--by-reason] [--cv K [--cv-target R]]
 
-Runs ``memory.prefilter.prefilter`` over every item (text + context) and, in the
+Runs ``memory.language.prefilter.prefilter`` over every item (text + context) and, in the
 same run, the first-person keyword baseline from ../shared/eval/README.md, and
 reports for both: precision, recall and F1 of "passes" (action != SKIP) against
 ``durable``, skip rate (share of non-durable turns skipped), counts, FORCE count and
@@ -34,7 +34,7 @@ from typing import Any
 from bench import stats
 from bench.evaldata import EvalDataError, GateFile, default_eval_dir, load_gate
 from bench.gate_cv import DEFAULT_TARGET, cross_validate, format_cv
-from memory.prefilter import GateAction, GateDecision, prefilter
+from memory.language.prefilter import GateAction, GateDecision, prefilter
 
 DEFAULT_FILES = ("msc_gate.balanced.dev.json", "msc_gate.realistic.dev.json", "zh_gate.smoke.dev.json")
 
@@ -84,9 +84,9 @@ def gate_metrics(durable: Sequence[bool], passed: Sequence[bool], forced: Sequen
     """Precision/recall/F1 of ``passed`` against ``durable``, plus the skip rate."""
     if len(durable) != len(passed):
         raise ValueError(f"durable and passed differ in length ({len(durable)} vs {len(passed)})")
-    tp = sum(d and p for d, p in zip(durable, passed))
-    fp = sum(p and not d for d, p in zip(durable, passed))
-    fn = sum(d and not p for d, p in zip(durable, passed))
+    tp = sum(d and p for d, p in zip(durable, passed, strict=True))
+    fp = sum(p and not d for d, p in zip(durable, passed, strict=True))
+    fn = sum(d and not p for d, p in zip(durable, passed, strict=True))
     tn = len(durable) - tp - fp - fn
     precision = tp / (tp + fp) if tp + fp else None
     recall = tp / (tp + fn) if tp + fn else None
@@ -108,8 +108,8 @@ def gate_metrics(durable: Sequence[bool], passed: Sequence[bool], forced: Sequen
         f1=f1,
         skip_rate=tn / (fp + tn) if fp + tn else None,
         pass_rate=(tp + fp) / len(durable) if durable else None,
-        recall_ci95=_interval([p for d, p in zip(durable, passed) if d]),
-        skip_rate_ci95=_interval([not p for d, p in zip(durable, passed) if not d]),
+        recall_ci95=_interval([p for d, p in zip(durable, passed, strict=True) if d]),
+        skip_rate_ci95=_interval([not p for d, p in zip(durable, passed, strict=True) if not d]),
     )
 
 

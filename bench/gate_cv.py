@@ -41,7 +41,7 @@ import numpy as np
 
 from bench import stats
 from bench.evaldata import GateFile, GateItem
-from memory.prefilter import REASONS, GateAction, prefilter
+from memory.language.prefilter import REASONS, GateAction, prefilter
 
 #: Product behaviour with tests of its own: never dropped by the selection.
 FIXED_RULES: tuple[str, ...] = ("explicit_remember", "remember_request", "correction", "change", "change_of_known_fact")

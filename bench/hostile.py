@@ -1,6 +1,6 @@
 """Hostile input and faults, measured: `python -m bench.hostile`.
 
-Runs the cases of issue 20 through the real `AgentSession` (tests/harness: scripted
+Runs the cases of issue 20 through the real `AgentSession` (harness/scripted: scripted
 STT, a recording fake LLM, instant TTS), the real memory module, the embedded
 Postgres store and the local embedder:
 
@@ -46,17 +46,19 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from bench.faults import RefusingJournalQueue, can_mount, fill, remount, tiny_tmpfs
-from memory import embedder as embedder_mod
-from memory import heap, lexical
-from memory.gatekeeper import Gatekeeper
-from memory.livekit_glue import MemoryAgent, MemorySession
-from memory.service import MemoryService, Turn
+from harness.scripted import LLMRequest, RecordingLLM, VoiceHarness
+from memory.gatekeeper.gatekeeper import Gatekeeper
+from memory.journal.queue import DurableWriteQueue
+from memory.language import lexical
+from memory.livekit.agent import MemoryAgent
+from memory.livekit.session import MemorySession
+from memory.ops import heap
+from memory.service import MemoryService
 from memory.settings import MemoryMode, MemorySettings, load_settings
-from memory.store import MemoryStore, now_iso
-from memory.write_queue import DurableWriteQueue
-from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
+from memory.storage import embedder as embedder_mod
+from memory.storage.store import MemoryStore
+from memory.types import Turn, now_iso
 
 log = logging.getLogger("bench.hostile")
 ROOT = Path(__file__).resolve().parent.parent
@@ -239,7 +241,7 @@ async def long_turns(store: MemoryStore, work: Path) -> dict[str, Any]:
         user = f"long-{label}-{uuid.uuid4().hex[:6]}"
         watch = LoopWatch()
 
-        async def say(h: VoiceHarness, m: MemorySession, sizes: list[int] = sizes) -> None:
+        async def say(h: VoiceHarness, m: MemorySession, sizes: list[int] = sizes, watch: LoopWatch = watch) -> None:
             await h.user_types("Hello, I have a question about my notes")  # warm: the first run has set-up costs
             with watch:
                 for size in sizes:
@@ -255,14 +257,22 @@ async def long_turns(store: MemoryStore, work: Path) -> dict[str, Any]:
         path = work / f"journal-{lang}.sqlite3"
         released = asyncio.Event()
 
-        async def never(turn: Turn) -> None:
+        async def never(turn: Turn, released: asyncio.Event = released) -> None:
             await released.wait()
 
         queue = DurableWriteQueue(path, never, attempt_timeout_s=3600)
         user = f"journal-{lang}-{uuid.uuid4().hex[:6]}"
         journaled: list[str] = []
 
-        async def say(h: VoiceHarness, m: MemorySession, unit: str = unit) -> None:
+        async def say(
+            h: VoiceHarness,
+            m: MemorySession,
+            unit: str = unit,
+            path: Path = path,
+            journaled: list[str] = journaled,
+            lang: str = lang,
+            released: asyncio.Event = released,
+        ) -> None:
             for i in range(8):
                 await h.user_types((unit * 600)[: 4000 + 2000 * i])
             await m._prepared(30.0)
@@ -326,8 +336,8 @@ async def instructions(store: MemoryStore) -> dict[str, Any]:
         stored += len(store.list_user(user))
 
     # Stored text that tries to close or forge a memory block, shown in a NORMAL session.
-    from memory.livekit_glue import MEMORY_ROLE
-    from tests.test_memory_quoting import HOSTILE
+    from harness.hostile import HOSTILE
+    from memory.livekit.session import MEMORY_ROLE
 
     user = f"forge-{uuid.uuid4().hex[:6]}"
     for text in HOSTILE:
@@ -363,7 +373,7 @@ async def secrets(store: MemoryStore) -> dict[str, Any]:
     """NORMAL stores every turn: each probe sentence said once; is its value stored? And
     are raw transcripts in the logs at DEBUG (as `dev` runs)?"""
     from bench.hostile_probes import SECRETS
-    from memory import transcript_log
+    from memory.livekit import transcript_log
 
     transcript_log.install("off")  # what agent.py installs by default
     records: list[logging.LogRecord] = []

@@ -19,7 +19,7 @@ every call, an embedder that takes 200 ms a call, and 40 long turns of another u
 waiting in the journal as the session starts.
 
 The process is prepared as a worker's prewarm prepares it: models loaded, the
-long-lived heap frozen (memory/heap.py). Prints a table and, last, one JSON line.
+long-lived heap frozen (memory/ops/heap.py). Prints a table and, last, one JSON line.
 """
 
 from __future__ import annotations
@@ -42,23 +42,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from livekit.agents import Agent
 
 import harness as harness_mod
 from bench.evaldata import default_eval_dir
-from memory import embedder as embedder_mod
-from memory import heap, lexical
-from memory.livekit_glue import MemorySession, fit_recalled
-from memory.prompts import load_prompt
-from memory.service import Turn
-from memory.retrieval import Retriever
-from memory.settings import DURABLE_CATEGORIES, MemoryMode, MemorySettings, load_settings
-from memory.store import MemoryRecord, MemoryStore, now_iso
-from memory.write_queue import DurableWriteQueue
 from bench.stats import mean_interval
 from bench.work_window import Work, in_window, record_work
 from harness import LLMRequest, PipelineHarness, ScriptedLLM, Utterance
+from memory.journal.queue import DurableWriteQueue
+from memory.language import lexical
+from memory.livekit.blocks import fit_recalled
+from memory.livekit.session import MemorySession
+from memory.ops import heap
+from memory.prompts import load_prompt
+from memory.retrieval.retriever import Retriever
+from memory.settings import DURABLE_CATEGORIES, MemoryMode, MemorySettings, load_settings
+from memory.storage import embedder as embedder_mod
+from memory.storage.store import MemoryStore
+from memory.types import MemoryRecord, Turn, now_iso
 
 log = logging.getLogger("bench.latency")
 BENCH_USER = "bench-user"
@@ -117,7 +118,7 @@ def preload(store: MemoryStore, user_memories: int, total: int) -> None:
             print(f"preload: re-indexed {redone} rows for full-text recall", flush=True)
         return
     try:
-        from memory.lexical import lex_fields
+        from memory.language.lexical import lex_fields
     except ImportError:  # lexical stage not installed: Mem0's fields only
         def lex_fields(text: str) -> dict[str, str]:  # type: ignore[misc]
             return {}
@@ -420,7 +421,7 @@ def _memory_off() -> Iterator[None]:
     """The same entrypoint with memory taken out: a plain agent (no injection, no
     working memory), no transcript or write hooks, no archive."""
     import agent
-    from memory.archive.session import ArchiveSession
+    from memory.livekit.archive import ArchiveSession
 
     class PlainAgent(Agent):
         def __init__(self) -> None:

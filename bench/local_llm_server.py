@@ -37,7 +37,7 @@ from typing import Any
 
 from aiohttp import web
 
-from memory.prefilter import anchored_in
+from memory.language.prefilter import anchored_in
 
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s*|[,，]\s*(?=(?:i|i'm|my|we|我)\b)", re.IGNORECASE)
 _EN_SWAPS = (

@@ -70,12 +70,13 @@ def main() -> None:
     import dataclasses
 
     from bench.latency import BENCH_USER, bench_utterances
-    from memory import embedder as embedder_mod
-    from memory import heap, lexical
-    from memory.retrieval import Retriever
+    from memory.storage import embedder as embedder_mod
+    from memory.language import lexical
+    from memory.ops import heap
+    from memory.retrieval.retriever import Retriever
     from memory.service import MemoryService
     from memory.settings import MemoryMode, load_settings
-    from memory.store import MemoryStore
+    from memory.storage.store import MemoryStore
 
     base = load_settings({"MEMORY_DATA_DIR": args.data_dir, "MEMORY_COLLECTION": "bench_latency"}, dotenv=False)
     store = MemoryStore.open(base)

@@ -24,8 +24,6 @@ import tempfile
 import time
 import types
 
-import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
-
 
 class _Stalls(logging.Handler):
     def __init__(self) -> None:
@@ -40,9 +38,10 @@ class _Stalls(logging.Handler):
 
 
 async def run(turns: int, mode: str) -> dict[str, object]:
+    from livekit.agents.telemetry import loop_monitor
+
     import agent
     from harness import PipelineHarness, load_utterances
-    from livekit.agents.telemetry import loop_monitor
 
     proc = types.SimpleNamespace(userdata={})
     agent.prewarm(proc)  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""Benchmark GATED's recall trigger (`memory.recall_intent`) on the eval files.
+"""Benchmark GATED's recall trigger (`memory.language.recall_intent`) on the eval files.
 
     uv run python -m bench.recall_intent [--data FILE ...] [--misses N]
 
@@ -28,7 +28,7 @@ from typing import Any
 
 from bench import stats
 from bench.evaldata import EvalDataError, default_eval_dir, file_kind, load_gate, load_retrieval
-from memory.recall_intent import recall_reason
+from memory.language.recall_intent import recall_reason
 
 DEFAULT_FILES = (
     "memdaily.dev.json", "madial_en.dev.json", "madial_zh.dev.json", "locomo.dev.json",

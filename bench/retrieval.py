@@ -10,7 +10,7 @@ data never mixes with a user's. A rerun reuses the loaded rows when their count
 matches. Every query then goes through the same `Retriever` the agent uses, with
 the embedder's query cache cleared first, so the time includes the embedding, and
 with the long-lived heap frozen out of full garbage collections as the worker's
-prewarm leaves it (memory/heap.py).
+prewarm leaves it (memory/ops/heap.py).
 
 Methods are named settings (see METHODS); extra overrides can follow a comma,
 e.g. `full,retrieval_lexical_weight=0.4`. Reported per method: hit@1/5/10,
@@ -41,13 +41,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from bench import stats
 from bench.evaldata import EvalDataError, Query, RetrievalFile, Store, load_retrieval
-from memory import heap, lexical
-from memory.retrieval import Retriever
-from memory.settings import MemorySettings, load_settings
-from memory.store import MemoryStore
+from memory.language import lexical
+from memory.ops import heap
+from memory.retrieval.retriever import Retriever
+from memory.settings import MemorySettings, RetrievalSettings, load_settings
+from memory.storage.store import MemoryStore
 
 # Named configurations: "dense" is retrieval before this work, "full" the defaults,
 # the others switch one stage or choice off (the ablation).
@@ -82,12 +82,12 @@ def parse_method(spec: str) -> tuple[str, dict[str, Any]]:
     if name not in METHODS:
         raise SystemExit(f"unknown method {name!r}; known: {', '.join(METHODS)}")
     overrides = dict(METHODS[name])
-    fields = {f.name: f for f in dataclasses.fields(MemorySettings)}
+    fields = {"retrieval_" + f.name for f in dataclasses.fields(RetrievalSettings)}
     for item in extra:
         key, _, raw = item.partition("=")
         if key not in fields:
-            raise SystemExit(f"{spec}: {key!r} is not a MemorySettings field")
-        default = getattr(MemorySettings, key)
+            raise SystemExit(f"{spec}: {key!r} is not a retrieval setting; known: {', '.join(sorted(fields))}")
+        default = getattr(RetrievalSettings, key.removeprefix("retrieval_"))
         if isinstance(default, bool):
             overrides[key] = raw.lower() in ("1", "true", "yes", "on")
         elif isinstance(default, (int, float)):
@@ -237,9 +237,9 @@ def run_method(
         context = earlier_turns(q)
         if cache is not None:
             cache.clear()  # every query pays for its embedding, as a new utterance would
-            if settings.retrieval_context_turns and settings.retrieval_vector:
+            if settings.retrieval.context_turns and settings.retrieval.vector:
                 # ...but not for the earlier turns': the agent embedded each when it was said.
-                for turn in context[-settings.retrieval_context_turns :]:
+                for turn in context[-settings.retrieval.context_turns :]:
                     store.mem0.embedding_model.embed(retriever.embedding_text(turn), "search")
         started = time.perf_counter()
         records = retriever.retrieve(user_for(q.store_id), q.query, top_k=max(k, 10), context=context)
@@ -455,14 +455,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         summaries: dict[str, dict[str, Any]] = {}
         first: list[QueryResult] | None = None
         for spec, overrides in methods:
-            settings = dataclasses.replace(store.settings, **overrides)
+            settings = store.settings.tuned(**overrides)
             results = run_method(store, settings, queries, args.k)
             summaries[spec] = summarise(results)
             if first is None:
                 first = results
             else:
                 summaries[spec][f"vs {methods[0][0]}"] = compare(first, results)
-            if args.calibrate and settings.retrieval_lexical:
+            if args.calibrate and settings.retrieval.lexical:
                 summaries[spec]["calibration"] = calibration(store, settings, data, results, args.k)
             o = summaries[spec]
             print(f"  {spec}: hit@5 {o['overall']['hit@5']:.3f}  p95 {o.get('p95_ms', 0):.1f} ms", file=sys.stderr)

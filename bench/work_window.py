@@ -36,7 +36,7 @@ def _kind_of_write(args: tuple[Any, ...]) -> str:
 @contextmanager
 def record_work() -> Iterator[list[Work]]:
     """Wrap memory's async work for the duration of the block; yields the log."""
-    from memory.livekit_glue import MemorySession
+    from memory.livekit.session import MemorySession
 
     log: list[Work] = []
     patched: list[tuple[type, str, Any]] = []

@@ -1,6 +1,6 @@
 """Do forms and shared contexts slow a reply down? `python -m bench.working_memory`.
 
-Drives a real `AgentSession` (tests/harness: scripted streaming STT with interims and a
+Drives a real `AgentSession` (harness/scripted: scripted streaming STT with interims and a
 preflight, a fake LLM with a fixed time to first token, instant TTS) wired as the worker
 wires it (`memory.working.first_agent`: memory, working memory, the form RPC on a fake
 room, the shared-context tools) over the real embedded Postgres and local embedder.
@@ -39,21 +39,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from livekit.agents import Agent
 
 from bench.stats import mean_interval, paired
-from memory import embedder as embedder_mod
-from memory import heap, lexical
-from memory.livekit_glue import MemorySession
+from harness.room import FakeRoom
+from harness.scripted import LLMRequest, RecordingLLM, VoiceHarness
+from harness.scripted.fakes import SpeechEventType
+from memory.language import lexical
+from memory.livekit.session import MemorySession
+from memory.ops import heap
 from memory.prompts import load_prompt
 from memory.service import MemoryService
 from memory.settings import MemoryMode, load_settings
-from memory.store import MemoryStore
+from memory.storage import embedder as embedder_mod
+from memory.storage.store import MemoryStore
 from memory.working import SUBMIT_FORM, first_agent
-from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
-from tests.harness.fakes import SpeechEventType
-from harness.room import FakeRoom
 
 TURNS = [
     "I need help with my flat, the landlord kept my deposit",
@@ -184,7 +184,7 @@ def pct(values: list[float], q: float) -> float:
 
 def compare(a: list[float], b: list[float]) -> dict[str, float]:
     """B minus A, paired by turn: mean with its 95% bootstrap interval, p50 and p95."""
-    diffs = [y - x for x, y in zip(a, b)]
+    diffs = [y - x for x, y in zip(a, b, strict=True)]
     p = paired(a, b)
     return {"mean": round(p.diff, 2), "ci_low": round(p.low, 2), "ci_high": round(p.high, 2),
             "p50": round(pct(diffs, 50), 2), "p95": round(pct(diffs, 95), 2)}  # fmt: skip

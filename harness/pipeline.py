@@ -72,8 +72,9 @@ class PipelineHarness:
         stt: RealtimeSTT | BatchSTT | None = None,
         timeout: float = 30.0,
     ) -> None:
-        import agent  # the shipped wiring (imported here: it reads the environment)
         from livekit.plugins import silero
+
+        import agent  # the shipped wiring (imported here: it reads the environment)
 
         self.vad = vad or silero.VAD.load()
         self.stt = stt or (RealtimeSTT(self.vad) if stt_kind == "realtime" else BatchSTT())
@@ -127,10 +128,10 @@ class PipelineHarness:
         """Run `agent.entrypoint` in LiveKit's fake job context; yields the JobContext.
         `userdata` is what prewarm leaves (settings, store, retriever); the harness adds
         its VAD and plugins. On exit the job's shutdown callbacks run, as LiveKit runs them."""
-        import agent
         from livekit import rtc
         from livekit.agents.testing import fake_job_context
 
+        import agent
         from harness.room import FakeRoom
 
         real_build = agent.build_session

@@ -1,17 +1,49 @@
 """Long-term memory for a LiveKit voice agent, on Mem0 and Postgres.
 
-Mem0 reads its telemetry switch when it is first imported, and with telemetry on
-it opens a second store and calls the network: switch it off before anything in
-this package imports mem0.
+The packages, each importing only from those below it (`lint-imports` checks):
+
+    admin                 the operator's command line
+    working               forms, shared contexts and hand-offs between agents
+    livekit | forget      the glue to LiveKit's AgentSession; "forget me"
+    archive               every message kept, summaries of long talks, retention
+    service               what each MEM0_SETTING does on a turn
+    journal               the durable write journal
+    gatekeeper | retrieval
+    storage               Postgres, the embedder, Mem0's table and the tables beside it
+    language | ops        text in English and Chinese (pure); metrics and heap
+    settings | types | prompts
+
+The names `agent.py` composes are exported here; each loads its module on first use,
+so importing one part (the language tools, say) does not load LiveKit or Mem0.
 """
 
-import logging
-import os
+from importlib import import_module
+from typing import Any
 
-os.environ["MEM0_TELEMETRY"] = "False"
-# Mem0 logs a warning per call when spaCy is absent; we do not use its NLP path.
-logging.getLogger("mem0.utils.spacy_models").setLevel(logging.ERROR)
-# Mem0 logs every memory's text at INFO ("Updating memory with data=..."), and LiveKit's
-# CLI runs the root logger at INFO: users' words would sit in the worker's logs, where
-# "forget me" cannot reach them. Its warnings and errors still come through.
-logging.getLogger("mem0").setLevel(logging.WARNING)
+_EXPORTS = {
+    "ArchiveSession": "memory.livekit.archive",
+    "ConfigError": "memory.settings",
+    "Gatekeeper": "memory.gatekeeper.gatekeeper",
+    "MemoryAgent": "memory.livekit.agent",
+    "MemoryMode": "memory.settings",
+    "MemoryService": "memory.service",
+    "MemorySession": "memory.livekit.session",
+    "MemorySettings": "memory.settings",
+    "MemoryStore": "memory.storage.store",
+    "Retriever": "memory.retrieval.retriever",
+    "UnavailableStore": "memory.storage.store",
+    "first_agent": "memory.working",
+    "load_settings": "memory.settings",
+    "start_retention": "memory.archive.retention",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memory' has no attribute {name!r}")
+    value = getattr(import_module(module), "start_background" if name == "start_retention" else name)
+    globals()[name] = value
+    return value

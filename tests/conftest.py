@@ -10,9 +10,9 @@ import asyncio
 import atexit
 import dataclasses
 import json
-import time
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,14 +28,12 @@ import memory.settings
 # into that database. Subprocesses run from a temporary directory for the same reason.
 memory.settings.find_dotenv = lambda *args, **kwargs: ""
 
-
-import memory  # noqa: F401  (switches Mem0 telemetry off before mem0 is imported)
-from memory.settings import MemoryMode, MemorySettings, load_settings
-from memory.store import MemoryStore
+from memory.settings import MemoryMode, MemorySettings, load_settings  # noqa: E402 - after the .env is blocked
+from memory.storage.store import MemoryStore  # noqa: E402 - after the .env is blocked
 
 if TYPE_CHECKING:
+    from harness.scripted import RecordingLLM
     from memory.service import MemoryService
-    from tests.harness import RecordingLLM
 
 
 @pytest.fixture(scope="session")
@@ -65,7 +63,7 @@ def user_id() -> str:
     return f"user-{uuid.uuid4().hex[:10]}"
 
 
-def make_service(store: MemoryStore, mode: MemoryMode, **kwargs: object) -> "MemoryService":
+def make_service(store: MemoryStore, mode: MemoryMode, **kwargs: object) -> MemoryService:
     """A service over the shared store in the given mode (settings are per service)."""
     from memory.service import MemoryService
 
@@ -82,10 +80,10 @@ async def wait_until(predicate: Callable[[], bool], *, timeout: float = 15.0, wh
         await asyncio.sleep(0.01)
 
 
-def scripted_extraction(facts_by_text: dict[str, list[dict[str, str]]]) -> "RecordingLLM":
+def scripted_extraction(facts_by_text: dict[str, list[dict[str, str]]]) -> RecordingLLM:
     """An extraction LLM that answers with the given facts for each user message."""
 
-    from tests.harness import LLMRequest, RecordingLLM
+    from harness.scripted import LLMRequest, RecordingLLM
 
     def respond(request: LLMRequest) -> str:
         payload = json.loads(request.messages[-1][1])

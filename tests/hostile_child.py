@@ -17,22 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import memory  # noqa: E402,F401
 from bench.faults import RefusingJournalQueue  # noqa: E402
-from memory.service import Turn  # noqa: E402
-
-
-def child_turns(user_id: str, n: int) -> list[Turn]:
-    return [
-        Turn(
-            user_id=user_id,
-            text=f"Note {i} said while the disk was full: my locker number is {200 + i}",
-            session_id="full-disk-session",
-            turn_id=f"{user_id}-t{i}",
-            created_at=f"2026-01-01T00:01:{i:02d}+00:00",
-        )
-        for i in range(n)
-    ]
+from memory.types import Turn  # noqa: E402
+from tests.write_queue_child import child_turns  # noqa: E402
 
 
 async def main(argv: list[str]) -> None:
@@ -44,7 +31,10 @@ async def main(argv: list[str]) -> None:
     queue = RefusingJournalQueue(journal, handler, attempt_timeout_s=3600, spill_dir=spill, mode="NORMAL")
     queue.refuse = len(argv) > 4 and argv[4] == "refuse"
     queue.start()
-    durable = sum(queue.enqueue(turn) for turn in child_turns(user_id, n))
+    durable = sum(queue.enqueue(turn) for turn in child_turns(
+        user_id, n, said="said while the disk was full", first_locker=200, session_id="full-disk-session",
+        minute=1, with_context=False,
+    ))
     print(f"ready {durable}", flush=True)
     await asyncio.Event().wait()
 

@@ -12,7 +12,7 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _unfreeze_after() -> Iterator[None]:
-    """prewarm freezes the whole heap (memory/heap.py); in a test process that would
+    """prewarm freezes the whole heap (memory/ops/heap.py); in a test process that would
     keep every later test's leftovers from the collector, so undo it."""
     yield
     gc.unfreeze()
@@ -21,11 +21,11 @@ def _unfreeze_after() -> Iterator[None]:
 def test_prewarm_loads_vad_embedder_and_store_once_per_process(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import agent
-    from memory.store import MemoryStore
-
     import subprocess
     import sys
+
+    import agent
+    from memory.storage.store import MemoryStore
 
     monkeypatch.setenv("MEMORY_DATA_DIR", str(data_dir))
     monkeypatch.setenv("MEM0_SETTING", "gated")
@@ -60,7 +60,7 @@ def test_prewarm_takes_what_it_loaded_out_of_full_garbage_collections(
     store) must not be among them: scanning them stalled replies by ~130 ms a pass
     (bench/latency.py)."""
     import agent
-    from memory import lexical
+    from memory.language import lexical
 
     monkeypatch.setenv("MEMORY_DATA_DIR", str(data_dir))
     monkeypatch.setattr(lexical, "_jieba_ready", False)
@@ -90,11 +90,13 @@ async def test_with_the_database_down_a_session_still_gets_an_agent_and_memory_c
     from psycopg.conninfo import conninfo_to_dict
 
     import agent
-    from memory.livekit_glue import MemoryAgent, MemorySession
+    from harness.scripted import VoiceHarness
+    from memory.livekit.agent import MemoryAgent
+    from memory.livekit.session import MemorySession
     from memory.service import MemoryService
-    from memory.store import UnavailableStore
+    from memory.storage.store import UnavailableStore
+    from memory.types import StoreUnavailable
     from tests.conftest import wait_until
-    from tests.harness import VoiceHarness
 
     socket_dir = tmp_path / "socket"  # where the database will listen: nothing there yet
     socket_dir.mkdir()
@@ -128,7 +130,7 @@ async def test_with_the_database_down_a_session_still_gets_an_agent_and_memory_c
 
     os.symlink(Path(real["host"]) / f".s.PGSQL.{port}", socket_dir / f".s.PGSQL.{port}")  # the database is back
     down._next_try = 0.0  # the next attempt, due 10 s after the last, now
-    with pytest.raises(Exception):
+    with pytest.raises(StoreUnavailable):
         down.pool  # noqa: B018 - a use starts the attempt, in the background
     await wait_until(lambda: down.available, what="the store to be opened again")
 
@@ -154,7 +156,8 @@ async def test_a_store_that_comes_back_wrongly_configured_is_reported_once_not_r
     import logging
 
     from memory.settings import ConfigError
-    from memory.store import StoreUnavailable, UnavailableStore
+    from memory.storage.store import UnavailableStore
+    from memory.types import StoreUnavailable
     from tests.conftest import wait_until
 
     calls: list[int] = []
@@ -164,7 +167,7 @@ async def test_a_store_that_comes_back_wrongly_configured_is_reported_once_not_r
         raise ConfigError("MEMORY_COLLECTION='memories' holds 384-d vectors but MEMORY_EMBEDDER=openai ...")
 
     stand_in = UnavailableStore(store.settings, "down at start", opener=opener, retry_s=0.0)
-    with caplog.at_level(logging.ERROR, logger="memory.store"):
+    with caplog.at_level(logging.ERROR, logger="memory.storage.store"):
         for _ in range(3):
             with pytest.raises(StoreUnavailable):
                 stand_in.pool  # noqa: B018 - a use starts an attempt
@@ -180,7 +183,7 @@ import agent  # noqa: F401  (the worker's module, as LiveKit's main process impo
 
 
 def job() -> None:
-    from memory import metrics
+    from memory.ops import metrics
     metrics.WRITE_RETRIES.inc(3)
 
 
@@ -224,7 +227,7 @@ import agent  # noqa: F401
 
 
 def job(ready) -> None:
-    from memory import metrics
+    from memory.ops import metrics
     metrics.QUEUE_PENDING.set(7)  # seven turns waiting, then the OOM killer
     ready.set()
     time.sleep(600)
@@ -246,9 +249,10 @@ if __name__ == "__main__":
     os.kill(proc.pid, signal.SIGKILL)
     proc.join()
     print("BEFORE", pending())
-    from memory import metrics
-    sweep = getattr(metrics, "forget_dead_processes", lambda: [])  # what the next job process's prewarm does
-    print("SWEPT", sweep() == [proc.pid])
+    from memory.ops import metrics
+    from memory.settings import prometheus_multiproc_dir
+    sweep = getattr(metrics, "forget_dead_processes", lambda directory: [])  # what the next job process's prewarm does
+    print("SWEPT", sweep(prometheus_multiproc_dir()) == [proc.pid])
     print("AFTER", pending())
 """
 

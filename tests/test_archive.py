@@ -12,28 +12,30 @@ import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from harness.scripted import LLMRequest, RecordingLLM, VoiceHarness
 from memory.admin.cli import Admin
 from memory.admin.cli import main as admin_main
 from memory.archive.intent import asks_about_past_conversations
 from memory.archive.retention import run_retention
-from memory.archive.session import SUMMARY_MESSAGE_ID, ArchiveSession
-from memory.archive.store import ArchivedMessage, archive_for
 from memory.archive.summarizer import MAX_SUMMARY_CHARS
 from memory.archive.writer import archive_turn, message_of
-from memory.gatekeeper import Gatekeeper
-from memory.livekit_glue import MemoryAgent, MemorySession
+from memory.gatekeeper.gatekeeper import Gatekeeper
+from memory.journal.queue import DurableWriteQueue
+from memory.livekit.agent import MemoryAgent
+from memory.livekit.archive import SUMMARY_MESSAGE_ID, ArchiveSession
+from memory.livekit.session import MemorySession
 from memory.service import MemoryService
 from memory.settings import MemoryMode
-from memory.store import InvalidMemoryText, MemoryStore, now_iso
-from memory.write_queue import DurableWriteQueue
+from memory.storage.archive import ArchivedMessage, archive_for
+from memory.storage.store import MemoryStore
+from memory.types import InvalidMemoryText, now_iso
 from tests.conftest import make_service, wait_until
-from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
 
 BUDGET_S = 10.0  # these tests check what is injected, not how fast (bench/archive.py, bench/latency.py)
 
@@ -229,7 +231,7 @@ async def test_retention_deletes_old_messages_and_raw_turns_and_keeps_summaries_
     store: MemoryStore, user_id: str
 ) -> None:
     archive = archive_for(store)
-    old = (datetime.now(timezone.utc) - timedelta(days=120)).isoformat()
+    old = (datetime.now(UTC) - timedelta(days=120)).isoformat()
     archive.add([
         ArchivedMessage(f"{user_id}:old-u", "c-old", user_id, "old question about tulips", "user", old),
         ArchivedMessage(f"{user_id}:old-a", "c-old", user_id, "old answer about tulips", "assistant", old),
@@ -323,7 +325,7 @@ async def test_forget_leaves_nothing_of_the_user_in_any_table(store: MemoryStore
     assert sum(_rows_of(store, user_id + "-other").values()) >= 5  # the other user untouched
     with pytest.raises(InvalidMemoryText):  # a message said before the forget, arriving late
         archive_for(store).add([ArchivedMessage(f"{user_id}:late", "c", user_id, "late tulips", "user",
-                                                (datetime.now(timezone.utc) - timedelta(seconds=5)).isoformat())])  # fmt: skip
+                                                (datetime.now(UTC) - timedelta(seconds=5)).isoformat())])  # fmt: skip
 
 
 # ---------------------------------------------------------------------- CLI

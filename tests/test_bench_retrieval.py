@@ -185,7 +185,7 @@ def test_calibration_scores_foreign_queries_as_the_agent_would(
     # (the agent computes them at session start), and the threshold was chosen on them.
     from bench.evaldata import load_retrieval
     from bench.retrieval import _quantile, open_store, user_for
-    from memory.retrieval import Retriever
+    from memory.retrieval.retriever import Retriever
 
     people = ["Anna", "Leo", "Mia", "Sam", "Ivy", "Tom"]
     things = ["tea", "chess", "jazz", "hiking", "Lisbon"]

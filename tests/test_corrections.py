@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from memory.gatekeeper import Gatekeeper
-from memory.prefilter import GateAction
-from memory.service import Turn
+from harness.scripted import LLMRequest, RecordingLLM
+from memory.gatekeeper.gatekeeper import Gatekeeper
+from memory.language.prefilter import GateAction
 from memory.settings import MemoryMode
-from memory.store import MemoryStore, now_iso
+from memory.storage.store import MemoryStore
+from memory.types import Turn, now_iso
 from tests.conftest import make_service
-from tests.harness import LLMRequest, RecordingLLM
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ async def test_a_change_about_nothing_the_user_ever_said_is_not_sent_to_the_mode
     ],
 )
 def test_the_words_of_a_correction_without_a_new_value_are_still_skipped(text: str, context: list[str]) -> None:
-    from memory.prefilter import prefilter
+    from memory.language.prefilter import prefilter
 
     assert prefilter(text, context).action is GateAction.SKIP
 

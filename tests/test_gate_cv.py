@@ -11,7 +11,7 @@ import pytest
 from bench.evaldata import default_eval_dir, load_gate
 from bench.gate import main as gate_main
 from bench.gate_cv import cross_validate, fire_all, folds_by_group, group_of, select_rules
-from memory.prefilter import GateAction, prefilter
+from memory.language.prefilter import GateAction, prefilter
 
 _EVAL = default_eval_dir()
 
@@ -71,7 +71,7 @@ def test_the_rule_set_of_a_fold_is_chosen_without_its_items(tmp_path: Path, monk
     gate = load_gate(_gate(tmp_path))
     folds = folds_by_group([group_of(it) for it in gate.items], 5)
     cv.cross_validate(gate, k=5)
-    assert [s.isdisjoint(f.tolist()) and len(s) == 30 - len(f) for s, f in zip(seen, folds)] == [True] * 5
+    assert [s.isdisjoint(f.tolist()) and len(s) == 30 - len(f) for s, f in zip(seen, folds, strict=True)] == [True] * 5
 
 
 @pytest.mark.skipif(not (_EVAL / "msc_gate.realistic.dev.json").exists(), reason="shared eval data not present")

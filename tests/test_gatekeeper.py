@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.gatekeeper import normalise_slot, parse_extraction
+from memory.gatekeeper.gatekeeper import normalise_slot, parse_extraction
 
 FACT = '{"text": "User\'s sister is Anna", "category": "relationships", "slot": "sister_name"}'
 
@@ -58,8 +58,8 @@ def test_junk_is_refused_by_name(raw: str) -> None:
 def test_a_slow_model_is_cut_by_the_gatekeeper_before_the_write_attempt_times_out() -> None:
     import inspect
 
-    from memory.gatekeeper import Gatekeeper
-    from memory.write_queue import DurableWriteQueue
+    from memory.gatekeeper.gatekeeper import Gatekeeper
+    from memory.journal.queue import DurableWriteQueue
 
     attempt = inspect.signature(DurableWriteQueue).parameters["attempt_timeout_s"].default
     assert Gatekeeper(None)._timeout_s < attempt - 1.0  # a second left for the store writes
@@ -84,7 +84,7 @@ def test_near_miss_shapes_keep_the_fact(raw: str) -> None:
 
 def test_an_empty_answer_is_no_facts_and_dropped_items_are_counted_not_quoted(caplog) -> None:  # type: ignore[no-untyped-def]
     assert parse_extraction("Nothing durable here: []") == []
-    with caplog.at_level("WARNING", logger="memory.gatekeeper"):
+    with caplog.at_level("WARNING", logger="memory.gatekeeper.gatekeeper"):
         facts = parse_extraction('{"facts": ["User likes Xylophena tea", {"text": "User runs", "category": null}]}')
     assert facts == []
     assert "dropped 2 extracted item(s)" in caplog.text and "Xylophena" not in caplog.text
@@ -104,7 +104,7 @@ def test_a_renamed_slot_never_takes_a_slot_the_model_named_itself() -> None:
     # sister_name, sister_name, sister_name_2 became sister_name, sister_name_2,
     # sister_name_2: the third fact replaced the second in the store.
     raw = '{"facts": [' + ", ".join(
-        '{"text": "User\'s sister is %s", "category": "relationships", "slot": "%s"}' % (name, slot)
+        f'{{"text": "User\'s sister is {name}", "category": "relationships", "slot": "{slot}"}}'
         for name, slot in (("Anna", "sister_name"), ("Maria", "sister_name"), ("Eva", "sister_name_2"))
     ) + "]}"
     slots = [f.slot for f in parse_extraction(raw)]

@@ -11,12 +11,11 @@ import asyncio
 from collections.abc import AsyncIterable
 
 import pytest
+from livekit.agents import Agent, FlushSentinel, ModelSettings, StopResponse, llm
 from pydantic import BaseModel
 
-from livekit.agents import Agent, FlushSentinel, ModelSettings, StopResponse, llm
-
-from tests.harness import LLMRequest, RecordingLLM, TurnResult, VoiceHarness
-from tests.harness.fakes import SpeechEventType
+from harness.scripted import LLMRequest, RecordingLLM, TurnResult, VoiceHarness
+from harness.scripted.fakes import SpeechEventType
 
 MEMORY = "MEMORY: test"
 

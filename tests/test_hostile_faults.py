@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from bench.faults import RefusingJournalQueue, can_mount, fill, remount, tiny_tmpfs
-from memory.service import Turn
+from memory.journal.queue import DurableWriteQueue
 from memory.settings import MemoryMode
-from memory.store import MemoryStore, now_iso
-from memory.write_queue import DurableWriteQueue
+from memory.storage.store import MemoryStore
+from memory.types import Turn, now_iso
 from tests.conftest import make_service
 from tests.test_write_queue import make_turn
 

@@ -13,15 +13,18 @@ from pathlib import Path
 
 import pytest
 
-import memory.livekit_glue as glue
-from memory.gatekeeper import Gatekeeper
-from memory.livekit_glue import MemoryAgent, MemorySession
-from memory.service import MemoryService, Turn
+import memory.livekit.session as glue
+from harness.scripted import LLMRequest, RecordingLLM, VoiceHarness
+from memory.gatekeeper.gatekeeper import Gatekeeper
+from memory.journal.queue import DurableWriteQueue
+from memory.livekit import turns
+from memory.livekit.agent import MemoryAgent
+from memory.livekit.session import MemorySession
+from memory.service import MemoryService
 from memory.settings import MemoryMode
-from memory.store import MemoryStore
-from memory.write_queue import DurableWriteQueue
+from memory.storage.store import MemoryStore
+from memory.types import Turn
 from tests.conftest import make_service
-from tests.harness import LLMRequest, RecordingLLM, VoiceHarness
 
 
 def journal_payloads(path: Path) -> list[dict]:
@@ -103,7 +106,7 @@ async def test_each_part_is_journaled_once_as_utf8_without_the_turns_before_it(
     parts = [r for r in rows if r["turn_id"].split("/")[0] == rows[-1]["turn_id"].split("/")[0]]
     assert len(parts) >= 4
     assert parts[0]["context"] and all(not p["context"] for p in parts[1:])  # context once
-    assert all(len(c) <= len("assistant: …") + glue.CONTEXT_ITEM_CHARS for r in rows for c in r["context"])
+    assert all(len(c) <= len("assistant: …") + turns.CONTEXT_ITEM_CHARS for r in rows for c in r["context"])
     with closing(sqlite3.connect(path)) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         raw = conn.execute("SELECT group_concat(payload) FROM pending_writes").fetchone()[0]
@@ -125,7 +128,7 @@ async def test_gated_extraction_input_is_bounded_per_turn(store: MemoryStore, us
     memory = await typed_session(service, user_id, typed)
     assert await memory.drain(60.0)
     await memory.aclose()
-    limit = service.settings.max_turn_chars + 2 * glue.CONTEXT_ITEM_CHARS + 500  # the JSON's own keys
+    limit = service.settings.max_turn_chars + 2 * turns.CONTEXT_ITEM_CHARS + 500  # the JSON's own keys
     assert sizes and max(sizes) <= limit
     assert sum(sizes) <= 1.5 * sum(len(t) for t in typed)
 

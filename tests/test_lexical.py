@@ -1,11 +1,11 @@
-"""Normalisation, keywords and keyword scoring (memory/lexical.py); no database."""
+"""Normalisation, keywords and keyword scoring (memory/language/lexical.py); no database."""
 
 from __future__ import annotations
 
 import pytest
 
-from memory import lexical
-from memory.lexical import EXACT, PARTIAL, SUBSTRING, analyse, keywords, lexical_score, match_level, normalise
+from memory.language import lexical
+from memory.language.lexical import EXACT, PARTIAL, SUBSTRING, analyse, keywords, lexical_score, match_level, normalise
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """End to end: a real AgentSession with MemoryAgent, the real store and embedder.
 
-Only the cloud STT/LLM/TTS are scripted fakes (tests/harness). Spoken turns use
+Only the cloud STT/LLM/TTS are scripted fakes (harness/scripted). Spoken turns use
 preflight transcripts, so every turn goes through LiveKit's preemptive
 generation, as in production with VAD turn detection.
 """
@@ -14,20 +14,23 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC
 
 import pytest
 from livekit.agents import function_tool, llm
 
-from memory.gatekeeper import Gatekeeper
-from memory.livekit_glue import MEMORY_ROLE, PROFILE_MESSAGE_ID, MemoryAgent, MemorySession
+from harness.scripted import LLMRequest, RecordingLLM, ToolCall, VoiceHarness
+from harness.scripted.fakes import SpeechEventType
+from memory.gatekeeper.gatekeeper import Gatekeeper
+from memory.journal.queue import DurableWriteQueue
+from memory.livekit.agent import MemoryAgent
+from memory.livekit.session import MEMORY_ROLE, PROFILE_MESSAGE_ID, MemorySession
 from memory.prompts import load_prompt
-from memory.service import MemoryService, Turn
+from memory.service import MemoryService
 from memory.settings import MemoryMode
-from memory.store import MemoryStore, now_iso
-from memory.write_queue import DurableWriteQueue
+from memory.storage.store import MemoryStore
+from memory.types import Turn, now_iso
 from tests.conftest import make_service, scripted_extraction, wait_until
-from tests.harness import LLMRequest, RecordingLLM, ToolCall, VoiceHarness
-from tests.harness.fakes import SpeechEventType
 
 # Long budget in these tests: they check what is injected, not how fast
 # (tests/test_prefetch.py and bench/latency.py cover the budget).
@@ -243,7 +246,7 @@ async def test_the_session_end_callback_livekit_calls_drains_the_last_turns(
 async def test_the_recalled_block_is_bounded_and_dated(store: MemoryStore, user_id: str) -> None:
     # Five long garden turns made a 9,000-character block on every reply (the profile was
     # bounded, recall was not).
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     for i in range(5):
         store.add_raw(user_id, f"In my garden number {i} I grow tomatoes and roses. " + "It needs a lot of care. " * 70)
@@ -254,7 +257,7 @@ async def test_the_recalled_block_is_bounded_and_dated(store: MemoryStore, user_
     lines = [ln for ln in block.splitlines() if ln.startswith("{")]
     assert len(lines) >= 3 and all("…" in ln for ln in lines)  # each cut, so several fit
     assert sum(len(ln) + 1 for ln in lines) - 1 <= limit
-    assert f"today is {datetime.now(timezone.utc).date().isoformat()}" in block  # "last week" can be read
+    assert f"today is {datetime.now(UTC).date().isoformat()}" in block  # "last week" can be read
 
 
 async def test_a_long_memory_is_shown_whole_when_the_block_has_room(store: MemoryStore, user_id: str) -> None:
@@ -453,7 +456,7 @@ async def test_a_forget_during_a_session_takes_the_profile_out_of_its_next_repli
 ) -> None:
     # The profile was read once and re-injected into every request: after an operator's
     # `python -m memory.forget`, the live session went on telling the model the facts.
-    from memory import livekit_glue
+    from memory.livekit import session as livekit_glue
 
     store.upsert_fact(user_id, "User's sister is Xylophena", category="relationships", slot="sister_name")
     async with voice_session(store, MemoryMode.GATED, user_id) as run:
@@ -1104,8 +1107,8 @@ def test_memory_dates_are_the_users_days_not_utcs() -> None:
     # Said at 07:30 in Beijing, the memory showed the day before (UTC).
     from zoneinfo import ZoneInfo
 
-    from memory.livekit_glue import format_memories
-    from memory.store import MemoryRecord
+    from memory.livekit.blocks import format_memories
+    from memory.types import MemoryRecord
 
     rec = MemoryRecord(id="m", text="我今天下午两点有面试", user_id="u", created_at="2026-11-24T23:30:00+00:00")
     assert json.loads(format_memories([rec], zone=ZoneInfo("Asia/Shanghai")))["said"] == "2026-11-25"

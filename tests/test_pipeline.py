@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from harness import PipelineHarness, load_utterances
-from memory.retrieval import Retriever
-from memory.store import MemoryStore
+from memory.retrieval.retriever import Retriever
+from memory.storage.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
 UTTERANCES = load_utterances()
@@ -31,15 +31,16 @@ def userdata(store: MemoryStore) -> dict[str, Any]:
 
 def _plugins_of_agent() -> None:
     """agent.make_plugins sets the realtime plugin's interim pace, as a worker's prewarm does."""
-    import agent
     from livekit.plugins import silero
+
+    import agent
 
     agent.make_plugins(agent.load_settings({}, dotenv=False), silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
 
 
 async def _session(harness: PipelineHarness, userdata: dict[str, Any], user: str, key: str) -> Any:
     """One job: the greeting, then the user says one utterance; returns (turn, memory session)."""
-    from memory.livekit_glue import MemorySession
+    from memory.livekit.session import MemorySession
 
     seen: list[MemorySession] = []
     real_attach = MemorySession.attach
@@ -90,7 +91,7 @@ async def test_with_realtime_stt_the_look_up_for_the_words_said_starts_before_th
     """The promise of the realtime mode: memory's look-up for what the user said is under
     way before the final transcript arrives, so the reply does not wait for it. Removing
     the prefetch from `user_input_transcribed` fails this."""
-    from memory.prefetch import transcript_key
+    from memory.retrieval.prefetch import transcript_key
     from memory.service import MemoryService
 
     _plugins_of_agent()
@@ -116,8 +117,9 @@ async def test_with_realtime_stt_the_look_up_for_the_words_said_starts_before_th
 def test_agent_streams_every_realtime_delta_as_an_interim() -> None:
     """The plugin sends at most one interim per 0.5 s and drops the deltas between:
     agent.py sets that knob, and it must still exist in the installed plugin."""
-    import agent
     from livekit.plugins.openai import stt as openai_stt
+
+    import agent
 
     assert hasattr(openai_stt, "_delta_transcript_interval")
     _plugins_of_agent()
@@ -126,8 +128,9 @@ def test_agent_streams_every_realtime_delta_as_an_interim() -> None:
 
 @pytest.mark.parametrize(("mode", "streaming"), [("realtime", True), ("batch", False)])
 def test_the_stt_mode_variable_picks_realtime_or_batch_transcription(mode: str, streaming: bool) -> None:
-    import agent
     from livekit.plugins import silero
+
+    import agent
 
     vad = silero.VAD.load()
     env = {"OPENAI_API_KEY": "sk-test", "OPENAI_STT_MODE": mode}

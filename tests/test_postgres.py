@@ -12,15 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from memory.postgres import clear_stale_pid_file, clear_stale_socket_locks
-from memory.store import MemoryStore
+from memory.storage.postgres import clear_stale_pid_file, clear_stale_socket_locks
+from memory.storage.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
 OPEN_STORE = """
 import sys
-import memory
 from memory.settings import load_settings
-from memory.store import MemoryStore
+from memory.storage.store import MemoryStore
 store = MemoryStore.open(load_settings({"MEMORY_DATA_DIR": sys.argv[1]}, dotenv=False))
 print(open(store.settings.pgdata / "postmaster.pid").read(), end="")
 store.close()
@@ -127,7 +126,7 @@ def test_only_a_socket_lock_of_this_data_directory_naming_another_process_is_rem
 
 def _initialised_data_dir(prefix: str) -> Path:
     """A data directory whose embedded server was made, started and stopped."""
-    from memory.postgres import embedded_url, leave_embedded
+    from memory.storage.postgres import embedded_url, leave_embedded
 
     data_dir = Path(tempfile.mkdtemp(prefix=prefix))
     os.chmod(data_dir, 0o755)
@@ -140,7 +139,7 @@ def test_the_start_up_check_names_memory_data_dir_when_the_embedded_server_does_
     # The worker's start-up check crashed with a CalledProcessError traceback (pg_ctl's
     # exit status) instead of saying which directory and why.
     from memory.settings import load_settings
-    from memory.store import schema_problems
+    from memory.storage.store import schema_problems
 
     data_dir = _initialised_data_dir("memory-nostart-")
     pgdata = data_dir / "pg"
@@ -161,7 +160,7 @@ def test_a_process_whose_embedded_start_failed_starts_it_once_the_cause_is_gone(
     # The library caches its server object before starting it; after a failed start every
     # later call got that half-built object back and failed (AssertionError), so a job
     # process's store never came back, however often it retried.
-    from memory.postgres import EmbeddedStartError, embedded_url, leave_embedded
+    from memory.storage.postgres import EmbeddedStartError, embedded_url, leave_embedded
 
     data_dir = _initialised_data_dir("memory-retry-")
     pgdata = data_dir / "pg"
@@ -190,7 +189,7 @@ def _job_process(data_dir: str) -> None:
     """What prewarm does in a LiveKit job process: join the embedded server."""
     import psycopg
 
-    from memory.postgres import embedded_url
+    from memory.storage.postgres import embedded_url
 
     psycopg.connect(embedded_url(Path(data_dir) / "pg")).close()
 
@@ -224,7 +223,7 @@ def _job_that_dies(data_dir: str, joined) -> None:  # type: ignore[no-untyped-de
     """A job process that joins the server and is then killed (never leaves)."""
     import time
 
-    from memory.postgres import embedded_url
+    from memory.storage.postgres import embedded_url
 
     embedded_url(Path(data_dir) / "pg")
     joined.set()
@@ -266,7 +265,7 @@ def test_the_start_up_check_passes_on_a_fresh_data_directory_and_leaves_the_serv
     import json
 
     from memory.settings import load_settings
-    from memory.store import schema_problems
+    from memory.storage.store import schema_problems
 
     data_dir = Path(tempfile.mkdtemp(prefix="memory-fresh-"))
     os.chmod(data_dir, 0o755)
@@ -313,7 +312,7 @@ def test_the_worker_stops_the_server_a_killed_job_process_left_running(monkeypat
     # A job process still alive at that moment keeps it.
     import multiprocessing
 
-    from memory.postgres import stop_if_unused
+    from memory.storage.postgres import stop_if_unused
 
     data_dir = Path(tempfile.mkdtemp(prefix="memory-worker-exit-"))
     os.chmod(data_dir, 0o755)
@@ -362,7 +361,7 @@ def test_a_fleet_database_connection_notices_a_vanished_peer(store: MemoryStore)
 
     from psycopg.conninfo import conninfo_to_dict
 
-    from memory.postgres import open_pool
+    from memory.storage.postgres import open_pool
 
     info = conninfo_to_dict(store.url)
     unix_path = os.path.join(info["host"], f".s.PGSQL.{info.get('port', '5432')}")
@@ -397,9 +396,8 @@ def test_a_fleet_database_connection_notices_a_vanished_peer(store: MemoryStore)
 
 SERVER_KILLED = """
 import os, signal, sys, time
-import memory
-import memory.store as store_mod
-from memory.postgres import _running_postmaster
+import memory.storage.store as store_mod
+from memory.storage.postgres import _running_postmaster
 from memory.settings import load_settings
 store_mod.EMBEDDED_CHECK_S = 0.2
 store = store_mod.MemoryStore.open(load_settings({"MEMORY_DATA_DIR": sys.argv[1]}, dotenv=False))
@@ -451,7 +449,7 @@ def test_the_embedded_server_starts_without_a_runtime_directory_warning() -> Non
     os.chmod(data_dir, 0o755)
     script = (
         "import sys\nfrom pathlib import Path\nimport memory\n"
-        "from memory.postgres import embedded_url, leave_embedded\n"
+        "from memory.storage.postgres import embedded_url, leave_embedded\n"
         "pgdata = Path(sys.argv[1]) / 'pg'\nembedded_url(pgdata)\nleave_embedded(pgdata)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
@@ -473,7 +471,7 @@ def test_a_job_process_that_exited_but_was_not_collected_is_no_user_of_the_serve
 
     import psutil
 
-    from memory.postgres import _live_users
+    from memory.storage.postgres import _live_users
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])  # exits; not waited for: a zombie
     try:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from memory.prefetch import Recaller, transcript_key
-from memory.store import MemoryRecord
+from memory.retrieval.prefetch import Recaller, transcript_key
+from memory.types import MemoryRecord
 
 
 def _rec(text: str) -> MemoryRecord:

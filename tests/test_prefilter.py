@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from bench.evaldata import EvalDataError, default_eval_dir, load_gate, load_retrieval
-from bench.gate import baseline, evaluate, gate_metrics, main as gate_main
-from memory.prefilter import REASONS, GateAction, GateDecision, prefilter
+from bench.gate import baseline, evaluate, gate_metrics
+from bench.gate import main as gate_main
+from memory.language.prefilter import REASONS, GateAction, GateDecision, prefilter
 
 SKIP, EXTRACT, FORCE = GateAction.SKIP, GateAction.EXTRACT, GateAction.FORCE
 
@@ -342,7 +343,7 @@ def test_quality_gate_on_realistic_dev() -> None:
 )
 def test_what_says_nothing_on_its_own(text: str, says_nothing: bool) -> None:
     # Chinese acknowledgements run together (好的好的, 对对对) came back as memories.
-    from memory.prefilter import is_acknowledgement
+    from memory.language.prefilter import is_acknowledgement
 
     assert is_acknowledgement(text) is says_nothing
 

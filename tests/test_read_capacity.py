@@ -9,7 +9,8 @@ import threading
 import pytest
 
 import memory.service as service_module
-from memory.service import MAX_READS_IN_FLIGHT, StoreBusy, run_read
+from memory.service import MAX_READS_IN_FLIGHT, run_read
+from memory.types import StoreBusy
 
 
 def in_flight() -> int:

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from memory.recall_intent import RECALL_REASONS, needs_memory, recall_reason
+from memory.language.recall_intent import RECALL_REASONS, needs_memory, recall_reason
 
 
 @pytest.mark.parametrize(

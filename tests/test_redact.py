@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.redact import MARK, redact_secrets
+from memory.language.redact import MARK, redact_secrets
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,10 @@ and LiveKit's raw-transcript log never writes a transcript by default."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from bench.hostile_probes import PLAIN, SECRETS
-from memory.redact import MARK, redact_secrets
+from memory.language.redact import MARK, redact_secrets
 
 
 @pytest.mark.parametrize(("text", "secret"), SECRETS)

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import threading
 
 import pytest
 from psycopg import sql
 
-from memory import retrieval as retrieval_mod
-from memory.retrieval import Retriever
+from memory.retrieval import retriever as retrieval_mod
+from memory.retrieval.retriever import Retriever
 from memory.settings import MemoryMode
-from memory.store import MemoryStore
+from memory.storage.store import MemoryStore
 from tests.conftest import make_service
 
 COLOUR = "你喜欢的颜色: 蓝色"
@@ -20,7 +19,7 @@ DISTRACTORS = ("我下周要去上海出差", "我的猫叫咪咪", "明天早�
 
 
 def retriever(store: MemoryStore, **overrides: object) -> Retriever:
-    return Retriever(store, dataclasses.replace(store.settings, **overrides))  # type: ignore[arg-type]
+    return Retriever(store, store.settings.tuned(**overrides))
 
 
 def seed(store: MemoryStore, user_id: str, *texts: str) -> None:
@@ -227,8 +226,8 @@ def test_retrieval_settings_come_from_memory_retrieval_variables() -> None:
         {"MEMORY_RETRIEVAL_FULLTEXT": "off", "MEMORY_RETRIEVAL_FUSION": "RRF", "MEMORY_RETRIEVAL_THRESHOLD": "0.2"},
         dotenv=False,
     )
-    assert (s.retrieval_fulltext, s.retrieval_fusion, s.retrieval_threshold) == (False, "rrf", 0.2)
-    assert s.retrieval_substring and s.recall_threshold == 0.0  # the others keep their defaults
+    assert (s.retrieval.fulltext, s.retrieval.fusion, s.retrieval.threshold) == (False, "rrf", 0.2)
+    assert s.retrieval.substring and s.recall_threshold == 0.0  # the others keep their defaults
     for env, name in (
         ({"MEMORY_RETRIEVAL_VECTOR": "maybe"}, "MEMORY_RETRIEVAL_VECTOR"),
         ({"MEMORY_RETRIEVAL_FUSION": "max"}, "MEMORY_RETRIEVAL_FUSION"),
@@ -384,7 +383,7 @@ async def test_a_session_closing_during_its_start_leaves_the_shared_densities_to
 def test_the_density_correction_leaves_too_small_and_too_large_stores_alone(
     store: MemoryStore, user_id: str, too: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memory.retrieval as retrieval_mod
+    import memory.retrieval.retriever as retrieval_mod
 
     seed(store, user_id, COLOUR, *DISTRACTORS)  # too few memories for a meaningful density
     if too == "large":
@@ -404,7 +403,7 @@ def test_densities_are_computed_where_connections_hand_back_pgvector_values(
     from pgvector.psycopg import register_vector
     from psycopg_pool import ConnectionPool
 
-    import memory.retrieval as retrieval_mod
+    import memory.retrieval.retriever as retrieval_mod
 
     monkeypatch.setattr(retrieval_mod, "_DENSITY_MIN", 2)
     seed(store, user_id, COLOUR, *DISTRACTORS)
@@ -418,7 +417,7 @@ def test_densities_are_computed_where_connections_hand_back_pgvector_values(
 def test_expired_densities_are_served_while_fresh_ones_are_computed_in_the_background(
     store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memory.retrieval as retrieval_mod
+    import memory.retrieval.retriever as retrieval_mod
 
     seed(store, user_id, *[f"I walked the dog at {hour} o'clock" for hour in range(1, 25)])
     r = retriever(store)
@@ -451,7 +450,7 @@ def test_a_failing_store_gets_no_stream_of_density_reads(
         for _ in range(5):  # the turns that follow
             assert r.density(user_id).of == {}
         assert reads == ["read"]  # one try, not one per look-up
-    import memory.retrieval as retrieval_mod
+    import memory.retrieval.retriever as retrieval_mod
 
     assert r.prepare(user_id).of == {}  # the store is back, but the pause is not over...
     monkeypatch.setattr(retrieval_mod, "_DENSITY_TTL", 0.0)  # ...now it is

@@ -8,8 +8,8 @@ import uuid
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from memory.postgres import ensure_schema, open_pool
-from memory.store import MemoryStore
+from memory.storage.postgres import ensure_schema, open_pool
+from memory.storage.store import MemoryStore
 
 
 def test_processes_creating_the_schema_at_once_all_succeed(store: MemoryStore) -> None:
@@ -29,7 +29,7 @@ def test_processes_creating_the_schema_at_once_all_succeed(store: MemoryStore) -
             pools = [open_pool(url, max_size=1) for _ in range(6)]
             start, errors = threading.Barrier(len(pools)), []
 
-            def create(pool) -> None:  # type: ignore[no-untyped-def]
+            def create(pool, start=start, errors=errors) -> None:  # type: ignore[no-untyped-def]
                 start.wait()
                 try:
                     ensure_schema(pool, "memories_race", 384)

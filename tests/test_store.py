@@ -8,13 +8,14 @@ import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from memory.store import ForgottenTurn, InvalidMemoryText, MemoryStore, memory_user_id, now_iso, validate_user_id
+from memory.storage.store import MemoryStore
+from memory.types import ForgottenTurn, InvalidMemoryText, memory_user_id, now_iso, validate_user_id
 
 
 def test_raw_write_is_found_again_only_by_its_user(store: MemoryStore, user_id: str) -> None:
@@ -130,7 +131,7 @@ def test_turns_said_before_forget_are_refused_and_later_ones_kept(store: MemoryS
         store.upsert_fact(user_id, "User's phone is 555-0100", category="personal_facts", said_at=before)
     assert store.list_user(user_id) == []
     # What the user says afterwards is remembered again.
-    later = (datetime.now(timezone.utc) + timedelta(seconds=1)).isoformat()
+    later = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
     store.add_raw(user_id, "I like jazz", said_at=later)
     assert [r.text for r in store.list_user(user_id)] == ["I like jazz"]
 
@@ -228,7 +229,7 @@ def test_two_writers_of_one_slot_at_once_leave_one_value(store: MemoryStore, use
 
 def test_an_older_statement_arriving_late_does_not_undo_a_newer_one(store: MemoryStore, user_id: str) -> None:
     earlier = now_iso()
-    later = (datetime.now(timezone.utc) + timedelta(seconds=5)).isoformat()
+    later = (datetime.now(UTC) + timedelta(seconds=5)).isoformat()
     meta = {"timestamp": later}
     store.upsert_fact(user_id, "User's sister is Maria", category="relationships", slot="sister",
                       metadata=meta, said_at=later)  # fmt: skip
@@ -238,7 +239,7 @@ def test_an_older_statement_arriving_late_does_not_undo_a_newer_one(store: Memor
     assert late.event == "NOOP"
     assert [r.text for r in store.list_user(user_id)] == ["User's sister is Maria"]
     # A newer statement still supersedes.
-    newest = (datetime.now(timezone.utc) + timedelta(seconds=10)).isoformat()
+    newest = (datetime.now(UTC) + timedelta(seconds=10)).isoformat()
     store.upsert_fact(user_id, "User's sister is Lena", category="relationships", slot="sister",
                       metadata={"timestamp": newest}, said_at=newest)  # fmt: skip
     assert [r.text for r in store.list_user(user_id)] == ["User's sister is Lena"]

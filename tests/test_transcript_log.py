@@ -7,8 +7,8 @@ import logging
 import pytest
 from livekit.agents import Agent
 
-from memory import transcript_log
-from tests.harness import VoiceHarness
+from harness.scripted import VoiceHarness
+from memory.livekit import transcript_log
 
 SAID = "my password is hunter2 and I live in Lyon"
 

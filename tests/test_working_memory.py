@@ -15,17 +15,17 @@ from datetime import datetime
 import pytest
 from livekit.rtc.rpc import RpcError
 
-from memory.gatekeeper import Gatekeeper
-from memory.livekit_glue import MemorySession
+from harness.room import FakeRoom
+from harness.scripted import LLMRequest, RecordingLLM, ToolCall, VoiceHarness
+from memory.gatekeeper.gatekeeper import Gatekeeper
+from memory.livekit.session import MemorySession
 from memory.service import MemoryService
 from memory.settings import MemoryMode
-from memory.store import MemoryStore
+from memory.storage.contexts import ContextError, ContextFull, ContextNotFound
+from memory.storage.store import MemoryStore
 from memory.working import SUBMIT_FORM, first_agent
-from memory.working.contexts import ContextError, ContextFull, ContextNotFound
 from memory.working.workspace import Workspace
 from tests.conftest import scripted_extraction, wait_until
-from tests.harness import LLMRequest, RecordingLLM, ToolCall, VoiceHarness
-from harness.room import FakeRoom
 
 BUDGET_S = 10.0  # what is injected is checked here, not how fast (bench/working_memory.py)
 
@@ -339,8 +339,8 @@ def test_export_lists_the_users_contexts_and_the_forget_command_removes_them(
     store, user_id: str, data_dir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from memory.forget import main as forget_main
+    from memory.storage.contexts import ContextStore
     from memory.working.__main__ import main as working_main
-    from memory.working.contexts import ContextStore
 
     monkeypatch.setenv("MEMORY_DATA_DIR", str(data_dir))
     contexts = ContextStore(store.pool, store.settings.collection, 4000)
@@ -378,7 +378,7 @@ async def test_the_worker_entrypoint_registers_the_form_method_and_starts_with_t
     from types import SimpleNamespace
 
     import agent as worker
-    from memory.retrieval import Retriever
+    from memory.retrieval.retriever import Retriever
     from memory.working import Receptionist
 
     started: dict[str, object] = {}
@@ -452,9 +452,9 @@ async def test_a_store_that_is_down_or_hung_is_a_tool_error_in_bounded_time(
 ) -> None:
     import time
 
-    from memory.store import UnavailableStore
+    from memory.storage.contexts import ContextStore
+    from memory.storage.store import UnavailableStore
     from memory.working import workspace as workspace_mod
-    from memory.working.contexts import ContextStore
 
     def never(_settings: object) -> MemoryStore:
         raise OSError("database down")

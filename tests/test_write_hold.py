@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from harness import PipelineHarness, load_utterances
-from memory.retrieval import Retriever
-from memory.service import Turn
+from memory.retrieval.retriever import Retriever
+from memory.types import Turn
 from memory.settings import MemoryMode
-from memory.store import MemoryStore
-from memory.write_queue import DurableWriteQueue
+from memory.storage.store import MemoryStore
+from memory.journal.queue import DurableWriteQueue
 from tests.conftest import make_service
 from tests.test_write_queue import CHILD, ROOT, journal_rows, make_turn, stored_write_ids
 
@@ -43,7 +43,7 @@ async def test_a_turn_is_written_after_its_reply_starts_to_play_and_is_then_stor
     `MemorySession` fails this: the write starts as the turn is committed, ~0.3 s before."""
     import agent
     from livekit.plugins import silero
-    from memory.livekit_glue import MemorySession
+    from memory.livekit.session import MemorySession
 
     agent.make_plugins(agent.load_settings({}, dotenv=False), silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
     started: list[tuple[float, Turn]] = []
@@ -163,7 +163,7 @@ async def test_a_session_that_ends_while_its_writes_are_held_stores_the_turn(
     A hold that outlived the close (not ended by the drain) fails this."""
     import agent
     from livekit.plugins import silero
-    from memory.livekit_glue import MemorySession
+    from memory.livekit.session import MemorySession
 
     agent.make_plugins(agent.load_settings({}, dotenv=False), silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
     seen: list[MemorySession] = []

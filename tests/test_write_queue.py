@@ -27,10 +27,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from memory.service import Turn
+from memory.journal.codec import decode_turn, encode_turn
+from memory.journal.queue import MAX_TURN_FAILURES, DurableWriteQueue, purge_user
 from memory.settings import MemoryMode
-from memory.store import InvalidMemoryText, MemoryStore, now_iso
-from memory.write_queue import MAX_TURN_FAILURES, DurableWriteQueue, decode_turn, encode_turn, purge_user
+from memory.storage.store import MemoryStore
+from memory.types import InvalidMemoryText, Turn, now_iso
 from tests.conftest import make_service, scripted_extraction, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,7 +92,7 @@ def counting(handler: Callable, calls: Counter[str]) -> Callable:
 async def test_store_outage_mid_session_loses_no_write(
     tmp_path: Path, store: MemoryStore, user_id: str, caplog
 ) -> None:
-    caplog.set_level(logging.INFO, logger="memory.write_queue")
+    caplog.set_level(logging.INFO, logger="memory.journal.queue")
     service = make_service(store, MemoryMode.NORMAL)
     outage = True
     calls: Counter[str] = Counter()
@@ -147,7 +148,7 @@ async def test_store_outage_mid_session_loses_no_write(
     assert queue.retried >= 30
     assert journal_rows(journal) == [] and queue.pending_count() == 0
     assert gauge("memory_write_queue_pending") == 0
-    retry_logs = [r.getMessage() for r in caplog.records if r.name == "memory.write_queue"]
+    retry_logs = [r.getMessage() for r in caplog.records if r.name == "memory.journal.queue"]
     assert any("(attempt 30)" in m for m in retry_logs)
     assert any("ConnectionError" in m for m in retry_logs) and any("OperationalError" in m for m in retry_logs)
     assert any("store is back" in m for m in retry_logs)
@@ -252,7 +253,7 @@ async def test_hanging_store_never_blocks_session_end(tmp_path: Path, store: Mem
 async def test_attempt_that_hangs_times_out_and_is_retried(
     tmp_path: Path, store: MemoryStore, user_id: str, caplog
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="memory.write_queue")
+    caplog.set_level(logging.WARNING, logger="memory.journal.queue")
     service = make_service(store, MemoryMode.NORMAL)
     calls: Counter[str] = Counter()
 
@@ -338,7 +339,7 @@ async def test_a_queue_without_a_store_leaves_stopped_workers_turns_to_one_with_
 async def test_bad_input_is_dead_lettered_and_later_turns_still_written(
     tmp_path: Path, store: MemoryStore, user_id: str, caplog
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="memory.write_queue")
+    caplog.set_level(logging.ERROR, logger="memory.journal.queue")
     calls: Counter[str] = Counter()
 
     # MemoryService.remember drops bad input itself; a handler that writes to
@@ -534,7 +535,7 @@ async def test_a_gated_turn_replayed_after_a_kill_writes_what_was_decided_and_bl
     # deleted. The replay used to ask the model again, which worded the fact anew: it
     # broke the unique write id on every retry, forever, with every later turn waiting
     # behind it. The verdict is now kept in the journal, and the replay writes it.
-    from memory.gatekeeper import Gatekeeper
+    from memory.gatekeeper.gatekeeper import Gatekeeper
 
     turn = make_turn(user_id, "By the way I really love hiking in the mountains on weekends")
     later = make_turn(user_id, "My favourite colour is green, I've always loved it")
@@ -567,7 +568,7 @@ async def test_a_gated_turn_replayed_with_its_facts_in_another_order_loses_none(
     # Where the verdict could not be kept (a journal that refused the update), the
     # replay asks the model again. It listed the facts the other way round: the
     # never-written fact took the written one's write id and was skipped as a replay.
-    from memory.gatekeeper import Gatekeeper
+    from memory.gatekeeper.gatekeeper import Gatekeeper
 
     turn = make_turn(user_id, "My sister is called Anna and my favourite colour is blue")
     anna = {"text": "User's sister is Anna", "category": "relationships", "slot": "sister_name"}
@@ -691,7 +692,7 @@ def test_forget_command_says_when_it_matched_nobody(
     tmp_path: Path, store: MemoryStore, user_id: str, monkeypatch, capsys
 ) -> None:
     from memory.forget import main as forget_main
-    from memory.store import memory_user_id
+    from memory.types import memory_user_id
 
     spaced = f"{user_id} jr"  # kept under a hash: the logs show the lk-... id
     store.add_raw(memory_user_id(spaced), "My locker code is 4711")

@@ -23,20 +23,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import memory  # noqa: E402,F401  (telemetry off before mem0 is imported)
-from memory.service import Turn  # noqa: E402
-from memory.write_queue import DurableWriteQueue  # noqa: E402
+from memory.journal.queue import DurableWriteQueue  # noqa: E402
+from memory.types import Turn  # noqa: E402
 
 
-def child_turns(user_id: str, n: int) -> list[Turn]:
+def child_turns(
+    user_id: str,
+    n: int,
+    *,
+    said: str = "before the crash",
+    first_locker: int = 100,
+    session_id: str = "killed-session",
+    minute: int = 0,
+    with_context: bool = True,
+) -> list[Turn]:
+    """N numbered turns (ids `<user_id>-t<i>`), each naming its own locker number."""
     return [
         Turn(
             user_id=user_id,
-            text=f"Note {i} before the crash: my locker number is {100 + i}",
-            session_id="killed-session",
+            text=f"Note {i} {said}: my locker number is {first_locker + i}",
+            session_id=session_id,
             turn_id=f"{user_id}-t{i}",
-            created_at=f"2026-01-01T00:00:{i:02d}+00:00",
-            context=(f"assistant: question {i}",),
+            created_at=f"2026-01-01T00:{minute:02d}:{i:02d}+00:00",
+            context=(f"assistant: question {i}",) if with_context else (),
         )
         for i in range(n)
     ]
@@ -48,7 +57,7 @@ async def main(argv: list[str]) -> None:
     if len(argv) >= 4:
         from memory.service import MemoryService
         from memory.settings import load_settings
-        from memory.store import MemoryStore
+        from memory.storage.store import MemoryStore
 
         settings = load_settings(
             {"MEMORY_DATA_DIR": argv[4], "MEMORY_DATABASE_URL": argv[3]}, dotenv=False

@@ -16,20 +16,20 @@ import sys
 import time
 from collections.abc import Sequence
 from contextlib import closing
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
+from memory.admin.tables import table, to_json
 from memory.archive.retention import run_retention
-from memory.archive.store import ArchiveStore, archive_for
 from memory.forget import missing_store, where
-from memory.postgres import storage_problems
+from memory.journal.codec import decode_turn
+from memory.journal.queue import DEAD, PENDING
 from memory.service import MemoryService
 from memory.settings import ConfigError, MemorySettings, load_settings
-from memory.store import InvalidMemoryText, MemoryStore, describe_error, memory_user_id, validate_user_id
-from memory.write_queue import DEAD, PENDING, decode_turn
-
-from .tables import table, to_json
+from memory.storage.archive import ArchiveStore, archive_for
+from memory.storage.postgres import storage_problems
+from memory.storage.store import MemoryStore
+from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
 
 PROG = "python -m memory.admin"
 
@@ -68,18 +68,12 @@ class Admin:
             if user_id is not None and doc["user_id"] != user_id:
                 continue
             out.append({"seq": seq, "turn_id": turn_id, "state": state, "attempts": attempts, "error": error,
-                        "updated_at": datetime.fromtimestamp(updated, timezone.utc), **doc})  # fmt: skip
+                        "updated_at": datetime.fromtimestamp(updated, UTC), **doc})  # fmt: skip
         return out
 
     def memory_counts(self) -> dict[str, tuple[int, int, str | None]]:
         """user -> (raw turns, facts, newest time)."""
-        query = (
-            f'SELECT payload->>\'user_id\', count(*) FILTER (WHERE NOT payload ? \'category\'), '
-            f"count(*) FILTER (WHERE payload ? 'category'), "
-            f"max(COALESCE(payload->>'updated_at', payload->>'created_at')) FROM \"{self.store.table}\" GROUP BY 1"
-        )
-        with self.store.pool.connection() as conn:
-            return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(query).fetchall()}
+        return self.store.rows.user_summaries()
 
     def require_known(self, user_id: str) -> None:
         if self.store.list_user(user_id, limit=1) or self.archive.messages(user_id, limit=1) or self.journal_rows(user_id):
@@ -97,7 +91,7 @@ class Admin:
             times = [t for t in (_when(mem_last), arch_last) if t is not None]
             out.append({"user_id": uid, "raw_turns": raw, "facts": facts, "archived_messages": msgs,
                         "summaries": sums, "last_activity": max(times) if times else None})  # fmt: skip
-        return sorted(out, key=lambda u: u["last_activity"] or datetime.min.replace(tzinfo=timezone.utc), reverse=True)
+        return sorted(out, key=lambda u: u["last_activity"] or datetime.min.replace(tzinfo=UTC), reverse=True)
 
     def show(self, user_id: str, recent: int = 20) -> dict[str, Any]:
         self.require_known(user_id)
@@ -142,7 +136,7 @@ class Admin:
         archive = self.archive.messages(user_id)
         return {
             "user_id": user_id,
-            "exported_at": datetime.now(timezone.utc),
+            "exported_at": datetime.now(UTC),
             "store": where(self.settings),
             "forgotten_at": self.store.forgotten_at(user_id),
             "memories": shown["memories"],
@@ -191,7 +185,7 @@ def _when(value: str | None) -> datetime | None:
         when = datetime.fromisoformat(value) if value else None
     except ValueError:
         return None
-    return when.replace(tzinfo=timezone.utc) if when and when.tzinfo is None else when
+    return when.replace(tzinfo=UTC) if when and when.tzinfo is None else when
 
 
 def _parser() -> argparse.ArgumentParser:

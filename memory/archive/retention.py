@@ -21,20 +21,18 @@ import logging
 import random
 import threading
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from psycopg import sql
 
-from ..store import MemoryStore
-from .store import archive_for
+from memory.storage.archive import archive_for
+from memory.storage.store import MemoryStore
 
 logger = logging.getLogger("memory.retention")
 
 RETENTION_EVERY_S = 6 * 3600.0
 BATCH = 5000  # rows a statement: short locks, the worker's writes go on between them
 _LOCK_KEY = "memory-retention"
-# A created_at Postgres can read: Mem0 writes ISO times with an offset.
-_ISO = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}"
 
 
 @dataclass(frozen=True)
@@ -55,14 +53,11 @@ def run_retention(store: MemoryStore, *, days: float | None = None, dry_run: boo
                   now: datetime | None = None) -> RetentionReport:  # fmt: skip
     """Delete (or, dry, count) what is older than the period; under the fleet's lock."""
     days = store.settings.retention_days if days is None else days
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     cutoff = now - timedelta(days=days)
     archive = archive_for(store)
     a = sql.Identifier(archive.table)
-    m = sql.Identifier(store.table)
-    old_raw = sql.SQL(
-        "NOT (payload ? 'category') AND payload->>'created_at' ~ {iso} AND (payload->>'created_at')::timestamptz < %s"
-    ).format(iso=sql.Literal(_ISO))
+    rows = store.rows  # Mem0's table; run on this connection, under its session lock
     with store.pool.connection() as conn:
         conn.autocommit = True
         try:
@@ -74,11 +69,7 @@ def run_retention(store: MemoryStore, *, days: float | None = None, dry_run: boo
                     sql.SQL("SELECT count(*) FROM {} WHERE message_type = 'summary' AND created_at < %s").format(a),
                     [cutoff],
                 ).fetchone()[0]
-                kept_facts = conn.execute(
-                    sql.SQL("SELECT count(*) FROM {} WHERE payload ? 'category' AND payload->>'created_at' ~ {iso} "
-                            "AND (payload->>'created_at')::timestamptz < %s").format(m, iso=sql.Literal(_ISO)),
-                    [cutoff],
-                ).fetchone()[0]  # fmt: skip
+                kept_facts = rows.count_facts_older_than(cutoff, conn)
                 if days <= 0:
                     return RetentionReport(cutoff.isoformat(), dry_run, 0, 0, kept_summaries, kept_facts)
                 if dry_run:
@@ -86,8 +77,7 @@ def run_retention(store: MemoryStore, *, days: float | None = None, dry_run: boo
                         sql.SQL("SELECT count(*) FROM {} WHERE message_type <> 'summary' AND created_at < %s").format(a),
                         [cutoff],
                     ).fetchone()[0]
-                    n_raw = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(m, old_raw),
-                                         [cutoff]).fetchone()[0]  # fmt: skip
+                    n_raw = rows.count_raw_turns_older_than(cutoff, conn)
                     return RetentionReport(cutoff.isoformat(), True, n_arch, n_raw, kept_summaries, kept_facts)
                 n_arch = 0
                 while True:
@@ -101,14 +91,10 @@ def run_retention(store: MemoryStore, *, days: float | None = None, dry_run: boo
                         break
                 n_raw = 0
                 while True:
-                    rows = conn.execute(
-                        sql.SQL("DELETE FROM {m} WHERE id IN (SELECT id FROM {m} WHERE {cond} LIMIT %s) "
-                                "RETURNING id::text").format(m=m, cond=old_raw),
-                        [cutoff, BATCH],
-                    ).fetchall()  # fmt: skip
-                    store._purge_history([r[0] for r in rows])  # Mem0's history keeps each text too
-                    n_raw += len(rows)
-                    if len(rows) < BATCH:
+                    ids = rows.delete_raw_turns_older_than(cutoff, BATCH, conn)
+                    store._purge_history(ids)  # Mem0's history keeps each text too
+                    n_raw += len(ids)
+                    if len(ids) < BATCH:
                         break
                 conn.execute(
                     "INSERT INTO memory_maintenance (name, ran_at) VALUES (%s, now()) "

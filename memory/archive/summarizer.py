@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from livekit.agents import llm
 
-from ..prompts import load_prompt
-from ..redact import redact_secrets
+from memory.language.redact import redact_secrets
+from memory.prompts import load_prompt
 
 MAX_SUMMARY_CHARS = 500
 _SENTENCE_END = re.compile(r"[.!?。！？…](?:\s|$)|[。！？]")

@@ -1,4 +1,4 @@
-"""Archived messages through the memory write journal (memory/write_queue.py).
+"""Archived messages through the memory write journal (memory/journal/queue.py).
 
 A message is a journal row like a user turn (`Turn.kind == "archive"`), so it has the
 same guarantees: on disk before the reply goes on, written by a background task,
@@ -10,10 +10,11 @@ summary, the ids it covers. The live path writes one message per row, as it come
 
 from __future__ import annotations
 
-from ..service import Turn, run_write
-from ..store import InvalidMemoryText, MemoryStore
-from .schema import MESSAGE_TYPES
-from .store import ArchivedMessage, archive_for
+from memory.service import run_write
+from memory.storage.archive import ArchivedMessage, archive_for
+from memory.storage.archive_schema import MESSAGE_TYPES
+from memory.storage.store import MemoryStore
+from memory.types import InvalidMemoryText, Turn
 
 KIND = "archive"
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..livekit_glue import MemorySession
-from .agents import WorkingAgent
-from .handoff import Receptionist, Specialist
-from .rpc import SUBMIT_FORM, register_form_rpc
-from .workspace import Workspace
+from memory.livekit.session import MemorySession
+from memory.working.agents import WorkingAgent
+from memory.working.handoff import Receptionist, Specialist
+from memory.working.rpc import SUBMIT_FORM, register_form_rpc
+from memory.working.workspace import Workspace
 
 __all__ = ["SUBMIT_FORM", "Receptionist", "Specialist", "WorkingAgent", "Workspace", "first_agent", "register_form_rpc"]
 

@@ -13,12 +13,11 @@ import json
 import sys
 from collections.abc import Sequence
 
-import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from memory.forget import missing_store
-from memory.postgres import embedded_url, open_pool, storage_problems
 from memory.settings import ConfigError, load_settings
-from memory.store import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
-from memory.working.contexts import ContextStore
+from memory.storage.contexts import ContextStore
+from memory.storage.postgres import embedded_url, open_pool, storage_problems
+from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,22 +3,21 @@
 
 The blocks go in `llm_node` (after the memories), never into `turn_ctx` in
 `on_user_turn_completed`: that would throw away a preemptive reply and ask the LLM
-twice (see memory/livekit_glue.py).
+twice (see memory/livekit/session.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable
 from typing import Any
 
-from livekit.agents import Agent, ModelSettings, function_tool, llm
+from livekit.agents import function_tool, llm
 from livekit.agents.llm import ToolError
 
-from ..livekit_glue import MemoryAgent
-from ..prompts import load_prompt
-from .contexts import ContextError, SharedContext
-from .quote import quote_text
-from .workspace import Workspace
+from memory.livekit.agent import MemoryAgent
+from memory.prompts import load_prompt
+from memory.storage.contexts import ContextError, SharedContext
+from memory.working.quote import quote_text
+from memory.working.workspace import Workspace
 
 
 def context_block(ctx: SharedContext) -> str:
@@ -50,16 +49,10 @@ class WorkingAgent(MemoryAgent):
         if self.handed_over:  # the caller was passed on mid-call: the new agent speaks first
             self.session.generate_reply()
 
-    async def llm_node(
-        self,
-        chat_ctx: llm.ChatContext,
-        tools: list[llm.Tool],
-        model_settings: ModelSettings,
-    ) -> AsyncIterable[llm.ChatChunk | str]:
-        ctx = await self.memory.prepare_chat_ctx(chat_ctx)
+    async def prepare_request(self, chat_ctx: llm.ChatContext) -> llm.ChatContext:
+        ctx = await super().prepare_request(chat_ctx)
         self.workspace.inject(ctx, self.context_id)
-        async for chunk in Agent.default.llm_node(self, ctx, tools, model_settings):
-            yield chunk
+        return ctx
 
     # ------------------------------------------------------------------- tools
     @function_tool()

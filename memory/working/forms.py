@@ -20,10 +20,11 @@ import math
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from .quote import json_line, quote_text
+from memory.prompts import load_prompt
+from memory.working.quote import json_line, quote_text
 
 KEY_PREFIX = "hitl_"
 MAX_TITLE_CHARS = 100
@@ -164,7 +165,7 @@ class WorkingMemory:
     def submit(self, form: Form, *, now: datetime | None = None) -> Submitted:
         """Keep `form`, evicting the least recently updated others if needed; `FormError`
         (nothing changed) when it alone is over the bound."""
-        stamp = (now or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+        stamp = (now or datetime.now(UTC)).isoformat(timespec="seconds")
         entry = {"fields": form.fields, "timestamp": stamp}
         line = entry_line(form.key, entry)
         own = len(line)
@@ -192,8 +193,6 @@ class WorkingMemory:
         """The block every LLM request carries, or None while nothing was submitted."""
         if not self._entries:
             return None
-        from ..prompts import load_prompt
-
         lines = "\n".join(self._lines[k] for k in self._entries)
         return load_prompt("working_memory").format(forms=lines)
 

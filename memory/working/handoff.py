@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from livekit.agents import Agent, function_tool
 
-from .agents import WorkingAgent
-from .workspace import Workspace
+from memory.working.agents import WorkingAgent
+from memory.working.workspace import Workspace
 
 
 class Receptionist(WorkingAgent):

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from livekit import rtc
 
-from .forms import FormError
-from .workspace import Workspace
+from memory.working.forms import FormError
+from memory.working.workspace import Workspace
 
 SUBMIT_FORM = "memory.submit_form"
 MAX_MESSAGE_BYTES = 256  # RpcError.message, as LiveKit's client SDKs bound it

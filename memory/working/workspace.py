@@ -15,12 +15,13 @@ from typing import Any, TypeVar
 
 from livekit.agents import llm
 
-from ..livekit_glue import MemorySession
-from ..service import Turn
-from ..settings import MemoryMode
-from ..store import MemoryStore, UnavailableStore, clean_text, now_iso
-from .contexts import Appended, ContextError, ContextStore, SharedContext
-from .forms import Form, FormError, Submitted, WorkingMemory, is_durable, offer_text, parse_form
+from memory.livekit.session import MemorySession
+from memory.prompts import load_prompt
+from memory.settings import MemoryMode
+from memory.storage.contexts import Appended, ContextError, ContextStore, SharedContext
+from memory.storage.store import MemoryStore, UnavailableStore
+from memory.types import Turn, clean_text, now_iso
+from memory.working.forms import Form, FormError, Submitted, WorkingMemory, is_durable, offer_text, parse_form
 
 logger = logging.getLogger("memory.working")
 
@@ -85,8 +86,6 @@ class Workspace:
         carries them, spoken or typed, a greeting or a tool's follow-up."""
         blocks = []
         if context_id:
-            from ..prompts import load_prompt
-
             blocks.append((CONTEXT_MESSAGE_ID, load_prompt("shared_context_id").format(context_id=context_id)))
         if (forms := self.forms.block()) is not None:
             blocks.append((WORKING_MESSAGE_ID, forms))
@@ -111,7 +110,7 @@ class Workspace:
             return await asyncio.wait_for(asyncio.wrap_future(_CONTEXT_POOL.submit(call)), CONTEXT_TIMEOUT_S)
         except ContextError:
             raise
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ContextError("the shared context store did not answer in time; try again in a moment") from None
         except Exception as exc:  # noqa: BLE001 - a database down is a tool error, never a failed session
             logger.warning("shared context store failed: %r", exc)

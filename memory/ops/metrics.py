@@ -8,7 +8,6 @@ off they cost a few counter increments per turn.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -40,7 +39,7 @@ DEAD_LETTERS = Counter("memory_write_dead_letters_total", "Turns that will never
 _LIVE_GAUGE_FILE = re.compile(r"gauge_live\w*?_(\d+)\.db$")
 
 
-def forget_dead_processes() -> list[int]:
+def forget_dead_processes(directory: Path | None) -> list[int]:
     """Drop the live gauges of job processes that died without saying so; their pids.
 
     In multiprocess mode a process's gauges stay on the metrics page until someone
@@ -50,8 +49,7 @@ def forget_dead_processes() -> list[int]:
     took over its turns, and a backlog alert never cleared. Each job process sweeps
     at start (prewarm). Counters and histograms stay: they are totals.
     """
-    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip()
-    if not directory:
+    if directory is None:
         return []
     import psutil
     from prometheus_client import multiprocess

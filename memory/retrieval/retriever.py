@@ -5,7 +5,7 @@ category filter) and the benchmark call it. Dense similarity alone misses short
 queries ("颜色"), first versus second person ("我喜欢的颜色" against "你喜欢的颜色")
 and exact names, so retrieval runs in stages:
 
-1. keywords of the message, pronouns normalised (memory/lexical.py);
+1. keywords of the message, pronouns normalised (memory/language/lexical.py);
 2. candidate recall, merged and de-duplicated:
    - full-text search over the user's memories on the payload key `lex` (a
      normalised, segmented form the store writes with each memory, GIN-indexed);
@@ -24,11 +24,12 @@ and exact names, so retrieval runs in stages:
 
 Every stage and choice has a switch in `MemorySettings` (MEMORY_RETRIEVAL_*), so
 its effect can be measured (`python -m bench.retrieval`) and rolled back without a
-deploy. With MEMORY_RETRIEVAL_LEXICAL off, retrieval is `store.search` as before.
+deploy. With MEMORY_RETRIEVAL_LEXICAL off, retrieval is Mem0's dense `store.search` alone.
 
-Why the vector stage is our SQL and not `store.search`: Mem0's search adds its own
-keyword pass (a sequential to_tsvector over all the user's rows, ~10 ms at 500
-memories, blind to Chinese, replaced here by the indexed full-text stage), folds
+Why the vector stage is our SQL (`Mem0Table.nearest_and_ids`) and not `store.search`:
+Mem0's search adds its own keyword pass (a sequential to_tsvector over all the
+user's rows, ~10 ms at 500 memories, blind to Chinese, replaced here by the
+indexed full-text stage), folds
 that into its score (so it is no plain cosine), and its pgvector filter passes the
 JSON key as a parameter, so once psycopg prepares the statement the plan cannot
 use the user index. Same table, same operator, same iterative HNSW settings; about
@@ -49,15 +50,16 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from psycopg import sql
 
-from . import hanzi, lexical
-from .embedder import local_model
-from .prefilter import is_acknowledgement
-from .settings import EmbedderKind, MemorySettings
-from .store import MemoryRecord, MemoryStore, canonical_key, parse_time
+from memory.language import hanzi, lexical
+from memory.language.prefilter import is_acknowledgement
+from memory.settings import EmbedderKind, MemorySettings
+from memory.storage.embedder import local_model
+from memory.storage.mem0_table import Scope
+from memory.storage.store import MemoryStore
+from memory.types import MemoryRecord, canonical_key, parse_time
 
-logger = logging.getLogger("memory.retrieval")
+logger = logging.getLogger("memory.retrieval.retriever")
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 # The hubness correction (`_Density`): a user's densities are reused this long;
@@ -114,15 +116,6 @@ class Candidate:
     def record(self) -> MemoryRecord:
         payload = {k: v for k, v in self.payload.items() if k not in _INTERNAL_KEYS}
         return MemoryRecord.from_payload(self.id, payload, self.score)
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Whose memories a look-up may return."""
-
-    user_id: str
-    categories: Sequence[str] | None = None
-    exclude_session: str | None = None  # the current session: its turns are in the chat already
 
 
 @dataclass(frozen=True)
@@ -216,16 +209,16 @@ class Retriever:
             return []
         s = self.settings
         k = top_k or s.recall_top_k
-        if not s.retrieval_lexical:  # dense only, exactly as before the stages existed
+        if not s.retrieval.lexical:  # Mem0's dense search alone
             hits = self.store.search(user_id, query, top_k=k, categories=categories, threshold=s.recall_threshold)
             return [h for h in hits if exclude_session is None or h.metadata.get("session_id") != exclude_session]
         scope = Scope(user_id, categories, exclude_session)
         cands, q = self._candidates(scope, query, top_k=k, context=context)
         ranked = self.rank(cands)
-        if s.retrieval_neighbours > 0 and s.retrieval_fusion == "weighted":
+        if s.retrieval.neighbours > 0 and s.retrieval.fusion == "weighted":
             ranked = self.with_neighbours(scope, ranked, q, top_k=k)
         # The threshold is calibrated on the weighted score; RRF scores are ranks only.
-        floor = s.retrieval_threshold if s.retrieval_fusion == "weighted" else 0.0
+        floor = s.retrieval.threshold if s.retrieval.fusion == "weighted" else 0.0
         return [c.record() for c in worth_showing(c for c in ranked if c.score >= floor)][:k]
 
     def warm_up(self) -> None:
@@ -241,7 +234,7 @@ class Retriever:
         whole message at no cost. In a spoken turn the latest sentences are what
         the reply answers, so the tail is kept.
         """
-        limit = self.settings.retrieval_embed_tokens
+        limit = self.settings.retrieval.embed_tokens
         if limit <= 0 or self.settings.embedder is not EmbedderKind.LOCAL:
             return query
         count = local_model().token_count
@@ -285,18 +278,18 @@ class Retriever:
         s = self.settings
         words: dict[str, float] = {}
         tail = self.embedding_text(query)
-        parts = [(tail, 1.0), (query, s.retrieval_head_weight)]
-        turns = list(context)[-s.retrieval_context_turns :] if s.retrieval_context_turns else []
-        parts += [(turn, s.retrieval_context_weight) for turn in turns]
+        parts = [(tail, 1.0), (query, s.retrieval.head_weight)]
+        turns = list(context)[-s.retrieval.context_turns :] if s.retrieval.context_turns else []
+        parts += [(turn, s.retrieval.context_weight) for turn in turns]
         for text, weight in parts:
             if weight <= 0:
                 continue
-            for word in lexical.keywords(text, pronouns=s.retrieval_pronouns):
+            for word in lexical.keywords(text, pronouns=s.retrieval.pronouns):
                 words.setdefault(word, weight)
-        if s.retrieval_focus_weight < 1.0:
-            for word in lexical.question_focus(query, pronouns=s.retrieval_pronouns):
+        if s.retrieval.focus_weight < 1.0:
+            for word in lexical.question_focus(query, pronouns=s.retrieval.pronouns):
                 if word in words:
-                    words[word] *= s.retrieval_focus_weight
+                    words[word] *= s.retrieval.focus_weight
         return list(words), list(words.values())
 
     def query_vector(self, query: str, context: Sequence[str] = ()) -> list[float]:
@@ -311,14 +304,14 @@ class Retriever:
         s = self.settings
         model = self.store.mem0.embedding_model
         vector = model.embed(self.embedding_text(query), "search")
-        turns = list(context)[-s.retrieval_context_turns :] if s.retrieval_context_turns else []
+        turns = list(context)[-s.retrieval.context_turns :] if s.retrieval.context_turns else []
         peek = getattr(model, "cached", None)
-        if not turns or s.retrieval_context_weight <= 0 or peek is None:
+        if not turns or s.retrieval.context_weight <= 0 or peek is None:
             return vector
         earlier = [v for v in (peek(self.embedding_text(t)) for t in turns if t.strip()) if v is not None]
         if not earlier:
             return vector
-        share = s.retrieval_context_weight / len(earlier)
+        share = s.retrieval.context_weight / len(earlier)
         mixed = list(vector)
         for other in earlier:
             for i, x in enumerate(other):
@@ -336,13 +329,13 @@ class Retriever:
     ) -> tuple[list[Candidate], _Query]:
         s = self.settings
         words, weights = self.query_terms(query, context)
-        pool = max(s.retrieval_pool, top_k)
+        pool = max(s.retrieval.pool, top_k)
         recall: Future[dict[str, Candidate]] | None = None
-        if words and (s.retrieval_fulltext or s.retrieval_substring):
+        if words and (s.retrieval.fulltext or s.retrieval.substring):
             recall = _WORKERS.submit(self._lexical_recall, scope, words, pool, top_k)
         vector: list[float] | None = None
         try:
-            if s.retrieval_vector:
+            if s.retrieval.vector:
                 vector = self.query_vector(query, context)
         finally:
             lexical_hits = recall.result() if recall is not None else {}
@@ -355,7 +348,7 @@ class Retriever:
     def rank(self, candidates: list[Candidate]) -> list[Candidate]:
         """Fuse the lexical score with the vector similarity and sort, best first."""
         s = self.settings
-        if s.retrieval_fusion == "rrf":
+        if s.retrieval.fusion == "rrf":
             for cand in candidates:
                 cand.score = 0.0
             for signal in (lambda c: c.cosine or 0.0, lambda c: c.lexical):
@@ -363,9 +356,9 @@ class Retriever:
                     if signal(cand) > 0:
                         cand.score += 1.0 / (RRF_K + rank + 1)
         else:
-            w = s.retrieval_lexical_weight
+            w = s.retrieval.lexical_weight
             for cand in candidates:
-                cos = calibrated_cosine(cand.cosine, s.retrieval_cos_floor, s.retrieval_cos_ceil)
+                cos = calibrated_cosine(cand.cosine, s.retrieval.cos_floor, s.retrieval.cos_ceil)
                 cand.score = (1.0 - w) * cos + w * cand.lexical
         return sorted(candidates, key=_best_first)
 
@@ -378,7 +371,7 @@ class Retriever:
         """The user's densities as a future: done when cached and fresh, else the
         computation (started if none is running). Session start awaits it
         (`MemoryService.prepare`) without holding a memory read slot."""
-        if self.settings.retrieval_density <= 0:
+        if self.settings.retrieval.density <= 0:
             return _done(_NO_DENSITY)
         with self._densities_lock:
             cached = self._densities.get(user_id)
@@ -395,7 +388,7 @@ class Retriever:
         used while fresh ones are computed in the background: they move little when a
         few memories are added.
         """
-        if self.settings.retrieval_density <= 0:
+        if self.settings.retrieval.density <= 0:
             return _NO_DENSITY
         with self._densities_lock:
             cached = self._densities.get(user_id)
@@ -420,17 +413,13 @@ class Retriever:
         """
         try:
             density = _NO_DENSITY
-            query = sql.SQL("SELECT id::text, vector FROM {} WHERE payload->>'user_id' = %s LIMIT %s").format(
-                sql.Identifier(self.store.table)
-            )
-            with self.store.pool.connection() as conn, conn.cursor(binary=True) as cur:
-                rows = cur.execute(query, [user_id, _DENSITY_MAX + 1]).fetchall()
+            rows = self.store.rows.user_vectors(user_id, _DENSITY_MAX + 1)
             if _DENSITY_MIN <= len(rows) <= _DENSITY_MAX:
-                vectors = np.stack([_vector_array(v) for _, v in rows]).astype(np.float32)
+                vectors = np.stack([v for _, v in rows]).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
                 values = knn_density(vectors, _DENSITY_K)
                 of = {mem_id: float(d) for (mem_id, _), d in zip(rows, values, strict=True)}
-                density = _Density(of, float(values.mean()), self.settings.retrieval_density)
+                density = _Density(of, float(values.mean()), self.settings.retrieval.density)
             now = time.monotonic()
             with self._densities_lock:
                 # Users quiet for a few TTLs leave: the cache stays as small as the active set.
@@ -456,26 +445,13 @@ class Retriever:
         """Ids found by full text, then by substring when full text found under top_k / 2."""
         s = self.settings
         found: dict[str, Candidate] = {}
-        if s.retrieval_fulltext:
+        if s.retrieval.fulltext:
             for mem_id in self._fulltext(scope, words, pool):
                 found.setdefault(mem_id, Candidate(mem_id)).stages.add("fulltext")
-        if s.retrieval_substring and len(found) < top_k / 2:
+        if s.retrieval.substring and len(found) < top_k / 2:
             for mem_id in self._substring(scope, words, pool):
                 found.setdefault(mem_id, Candidate(mem_id)).stages.add("substring")
         return found
-
-    def _where(self, scope: Scope) -> tuple[sql.Composable, list[Any]]:
-        """The user (and category) filter, with literal JSON keys so the user index applies."""
-        where: list[sql.Composable] = [sql.SQL("payload->>'user_id' = %s")]
-        params: list[Any] = [scope.user_id]
-        if scope.exclude_session is not None:
-            where.append(sql.SQL("payload->>'session_id' IS DISTINCT FROM %s"))
-            params.append(scope.exclude_session)
-        categories = scope.categories
-        if categories:
-            where.append(sql.SQL("payload->>'category' = ANY(%s)"))
-            params.append(list(categories))
-        return sql.SQL(" AND ").join(where), params
 
     def _fulltext(self, scope: Scope, words: Sequence[str], limit: int) -> list[str]:
         """Ids of memories whose `lex` holds any keyword (or its stem), best first.
@@ -489,14 +465,7 @@ class Retriever:
         terms = [t for t in lexical.search_terms(words) if t not in _NEUTRAL]
         if not terms:
             return []
-        tsquery = " | ".join("'" + t.replace("'", "''") + "'" for t in terms)
-        where, params = self._where(scope)
-        query = sql.SQL(
-            "SELECT id::text, payload->>'lex' FROM {t} WHERE {w} "
-            "AND to_tsvector('simple', payload->>'lex') @@ to_tsquery('simple', %s)"
-        ).format(t=sql.Identifier(self.store.table), w=where)
-        with self.store.pool.connection() as conn:
-            rows = conn.execute(query, [*params, tsquery]).fetchall()
+        rows = self.store.rows.fulltext_hits(scope, terms)
         if len(rows) <= limit:
             return [r[0] for r in rows]
         wanted = set(terms)
@@ -519,17 +488,8 @@ class Retriever:
         patterns = _like_patterns(words)
         if not patterns:
             return []
-        where, params = self._where(scope)
-        hits = sql.SQL(" + ").join(sql.SQL("(data ILIKE %s)::int") for _ in patterns)
-        # The inner LIMIT bounds the work when a pattern is common in a large store:
-        # past `_SUBSTRING_SCAN` matches, more rows would not change what is kept much.
-        query = sql.SQL(
-            "SELECT id FROM (SELECT id::text AS id, payload->>'data' AS data FROM {t} WHERE {w} "
-            "AND payload->>'data' ILIKE ANY(%s) LIMIT %s) m ORDER BY {hits} DESC LIMIT %s"
-        ).format(t=sql.Identifier(self.store.table), w=where, hits=hits)
-        with self.store.pool.connection() as conn:
-            rows = conn.execute(query, [*params, patterns, _SUBSTRING_SCAN, *patterns, limit]).fetchall()
-        return [r[0] for r in rows]
+        # The scan bound: past `_SUBSTRING_SCAN` matches, more rows would not change what is kept much.
+        return self.store.rows.substring_hits(scope, patterns, _SUBSTRING_SCAN, limit)
 
     def _fetch(
         self,
@@ -540,30 +500,15 @@ class Retriever:
     ) -> list[Candidate]:
         """One round trip: the vector stage's top `pool` for the user, plus the cosine
         and payload of every lexical hit. Without a vector, payloads only."""
-        table = sql.Identifier(self.store.table)
         ids = list(lexical_hits)
         density = self.density(scope.user_id) if vector is not None else _NO_DENSITY
-        with self.store.pool.connection() as conn:
-            if vector is None:
-                if not ids:
-                    return []
-                rows = conn.execute(
-                    sql.SQL("SELECT id::text, NULL, payload, false FROM {} WHERE id = ANY(%s::uuid[])").format(table),
-                    [ids],
-                ).fetchall()
-            else:
-                where, params = self._where(scope)
-                literal = _vector_literal(vector)
-                rows = conn.execute(
-                    sql.SQL(
-                        "(SELECT id::text, 1 - (vector <=> %s::vector), payload, true FROM {t} WHERE {w} "
-                        " ORDER BY vector <=> %s::vector LIMIT %s) "
-                        "UNION ALL "
-                        "(SELECT id::text, 1 - (vector <=> %s::vector), payload, false FROM {t} "
-                        " WHERE id = ANY(%s::uuid[]))"
-                    ).format(t=table, w=where),
-                    [literal, *params, literal, pool, literal, ids],
-                ).fetchall()
+        rows: Sequence[tuple[str, float | None, dict[str, Any], bool]]
+        if vector is None:
+            if not ids:
+                return []
+            rows = self.store.rows.payloads(ids)
+        else:
+            rows = self.store.rows.nearest_and_ids(scope, vector, pool, ids)
         floor = self.settings.recall_threshold  # MEMORY_THRESHOLD keeps its meaning: a cosine floor
         merged: dict[str, Candidate] = {}
         for mem_id, cos, payload, from_vector in rows:
@@ -588,13 +533,13 @@ class Retriever:
         """
         s = self.settings
         levels = [
-            lexical.match_levels(q.words, lexical.analyse(c.text, s.retrieval_pronouns), partial=s.retrieval_partial)
+            lexical.match_levels(q.words, lexical.analyse(c.text, s.retrieval.pronouns), partial=s.retrieval.partial)
             for c in cands
         ]
         weights = list(q.weights)
-        if s.retrieval_rarity > 0:
-            weights = [w * lexical.rarity(word) ** s.retrieval_rarity for w, word in zip(weights, q.words, strict=True)]
-        if s.retrieval_idf:
+        if s.retrieval.rarity > 0:
+            weights = [w * lexical.rarity(word) ** s.retrieval.rarity for w, word in zip(weights, q.words, strict=True)]
+        if s.retrieval.idf:
             n = len(cands)
             for i in range(len(q.words)):
                 df = sum(1 for lv in levels if lv[i] >= lexical.SUBSTRING)
@@ -623,7 +568,7 @@ class Retriever:
             extra = [c for c in extra if scope.exclude_session is None or c.turn[0] != scope.exclude_session]  # type: ignore[index]
             if q.words:
                 self._score_lexically(q, extra)
-            floor, ceil, w = s.retrieval_cos_floor, s.retrieval_cos_ceil, s.retrieval_lexical_weight
+            floor, ceil, w = s.retrieval.cos_floor, s.retrieval.cos_ceil, s.retrieval.lexical_weight
             for cand in extra:
                 cand.score = (1.0 - w) * calibrated_cosine(cand.cosine, floor, ceil) + w * cand.lexical
                 cand.stages.add("neighbour")
@@ -636,23 +581,15 @@ class Retriever:
             session, seq = cand.turn
             near = [by_turn[t] for t in ((session, seq - 1), (session, seq + 1)) if t in by_turn]
             if near:
-                cand.score = own[cand.id] + s.retrieval_neighbours * max(own[n.id] for n in near)
+                cand.score = own[cand.id] + s.retrieval.neighbours * max(own[n.id] for n in near)
         return sorted(ranked, key=_best_first)
 
     def fetch_turns(self, user_id: str, turns: list[tuple[str, int]], vector: list[float] | None) -> list[Candidate]:
         """The user's raw turns at these (session, position) pairs, with their cosine."""
         sessions = sorted({t[0] for t in turns})
         wanted = set(turns)
-        cos = sql.SQL("1 - (vector <=> %s::vector)") if vector is not None else sql.SQL("NULL")
         density = self.density(user_id) if vector is not None else _NO_DENSITY
-        query = sql.SQL(
-            "SELECT id::text, {cos}, payload FROM {t} WHERE payload->>'user_id' = %s "
-            "AND payload->>'session_id' = ANY(%s) AND payload->>'seq' = ANY(%s) AND payload ? 'seq'"
-        ).format(cos=cos, t=sql.Identifier(self.store.table))
-        params: list[Any] = [_vector_literal(vector)] if vector is not None else []
-        params += [user_id, sessions, sorted({str(t[1]) for t in turns})]
-        with self.store.pool.connection() as conn:
-            rows = conn.execute(query, params).fetchall()
+        rows = self.store.rows.turns(user_id, sessions, sorted({str(t[1]) for t in turns}), vector)
         out = []
         for mem_id, c, payload in rows:
             cand = Candidate(mem_id, payload or {}, cosine=density.adjust(mem_id, c))
@@ -716,19 +653,6 @@ def calibrated_cosine(cos: float | None, floor: float, ceil: float) -> float:
     if cos is None or ceil <= floor:
         return 0.0
     return min(1.0, max(0.0, (cos - floor) / (ceil - floor)))
-
-
-def _vector_array(value: Any) -> np.ndarray:
-    """A pgvector value read in binary: raw bytes (int16 dims, int16 unused, then
-    big-endian float4s), or pgvector's `Vector` where a connection has its adapters
-    registered (a shared database whose owner configures them)."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return np.frombuffer(value, dtype=">f4", offset=4)
-    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32)
-
-
-def _vector_literal(vector: Sequence[float]) -> str:
-    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
 
 
 def _tail_within(text: str, limit: int, count: Callable[[str, bool], int]) -> str:

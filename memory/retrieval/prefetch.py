@@ -19,9 +19,9 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from .store import MemoryRecord
+from memory.types import MemoryRecord
 
-logger = logging.getLogger("memory.prefetch")
+logger = logging.getLogger("memory.retrieval.prefetch")
 
 Context = tuple[str, ...]
 Fetch = Callable[[str, Context], Awaitable[list[MemoryRecord]]]

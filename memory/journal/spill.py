@@ -28,18 +28,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .service import Turn
+from memory.journal.codec import decode_turn, encode_turn
 
-logger = logging.getLogger("memory.spill")
+if TYPE_CHECKING:
+    from memory.types import Turn
+
+logger = logging.getLogger("memory.journal.spill")
 
 _RELEASED = ".released"
-
-
-def default_spill_dir() -> Path | None:
-    """`/dev/shm/livekit-memory-spill` where there is a RAM disk, else none."""
-    shm = Path("/dev/shm")
-    return shm / "livekit-memory-spill" if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
 def _pid_alive(pid: int) -> bool:
@@ -64,7 +60,6 @@ class Spill:
 
     def add(self, turn: Turn) -> bool:
         """Append the turn (one `write`); False if the spill file refuses it too."""
-        from .write_queue import encode_turn  # write_queue imports this module
 
         line = (encode_turn(turn) + "\n").encode("utf-8", "surrogateescape")
         try:
@@ -103,7 +98,6 @@ class Spill:
     def orphans(self) -> Iterator[list[Turn]]:
         """The turns of each file whose queue is gone, the file taken (renamed) first and
         deleted once read: the caller puts them in the journal or its own spill file."""
-        from .write_queue import decode_turn
 
         if not self.dir.is_dir():
             return

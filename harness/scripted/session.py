@@ -241,7 +241,7 @@ class VoiceHarness:
     async def _await(self, fut: asyncio.Future[Any], what: str) -> Any:
         try:
             return await asyncio.wait_for(fut, self.timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise AssertionError(
                 f"timed out after {self.timeout}s waiting for {what}; "
                 f"agent_state={self.session.agent_state!r}, llm requests={self.llm.count}, "

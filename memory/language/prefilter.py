@@ -91,7 +91,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from .hanzi import to_simplified
+from memory.language.hanzi import to_simplified
 
 __all__ = ["GateAction", "GateDecision", "prefilter", "normalise", "is_acknowledgement", "REASONS", "MAX_CHARS", "anchored_in"]
 
@@ -151,7 +151,7 @@ MAX_CHARS = 2000
 
 
 def normalise(text: str) -> str:
-    """NFKC (full-width to ASCII), traditional characters as simplified (memory/hanzi.py), one
+    """NFKC (full-width to ASCII), traditional characters as simplified (memory/language/hanzi.py), one
     quote style, lower case, single spaces, capped length."""
     t = to_simplified(unicodedata.normalize("NFKC", text[: MAX_CHARS * 2])).translate(_PUNCT_MAP).lower()
     return _SPACES.sub(" ", t).strip()[:MAX_CHARS]
@@ -881,10 +881,10 @@ def prefilter(text: str, context: Sequence[str] = (), *, off: frozenset[str] = f
             return GateDecision(GateAction.EXTRACT, r.disclosure)
 
     # 2. Corrections and changes of something said before (no first-person word needed).
-    content = [c for c, r in zip(statements, readings) if r.content]
+    content = [c for c, r in zip(statements, readings, strict=True) if r.content]
     prev = _prev(context)
     # Chinese 这/那 open a reaction and a definite subject alike ("这个会议改到周五了").
-    said = [c for c, r in zip(statements, readings) if r.content or (_CJK.search(c) and not _is_ack(c))]
+    said = [c for c, r in zip(statements, readings, strict=True) if r.content or (_CJK.search(c) and not _is_ack(c))]
     if "correction" not in off and _repairs(t, said, prev):
         return GateDecision(GateAction.EXTRACT, "correction")
     unanchored = False

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from livekit.agents import APIStatusError, llm
 from pydantic import BaseModel, Field
 
-from .instructions import about_user, is_instruction
-from .prefilter import GateAction, GateDecision, anchored_in, prefilter
-from .prompts import load_prompt
-from .settings import DURABLE_CATEGORIES
+from memory.language.instructions import about_user, is_instruction
+from memory.language.prefilter import GateAction, GateDecision, anchored_in, prefilter
+from memory.prompts import load_prompt
+from memory.settings import DURABLE_CATEGORIES
+from memory.types import ExtractionUnavailable
 
-logger = logging.getLogger("memory.gatekeeper")
+logger = logging.getLogger("memory.gatekeeper.gatekeeper")
 
 MAX_FACT_CHARS = 300
 MAX_FACTS_PER_TURN = 8
@@ -60,10 +61,6 @@ class KnownFact:
 
 
 KnownFacts = Callable[[], Awaitable[Sequence[KnownFact]]]
-
-
-class ExtractionUnavailable(RuntimeError):
-    """The extraction LLM could not be reached: the write queue retries the turn later."""
 
 
 class Fact(BaseModel):

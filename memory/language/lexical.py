@@ -35,7 +35,7 @@ from functools import lru_cache
 
 import cn2an
 
-from . import hanzi
+from memory.language import hanzi
 
 # Stored with `lex` as `lex_v`; bump when `index_text` changes. Session start rewrites
 # a user's rows of an older form (`MemoryStore.reindex_lex`); until then they are
@@ -148,7 +148,7 @@ def warm_up() -> None:
 
 def fold(text: str) -> str:
     """Case and width folded (full-width letters and digits become ASCII), traditional
-    Chinese characters as simplified (memory/hanzi.py).
+    Chinese characters as simplified (memory/language/hanzi.py).
 
     The script is folded because one user's memories come in both: an STT may write
     Mandarin in traditional characters on one turn and the extraction model, or an
@@ -396,5 +396,5 @@ def lex_fields(text: str) -> dict[str, object]:
     except Exception:  # noqa: BLE001 - the write must not fail because of the index
         import logging
 
-        logging.getLogger("memory.lexical").exception("could not derive the lexical form")
+        logging.getLogger("memory.language.lexical").exception("could not derive the lexical form")
         return {}

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from wordfreq import zipf_frequency
 
-from .lexical import STOP_EN
+from memory.language.lexical import STOP_EN
 
 MARK = "[redacted]"
 # Words at least this common (Zipf scale: "same" 5.8, "hard" 5.5) describe a password
@@ -124,7 +124,7 @@ def _card_end(run: str) -> int | None:
 
 def _is_cn_id(match: re.Match[str]) -> bool:
     s = re.sub(r"[ -]", "", match.group()).upper()
-    check = "10X98765432"[sum(int(c) * w for c, w in zip(s[:17], _CN_ID_WEIGHTS)) % 11]
+    check = "10X98765432"[sum(int(c) * w for c, w in zip(s[:17], _CN_ID_WEIGHTS, strict=True)) % 11]
     return s[17] == check
 
 

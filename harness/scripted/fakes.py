@@ -103,7 +103,7 @@ class ScriptedSTT(stt.STT):
 
         try:
             return await asyncio.wait_for(_wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise AssertionError(
                 f"the session did not open an STT stream within {timeout}s"
             ) from None

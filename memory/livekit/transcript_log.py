@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from .redact import redact_secrets
+from memory.language.redact import redact_secrets
 
 NOT_LOGGED = "[not logged: MEMORY_LOG_TRANSCRIPTS=off]"
 # LiveKit's loggers that log conversation content (livekit/agents/log.py, the plugins').

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import re
 
-from memory.prefilter import KIN_EN, KIN_ZH, normalise
+from memory.language.prefilter import KIN_EN, KIN_ZH, normalise
 
 __all__ = ["needs_memory", "recall_reason", "RECALL_REASONS"]
 

@@ -7,9 +7,9 @@ away a preemptive reply and ask the LLM again (DESIGN.md). So:
 
 - archiving is a journal row per message (`conversation_item_added`), off the reply path;
 - the summary is made by a background task with its own LLM handle, never awaited by a
-  reply; until it is back, replies carry the messages as before; once back, each
+  reply; until it is back, replies carry the messages themselves; once back, each
   request's copy carries the summary in place of the messages it covers (a list edit:
-  microseconds, one request per turn as before);
+  microseconds, still one request per turn);
 - "what did we talk about last time?" (`intent.asks_about_past_conversations`) starts a
   look-up from the final transcript, waited for within the recall budget; other turns
   pay one regular expression.
@@ -26,16 +26,17 @@ from zoneinfo import ZoneInfo
 from livekit.agents import AgentSession, llm
 from livekit.agents.voice.events import ConversationItemAddedEvent, UserInputTranscribedEvent
 
-from ..livekit_glue import PROFILE_MESSAGE_ID, MemorySession, answered_turn
-from ..prompts import load_prompt
-from ..redact import redact_secrets
-from ..service import run_read
-from ..settings import MemoryMode
-from ..store import clean_text, now_iso
-from .intent import asks_about_past_conversations
-from .store import Match, archive_for
-from .summarizer import summarize
-from .writer import archive_turn
+from memory.archive.intent import asks_about_past_conversations
+from memory.archive.summarizer import summarize
+from memory.archive.writer import archive_turn
+from memory.language.redact import redact_secrets
+from memory.livekit.session import PROFILE_MESSAGE_ID, MemorySession
+from memory.livekit.turns import answered_turn
+from memory.prompts import load_prompt
+from memory.service import run_read
+from memory.settings import MemoryMode
+from memory.storage.archive import Match, archive_for
+from memory.types import clean_text, now_iso
 
 logger = logging.getLogger("memory.archive")
 
@@ -257,7 +258,7 @@ class ArchiveSession:
         if not task.done():
             try:
                 await asyncio.wait_for(asyncio.shield(task), self.memory.recaller.budget_s)
-            except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+            except (TimeoutError, Exception):  # noqa: BLE001
                 self._last_task = None if not task.done() else task  # not again on every reply
                 return
         line = self._last_line

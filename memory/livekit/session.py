@@ -14,19 +14,16 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-import re
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterable, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone, tzinfo
-from typing import Any
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from livekit.agents import Agent, AgentSession, ModelSettings, llm
+from livekit.agents import AgentSession, llm
 from livekit.agents.voice.events import (
     AgentStateChangedEvent,
     ConversationItemAddedEvent,
@@ -34,14 +31,23 @@ from livekit.agents.voice.events import (
     UserStateChangedEvent,
 )
 
-from . import metrics
-from .prefetch import Recaller, RecallResult
-from .prompts import load_prompt
-from .quoting import quote
-from .redact import redact_secrets
-from .service import MemoryService, RememberReport, Turn, split_turn
-from .store import MemoryRecord, clean_text, memory_user_id, now_iso, parse_time
-from .write_queue import DurableWriteQueue
+from memory.archive.writer import write_archived
+from memory.journal.queue import DurableWriteQueue
+from memory.livekit.blocks import fit_memories, fit_recalled, format_memories
+from memory.livekit.turns import (
+    INLINE_TURN_CHARS,
+    _same_words,
+    answered_turn,
+    bounded_turn,
+    context_text,
+    query_text,
+    turn_parts,
+)
+from memory.ops import metrics
+from memory.prompts import load_prompt
+from memory.retrieval.prefetch import Recaller, RecallResult
+from memory.service import MemoryService, RememberReport
+from memory.types import MemoryRecord, Turn, memory_user_id, now_iso, parse_time
 
 logger = logging.getLogger("memory.livekit")
 
@@ -67,152 +73,6 @@ WRITE_HOLD_MAX_S = 5.0
 # own RAG and initial-context examples add such context as an assistant message. An
 # assistant message carries no authority of its own (docs/hostile-input.md).
 MEMORY_ROLE: llm.ChatRole = "assistant"
-# Items that may follow the user's message in a request that still answers it: a tool
-# call and its result (LiveKit asks the LLM again with them), notes such as a reply's
-# own instructions (added as a system message after it), a hand-off to another agent.
-_TOOL_ITEMS = ("function_call", "function_call_output")
-_ANSWERING_ITEMS = (*_TOOL_ITEMS, "agent_handoff", "agent_config_update")
-
-
-def answered_turn(items: list[llm.ChatItem]) -> int | None:
-    """The index of the user message this request answers, or None when the agent
-    already answered it (a greeting, an instruction of its own). The assistant's words
-    between tool calls still answer it."""
-    last_user = next((i for i in range(len(items) - 1, -1, -1) if getattr(items[i], "role", None) == "user"), None)
-    if last_user is None:
-        return None
-    after = items[last_user + 1 :]
-    in_tool_loop = any(item.type in _TOOL_ITEMS for item in after)
-    for item in after:
-        role = getattr(item, "role", None)
-        if item.type in _ANSWERING_ITEMS or role in ("system", "developer") or (role == "assistant" and in_tool_loop):
-            continue
-        return None
-    return last_user
-
-
-def _same_words(a: str, b: str) -> bool:
-    """Equal but for case, punctuation and spacing, as LiveKit compares transcripts."""
-    return [w for w in re.split(r"\W+", a.casefold()) if w] == [w for w in re.split(r"\W+", b.casefold()) if w]
-
-
-def _local_date(stamp: str | None, zone: tzinfo) -> str:
-    """The day a memory was said, where the user lives (a morning in Beijing is the day
-    before in UTC)."""
-    when = parse_time(stamp)
-    if when is None:
-        return (stamp or "")[:10]
-    return when.astimezone(zone).date().isoformat()
-
-
-def _memory_line(rec: MemoryRecord, line_max: int | None = None, zone: tzinfo = timezone.utc) -> str:
-    """One memory as a line of a block: quoted JSON (`memory/quoting.py`), which stored
-    text cannot close or imitate; with `line_max`, its text is cut to fit."""
-    fields: dict[str, str] = {}
-    if said := _local_date(rec.updated_at or rec.created_at, zone):
-        fields["said"] = said
-    if rec.category:
-        fields["kind"] = rec.category
-    text = " ".join(rec.text.split())
-    line = quote({**fields, "note": text})
-    if line_max is not None and len(line) > line_max:
-        # The longest start of the text that fits once quoted (an escape is 6 characters).
-        lo, hi = 0, len(text)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if len(quote({**fields, "note": text[:mid] + "…"})) <= line_max:
-                lo = mid
-            else:
-                hi = mid - 1
-        cut = text[:lo]
-        space = cut.rfind(" ", len(cut) - 30)  # between words where there are any
-        line = quote({**fields, "note": (cut[:space] if space > 0 else cut).rstrip() + "…"})
-    return line
-
-
-def fit_memories(records: list[MemoryRecord], max_chars: int, *, line_max: int | None = None) -> list[MemoryRecord]:
-    """The records whose lines fit in `max_chars`, in order; one too long is passed over,
-    not the end of the list. With `line_max`, each line is first cut to that length."""
-    kept, used = [], 0
-    for rec in records:
-        size = len(_memory_line(rec, line_max)) + 1
-        if used + size - 1 <= max_chars:
-            kept.append(rec)
-            used += size
-    return kept
-
-
-def fit_recalled(records: list[MemoryRecord], max_chars: int) -> tuple[list[MemoryRecord], int | None]:
-    """The recalled memories a reply's block shows, and the line length they are cut to
-    (None: shown whole). Whole when they all fit; else each line is cut to a third of the
-    block, so one long turn leaves room for others, and what still does not fit is left out."""
-    if fit_memories(records, max_chars) == records:
-        return records, None
-    line_max = (max_chars - 2) // 3
-    return fit_memories(records, max_chars, line_max=line_max), line_max
-
-
-def format_memories(
-    records: list[MemoryRecord],
-    *,
-    max_chars: int | None = None,
-    line_max: int | None = None,
-    zone: tzinfo = timezone.utc,
-) -> str:
-    """One memory a line, with its category and date (in `zone`), bounded in length."""
-    shown = records if max_chars is None else fit_memories(records, max_chars, line_max=line_max)
-    return "\n".join(_memory_line(rec, line_max, zone) for rec in shown)
-
-
-# Turns up to this long are redacted and split on the event loop (well under a
-# millisecond); longer ones on a thread.
-INLINE_TURN_CHARS = 4000
-# What a turn contributes to the context of the turns after it (the journal row, the
-# extraction call): its last characters, once, not the whole of it with every part.
-CONTEXT_ITEM_CHARS = 300
-
-
-def bounded_turn(text: str, limit: int, turn_id: str | None = None) -> str:
-    """The part of a turn that is stored: its first `limit` characters (MEMORY_MAX_TURN_CHARS)."""
-    if len(text) <= limit:
-        return text
-    logger.warning(
-        "user turn %s is %d characters; only the first %d are stored (MEMORY_MAX_TURN_CHARS)",
-        turn_id, len(text), limit,
-    )  # fmt: skip
-    return text[:limit]
-
-
-def query_text(text: str, limit: int) -> str:
-    """What a look-up searches for: the last `limit` characters of what was said."""
-    return text if len(text) <= limit else text[-limit:].strip()
-
-
-def context_text(text: str) -> str:
-    """A turn as context for later turns: its end, secrets left out. Redacted with a margin
-    before the cut, so a secret the cut goes through is redacted whole, then cut."""
-    tail = text if len(text) <= 2 * CONTEXT_ITEM_CHARS else text[-2 * CONTEXT_ITEM_CHARS :]
-    kept, _ = redact_secrets(clean_text(tail))
-    return kept if len(kept) <= CONTEXT_ITEM_CHARS else "…" + kept[-CONTEXT_ITEM_CHARS:]
-
-
-def turn_parts(turn: Turn, max_chars: int) -> list[Turn]:
-    """The journal rows of one turn: no secrets, no character the store would refuse, cut
-    into parts the store keeps whole. The first part carries the context; the rest
-    carry none (a 5 MB turn journaled the two items before it with each of its parts)."""
-    kept, _ = redact_secrets(clean_text(turn.text))
-    parts = split_turn(kept, max_chars)
-    seq = turn.seq
-    return [
-        dataclasses.replace(
-            turn,
-            text=part,
-            turn_id=turn.turn_id if n == 0 else f"{turn.turn_id}/{n}",
-            context=turn.context if n == 0 else (),
-            seq=None if seq is None else seq + n,
-        )
-        for n, part in enumerate(parts)
-    ]
 
 
 @dataclass
@@ -278,7 +138,7 @@ class MemorySession:
         # The user's own earlier turns, which shape each look-up (Retriever.retrieve).
         # One more than the look-up uses: after a turn is committed it is the newest
         # entry, and a look-up for that turn leaves it out (`earlier_turns`).
-        self._user_turns: deque[str] = deque(maxlen=service.settings.retrieval_context_turns + 1)
+        self._user_turns: deque[str] = deque(maxlen=service.settings.retrieval.context_turns + 1)
         self._current_committed = False  # is the newest entry the turn being answered?
         self._turn_finals: list[str] = []  # final transcripts of the turn being spoken
         self._interim_timer: asyncio.TimerHandle | None = None
@@ -288,7 +148,7 @@ class MemorySession:
         self.turns: list[TurnLog] = []
         self.write_reports: list[RememberReport] = []
         # Others that shape each request's copy of the context, after memory has (the
-        # conversation archive: memory/archive/session.py), and that close before the
+        # conversation archive: memory/livekit/archive.py), and that close before the
         # journal does (so what they enqueue at the end is drained with the turns).
         self.context_hooks: list[Callable[[llm.ChatContext], Awaitable[None]]] = []
         self.close_hooks: list[Callable[[], Awaitable[None]]] = []
@@ -484,8 +344,6 @@ class MemorySession:
     async def _remember(self, turn: Turn) -> RememberReport:
         """The queue's handler: raises on a transient failure so the turn is retried."""
         if turn.kind != "memory":  # an archived message (any session's: a replay)
-            from .archive.writer import write_archived
-
             await write_archived(self.service.store, turn)
             return RememberReport()
         report = await self.service.remember(turn, keep_verdict=self.queue.keep)
@@ -532,7 +390,7 @@ class MemorySession:
             return
         try:
             await asyncio.wait_for(self._profile_loaded.wait(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             # Once is enough: a read still out after a whole budget is hung, and waiting
             # for it again cost every later reply the full budget for as long as it hung.
             self._profile_missed = True
@@ -679,19 +537,3 @@ class MemorySession:
         )
 
 
-class MemoryAgent(Agent):
-    """An `Agent` whose every LLM request carries the user's relevant memories."""
-
-    def __init__(self, memory: MemorySession, *, instructions: str | None = None, **kwargs: Any) -> None:
-        super().__init__(instructions=instructions or load_prompt("system"), **kwargs)
-        self.memory = memory
-
-    async def llm_node(
-        self,
-        chat_ctx: llm.ChatContext,
-        tools: list[llm.Tool],
-        model_settings: ModelSettings,
-    ) -> AsyncIterable[llm.ChatChunk | str]:
-        ctx = await self.memory.prepare_chat_ctx(chat_ctx)
-        async for chunk in Agent.default.llm_node(self, ctx, tools, model_settings):
-            yield chunk

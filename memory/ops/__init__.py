@@ -1,0 +1,1 @@
+"""What an operator watches: Prometheus metrics and the process's heap."""

@@ -1,0 +1,369 @@
+"""Mem0's memory table: its layout, the indexes Mem0 does not make, and our queries on it.
+
+Mem0's pgvector store keeps each memory as one row (`id` UUID, `vector`, `payload`
+JSONB holding the text under `data`, the owner under `user_id`, and whatever metadata
+the writer passed: our `category`, `slot`, `write_id`, `session_id`, `seq`, the lexical
+form `lex` / `lex_v`, Mem0's `created_at` / `updated_at` / `hash`). Writes go through
+Mem0 (`Memory.add` / `update`, so its history keeps every change); but Mem0 has no
+indexed way to ask what the product asks of that table (the current fact for a slot,
+a turn replayed by write id, full-text and substring recall, a plain cosine with a
+user filter the planner can index, the turns next to a recalled one, what retention
+may delete). Those queries are here, and only here: this module is the one place that
+knows Mem0's schema (`payload->>...` appears nowhere else in `memory/`), so an upgrade
+of Mem0 that moves a column or a key is one file to read.
+
+Every query names the JSON keys literally (`payload->>'user_id' = %s`), never as a
+parameter: a prepared statement with the key as a parameter cannot use the expression
+indexes below. Table names are `sql.Identifier`s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from psycopg import Connection, sql
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+# The payload's creation time as Postgres can read it: Mem0 writes ISO times with an
+# offset; a row whose `created_at` is anything else is never taken for old.
+_ISO = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}"
+# When a row last changed: Mem0 sets `updated_at` on update only.
+_NEWEST = sql.SQL("COALESCE(payload->>'updated_at', payload->>'created_at')")
+# A raw turn (NORMAL) carries no category; a durable fact (GATED) does.
+_RAW_TURN = sql.SQL("NOT (payload ? 'category')")
+_OLDER_THAN = sql.SQL("payload->>'created_at' ~ {iso} AND (payload->>'created_at')::timestamptz < %s").format(
+    iso=sql.Literal(_ISO)
+)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Whose memories a look-up may return."""
+
+    user_id: str
+    categories: Sequence[str] | None = None
+    exclude_session: str | None = None  # the current session: its turns are in the chat already
+
+
+Row = tuple[str, dict[str, Any]]  # (id, payload)
+
+
+def entities_table(table: str) -> str:
+    """The table where Mem0 keeps the entities it linked to a user's memories."""
+    return f"{table}_entities"
+
+
+def create_table(conn: Connection, table: str, dims: int) -> None:
+    """Mem0's table as Mem0 makes it, and the indexes Mem0 does not make (in the
+    caller's transaction).
+
+    Mem0's pgvector store indexes only the vector; every per-user query would then scan
+    the whole table. Added: a user index, a trigram index on the memory text (substring
+    recall of short and Chinese queries), a full-text index on the lexical form `lex`
+    the store writes with each memory (Postgres cannot segment Chinese by itself), a
+    turn index to find the turns said just before and after a recalled one, and a unique
+    index that makes a replayed write fail rather than store a turn twice.
+    """
+    t = sql.Identifier(table)
+    conn.execute(
+        sql.SQL("CREATE TABLE IF NOT EXISTS {} (id UUID PRIMARY KEY, vector vector({}), payload JSONB)").format(
+            t, sql.Literal(dims)
+        )
+    )
+    for name, using in (
+        ("hnsw", sql.SQL("USING hnsw (vector vector_cosine_ops)")),
+        ("user", sql.SQL("((payload->>'user_id'), (payload->>'category'))")),
+        # A turn replayed after a crash must not be stored twice, even when two
+        # attempts race: the second insert fails and its retry finds the first.
+        ("write_uidx", sql.SQL("((payload->>'user_id'), (payload->>'write_id')) WHERE payload ? 'write_id'")),
+        ("trgm", sql.SQL("USING gin ((payload->>'data') gin_trgm_ops)")),
+        # Full-text recall over the normalised, segmented form (memory/language/lexical.py).
+        ("lex", sql.SQL("USING gin (to_tsvector('simple', payload->>'lex'))")),
+        # The turns next to a recalled raw turn, by session and position (retrieval).
+        ("turn", sql.SQL("((payload->>'user_id'), (payload->>'session_id'), (payload->>'seq')) WHERE payload ? 'seq'")),
+    ):
+        unique = sql.SQL("UNIQUE ") if name.endswith("uidx") else sql.SQL("")
+        suffix = name if name.endswith("uidx") else f"{name}_idx"
+        conn.execute(
+            sql.SQL("CREATE {}INDEX IF NOT EXISTS {} ON {} {}").format(
+                unique, sql.Identifier(f"{table}_{suffix}"), t, using
+            )
+        )
+
+
+def stored_dims(pool: ConnectionPool, table: str) -> int | None:
+    """The dimension of the table's vectors; None when the table is not made yet
+    (a fresh data directory) or its column has no fixed dimension."""
+    with pool.connection() as conn:
+        row = conn.execute(
+            # to_regclass: no row for a table not made yet;
+            # quote_ident: the table's name as created, capitals kept ("Memories").
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(quote_ident(%s)) "
+            "AND attname = 'vector'",
+            [table],
+        ).fetchone()
+    return row[0] if row and row[0] > 0 else None
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    """A query vector in pgvector's text form."""
+    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+
+
+def vector_array(value: Any) -> np.ndarray:
+    """A pgvector value read in binary: raw bytes (int16 dims, int16 unused, then
+    big-endian float4s), or pgvector's `Vector` where a connection has its adapters
+    registered (a shared database whose owner configures them)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return np.frombuffer(value, dtype=">f4", offset=4)
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32)
+
+
+class Mem0Table:
+    """The queries the product runs on Mem0's table, over a pool shared with Mem0.
+
+    Methods are named by what they answer. Each runs in a transaction of its own, on a
+    connection of the pool, unless it is given `conn`: then it runs there, in the
+    caller's transaction (a forget's statements, retention under its session lock).
+    """
+
+    def __init__(self, pool: ConnectionPool, table: str) -> None:
+        self.pool = pool
+        self.name = table
+        self._t = sql.Identifier(table)
+
+    @contextmanager
+    def _conn(self, conn: Connection | None) -> Iterator[Connection]:
+        if conn is not None:
+            yield conn
+        else:
+            with self.pool.connection() as own:
+                yield own
+
+    @staticmethod
+    def _where(scope: Scope) -> tuple[sql.Composable, list[Any]]:
+        """The user (and session, category) filter, with literal JSON keys so the user index applies."""
+        where: list[sql.Composable] = [sql.SQL("payload->>'user_id' = %s")]
+        params: list[Any] = [scope.user_id]
+        if scope.exclude_session is not None:
+            where.append(sql.SQL("payload->>'session_id' IS DISTINCT FROM %s"))
+            params.append(scope.exclude_session)
+        if scope.categories:
+            where.append(sql.SQL("payload->>'category' = ANY(%s)"))
+            params.append(list(scope.categories))
+        return sql.SQL(" AND ").join(where), params
+
+    # ------------------------------------------------------------ the store's look-ups
+    def list_user(self, user_id: str, *, categories: Sequence[str] = (), limit: int = 1000) -> list[Row]:
+        """A user's rows, newest first (indexed by user and category)."""
+        where, params = self._where(Scope(user_id, list(categories) or None))
+        query = sql.SQL("SELECT id, payload FROM {} WHERE {} ORDER BY {} DESC LIMIT %s").format(self._t, where, _NEWEST)
+        with self.pool.connection() as conn:
+            rows = conn.execute(query, [*params, limit]).fetchall()
+        return [(str(r[0]), r[1]) for r in rows]
+
+    def newest_per_category(
+        self, user_id: str, categories: Sequence[str], per_category: int, slots: Sequence[str]
+    ) -> list[Row]:
+        """Each category's `per_category` newest rows of the user, plus any whose slot is
+        in `slots` however old, newest first."""
+        query = sql.SQL(
+            "SELECT id, payload FROM (SELECT id, payload, row_number() OVER "
+            "(PARTITION BY payload->>'category' ORDER BY {newest} DESC) AS n FROM {t} "
+            "WHERE payload->>'user_id' = %s AND payload->>'category' = ANY(%s)) ranked "
+            "WHERE n <= %s OR payload->>'slot' = ANY(%s) ORDER BY {newest} DESC"
+        ).format(newest=_NEWEST, t=self._t)
+        with self.pool.connection() as conn:
+            rows = conn.execute(query, [user_id, list(categories), per_category, list(slots)]).fetchall()
+        return [(str(r[0]), r[1]) for r in rows]
+
+    def current_for_slot(self, user_id: str, slot: str) -> Row | None:
+        """The user's fact that holds `slot` now (the last updated, should there be two)."""
+        query = sql.SQL(
+            "SELECT id, payload FROM {} WHERE payload->>'user_id' = %s AND payload->>'slot' = %s "
+            "ORDER BY payload->>'updated_at' DESC LIMIT 1"
+        ).format(self._t)
+        with self.pool.connection() as conn:
+            row = conn.execute(query, [user_id, slot]).fetchone()
+        return (str(row[0]), row[1]) if row else None
+
+    def by_write_id(self, user_id: str, write_id: str) -> Row | None:
+        """The user's row a write with this id stored, if any (a replay finds its first attempt)."""
+        query = sql.SQL(
+            "SELECT id, payload FROM {} WHERE payload->>'write_id' = %s AND payload->>'user_id' = %s LIMIT 1"
+        ).format(self._t)
+        with self.pool.connection() as conn:
+            row = conn.execute(query, [write_id, user_id]).fetchone()
+        return (str(row[0]), row[1]) if row else None
+
+    # ------------------------------------------------------------ the lexical index
+    def stale_lex(self, user_id: str, version: str, after: Any, limit: int) -> list[tuple[Any, str | None]]:
+        """(id, text) of the user's rows whose `lex` is not of `version`, in id order after `after`."""
+        query = sql.SQL(
+            "SELECT id, payload->>'data' FROM {} WHERE payload->>'user_id' = %s "
+            "AND payload->>'lex_v' IS DISTINCT FROM %s AND id > %s ORDER BY id LIMIT %s"
+        ).format(self._t)
+        with self.pool.connection() as conn:
+            return conn.execute(query, [user_id, version, after, limit]).fetchall()
+
+    def merge_payloads(self, updates: Sequence[tuple[dict[str, Any], Any, str]]) -> None:
+        """Merge each (fields, id, text) into its row's payload, where the row still holds
+        that text (a row rewritten meanwhile is its writer's)."""
+        query = sql.SQL("UPDATE {} SET payload = payload || %s WHERE id = %s AND payload->>'data' = %s").format(self._t)
+        with self.pool.connection() as conn, conn.cursor() as cur:
+            cur.executemany(query, [(Jsonb(fields), row_id, text) for fields, row_id, text in updates])
+
+    # ------------------------------------------------------------ deletes
+    def delete_user(self, user_id: str, conn: Connection | None = None) -> list[str]:
+        """Delete every row of the user (one statement, no cap); their ids."""
+        with self._conn(conn) as c:
+            rows = c.execute(
+                sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s RETURNING id::text").format(self._t), [user_id]
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def delete_user_entities(self, user_id: str, conn: Connection | None = None) -> None:
+        """Delete the entities Mem0 linked to the user, where Mem0 made its entity table."""
+        entities = entities_table(self.name)
+        with self._conn(conn) as c:
+            if c.execute("SELECT to_regclass(quote_ident(%s))", [entities]).fetchone()[0] is not None:
+                c.execute(
+                    sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s").format(sql.Identifier(entities)), [user_id]
+                )
+
+    def delete_turn_writes(self, user_id: str, write_id: str) -> list[str]:
+        """Delete the user's rows written by this write id or by any write of the same turn
+        (`<turn>:<n>`, a turn's facts); their ids."""
+        return self._delete_where(
+            user_id,
+            sql.SQL("payload->>'write_id' = %s OR starts_with(payload->>'write_id', %s)"),
+            [write_id, write_id.split(":")[0] + ":"],
+        )
+
+    def delete_row(self, user_id: str, mem_id: str) -> list[str]:
+        """Delete the user's row with this id; its id, or nothing when it was gone."""
+        return self._delete_where(user_id, sql.SQL("id = %s::uuid"), [mem_id])
+
+    def _delete_where(self, user_id: str, condition: sql.Composable, params: Sequence[Any]) -> list[str]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s AND ({}) RETURNING id::text").format(
+                    self._t, condition
+                ),
+                [user_id, *params],
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    # ------------------------------------------------------------ retention
+    def count_facts_older_than(self, cutoff: datetime, conn: Connection | None = None) -> int:
+        """Durable facts (rows with a category) created before `cutoff`."""
+        with self._conn(conn) as c:
+            query = sql.SQL("SELECT count(*) FROM {} WHERE payload ? 'category' AND {}").format(self._t, _OLDER_THAN)
+            return c.execute(query, [cutoff]).fetchone()[0]
+
+    def count_raw_turns_older_than(self, cutoff: datetime, conn: Connection | None = None) -> int:
+        """Raw turns (rows without a category) created before `cutoff`."""
+        with self._conn(conn) as c:
+            query = sql.SQL("SELECT count(*) FROM {} WHERE {} AND {}").format(self._t, _RAW_TURN, _OLDER_THAN)
+            return c.execute(query, [cutoff]).fetchone()[0]
+
+    def delete_raw_turns_older_than(self, cutoff: datetime, limit: int, conn: Connection | None = None) -> list[str]:
+        """Delete at most `limit` raw turns created before `cutoff`; their ids."""
+        query = sql.SQL(
+            "DELETE FROM {m} WHERE id IN (SELECT id FROM {m} WHERE {raw} AND {old} LIMIT %s) RETURNING id::text"
+        ).format(m=self._t, raw=_RAW_TURN, old=_OLDER_THAN)
+        with self._conn(conn) as c:
+            return [r[0] for r in c.execute(query, [cutoff, limit]).fetchall()]
+
+    # ------------------------------------------------------------ the operator's view
+    def user_summaries(self) -> dict[str, tuple[int, int, str | None]]:
+        """user -> (raw turns, facts, newest time), for every user with a row."""
+        query = sql.SQL(
+            "SELECT payload->>'user_id', count(*) FILTER (WHERE NOT payload ? 'category'), "
+            "count(*) FILTER (WHERE payload ? 'category'), {} FROM {} GROUP BY 1"
+        ).format(sql.SQL("max({})").format(_NEWEST), self._t)
+        with self.pool.connection() as conn:
+            return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(query).fetchall()}
+
+    # ------------------------------------------------------------ retrieval stages
+    def fulltext_hits(self, scope: Scope, terms: Sequence[str]) -> list[tuple[str, str | None]]:
+        """(id, lex) of the scope's rows whose `lex` holds any of `terms` (GIN index)."""
+        tsquery = " | ".join("'" + t.replace("'", "''") + "'" for t in terms)
+        where, params = self._where(scope)
+        query = sql.SQL(
+            "SELECT id::text, payload->>'lex' FROM {t} WHERE {w} "
+            "AND to_tsvector('simple', payload->>'lex') @@ to_tsquery('simple', %s)"
+        ).format(t=self._t, w=where)
+        with self.pool.connection() as conn:
+            return conn.execute(query, [*params, tsquery]).fetchall()
+
+    def substring_hits(self, scope: Scope, patterns: Sequence[str], scan: int, limit: int) -> list[str]:
+        """Ids of the scope's rows whose text matches any ILIKE pattern (trigram index),
+        those matching more patterns first; of the first `scan` matches only, which bounds
+        the work when a pattern is common in a large store."""
+        hits = sql.SQL(" + ").join(sql.SQL("(data ILIKE %s)::int") for _ in patterns)
+        where, params = self._where(scope)
+        query = sql.SQL(
+            "SELECT id FROM (SELECT id::text AS id, payload->>'data' AS data FROM {t} WHERE {w} "
+            "AND payload->>'data' ILIKE ANY(%s) LIMIT %s) m ORDER BY {hits} DESC LIMIT %s"
+        ).format(t=self._t, w=where, hits=hits)
+        with self.pool.connection() as conn:
+            rows = conn.execute(query, [*params, list(patterns), scan, *patterns, limit]).fetchall()
+        return [r[0] for r in rows]
+
+    def payloads(self, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], bool]]:
+        """(id, no cosine, payload, False) of the rows with these ids."""
+        query = sql.SQL("SELECT id::text, NULL, payload, false FROM {} WHERE id = ANY(%s::uuid[])").format(self._t)
+        with self.pool.connection() as conn:
+            return conn.execute(query, [list(ids)]).fetchall()
+
+    def nearest_and_ids(
+        self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str]
+    ) -> list[tuple[str, float, dict[str, Any], bool]]:
+        """One round trip: (id, cosine, payload, True) of the scope's `limit` rows nearest
+        to `vector` (HNSW, iterative scan), then (id, cosine, payload, False) of the rows
+        with these ids. Plain cosine: Mem0's own search folds a keyword pass into it."""
+        where, params = self._where(scope)
+        literal = vector_literal(vector)
+        query = sql.SQL(
+            "(SELECT id::text, 1 - (vector <=> %s::vector), payload, true FROM {t} WHERE {w} "
+            " ORDER BY vector <=> %s::vector LIMIT %s) "
+            "UNION ALL "
+            "(SELECT id::text, 1 - (vector <=> %s::vector), payload, false FROM {t} "
+            " WHERE id = ANY(%s::uuid[]))"
+        ).format(t=self._t, w=where)
+        with self.pool.connection() as conn:
+            return conn.execute(query, [literal, *params, literal, limit, literal, list(ids)]).fetchall()
+
+    def turns(
+        self, user_id: str, sessions: Sequence[str], seqs: Sequence[str], vector: Sequence[float] | None
+    ) -> list[tuple[str, float | None, dict[str, Any]]]:
+        """(id, cosine to `vector` or None, payload) of the user's raw turns in these sessions
+        at these positions (any pairing of the two: the caller keeps the pairs it wants)."""
+        cos = sql.SQL("1 - (vector <=> %s::vector)") if vector is not None else sql.SQL("NULL")
+        query = sql.SQL(
+            "SELECT id::text, {cos}, payload FROM {t} WHERE payload->>'user_id' = %s "
+            "AND payload->>'session_id' = ANY(%s) AND payload->>'seq' = ANY(%s) AND payload ? 'seq'"
+        ).format(cos=cos, t=self._t)
+        params: list[Any] = [vector_literal(vector)] if vector is not None else []
+        params += [user_id, list(sessions), list(seqs)]
+        with self.pool.connection() as conn:
+            return conn.execute(query, params).fetchall()
+
+    def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, np.ndarray]]:
+        """(id, vector) of up to `limit` of the user's rows, read in binary."""
+        query = sql.SQL("SELECT id::text, vector FROM {} WHERE payload->>'user_id' = %s LIMIT %s").format(self._t)
+        with self.pool.connection() as conn, conn.cursor(binary=True) as cur:
+            rows = cur.execute(query, [user_id, limit]).fetchall()
+        return [(mem_id, vector_array(v)) for mem_id, v in rows]
+
+
+__all__ = [
+    "Mem0Table", "Row", "Scope", "create_table", "entities_table", "stored_dims", "vector_array", "vector_literal",
+]  # fmt: skip
