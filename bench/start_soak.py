@@ -113,6 +113,8 @@ async def read_log(stream: asyncio.StreamReader, soak: Soak, recycle_after: floa
             soak.init_errors += 1
             if "timed out" in str(rec.get("exc_info", "")) or "timed out" in line.decode(errors="replace"):
                 soak.init_timeouts += 1
+        elif message == "process exited with non-zero exit code -9":
+            pass  # the soak's own recycling (SIGKILL), or LiveKit's kill after a time-out (counted above)
         elif rec.get("level") in ("ERROR", "CRITICAL") and len(soak.errors) < 20:
             soak.errors.append(message[:200])
 
