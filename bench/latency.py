@@ -497,8 +497,10 @@ async def _turns(
                           f"earlier_context={log_.recall.earlier_context if log_.recall else None} "
                           f"requests={[r.messages[-1][1][:30] for r in turn.requests]}", file=sys.stderr)  # fmt: skip
         record = TurnRecord(utt.text, turn.first_audio_s, len(turn.requests), own, injected, i == 0, waited)
-        record.request_ms = round((turn.requests[0].arrived_at - turn.end_of_speech) * 1000, 2) if turn.requests else None
-        record.committed_ms = round((turn.committed_at - turn.end_of_speech) * 1000, 2) if turn.committed_at else None
+        if turn.requests:
+            record.request_ms = round((turn.requests[0].arrived_at - turn.end_of_speech) * 1000, 2)
+        if turn.committed_at:
+            record.committed_ms = round((turn.committed_at - turn.end_of_speech) * 1000, 2)
         if work is not None and turn.first_audio is not None:
             record.work_ms = in_window(work, turn.end_of_speech, turn.first_audio)
         result.turns.append(record)
@@ -513,7 +515,9 @@ def pct(values: list[float], q: float) -> float:
     return ordered[k]
 
 
-def quantile_interval(values: list[float], q: float, *, resamples: int = 5000, seed: int = 20261126) -> list[float] | None:
+def quantile_interval(
+    values: list[float], q: float, *, resamples: int = 5000, seed: int = 20261126
+) -> list[float] | None:
     """95% percentile-bootstrap interval of the q-th percentile (turns resampled): with
     24 turns a p95 is about the second largest value, and the interval says how far
     another run's could lie."""
@@ -637,12 +641,13 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
             results[name] = ScenarioResult(name)
         for n, start in enumerate(range(0, len(turns), args.session_turns)):
             for name, settings in group[n % len(group) :] + group[: n % len(group)]:
-                print(f"running {name}: session {n + 1}, {len(turns[start : start + args.session_turns])} turns ...", flush=True)
+                batch = turns[start : start + args.session_turns]
+                print(f"running {name}: session {n + 1}, {len(batch)} turns ...", flush=True)
                 if args.gc == "frozen":
                     heap.settle()  # what lives on is frozen, as prewarm leaves a fresh job process
                 res, t0 = results[name], time.perf_counter()
                 with full_passes(res.gc_full_passes_ms):
-                    await _one_session(res, kind, store, retrievers[name], settings, turns[start : start + args.session_turns],
+                    await _one_session(res, kind, store, retrievers[name], settings, batch,
                                        reference=settings is not None, vad=vad)  # fmt: skip
                 res.wall_s += time.perf_counter() - t0
     for name, kind, settings, utts, ctx in stress_specs if args.stress_turns else []:

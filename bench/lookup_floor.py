@@ -65,17 +65,18 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     if not (Path(args.data_dir) / "pg").exists() and not any(Path(args.data_dir).glob("*")):
-        sys.exit(f"bench.lookup_floor: {args.data_dir} holds no store; run `python -m bench.latency --data-dir {args.data_dir}` first")
+        sys.exit(f"bench.lookup_floor: {args.data_dir} holds no store;"
+                 f" run `python -m bench.latency --data-dir {args.data_dir}` first")
 
     import dataclasses
 
     from bench.latency import BENCH_USER, bench_utterances
-    from memory.storage import embedder as embedder_mod
     from memory.language import lexical
     from memory.ops import heap
     from memory.retrieval.retriever import Retriever
     from memory.service import MemoryService
     from memory.settings import MemoryMode, load_settings
+    from memory.storage import embedder as embedder_mod
     from memory.storage.store import MemoryStore
 
     base = load_settings({"MEMORY_DATA_DIR": args.data_dir, "MEMORY_COLLECTION": "bench_latency"}, dotenv=False)

@@ -166,7 +166,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             await asyncio.wait_for(proc.wait(), args.seconds)
             soak.errors.append(f"the worker exited early with code {proc.returncode}")
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             load_avg = os.getloadavg()
@@ -174,7 +174,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 proc.send_signal(signal.SIGINT)  # a graceful stop, as on a deploy
                 try:
                     await asyncio.wait_for(proc.wait(), 60)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     proc.kill()
                     await proc.wait()
             await asyncio.wait_for(reader, 10)

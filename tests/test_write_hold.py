@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from harness import PipelineHarness, load_utterances
+from memory.journal.queue import DurableWriteQueue
 from memory.retrieval.retriever import Retriever
-from memory.types import Turn
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
-from memory.journal.queue import DurableWriteQueue
+from memory.types import Turn
 from tests.conftest import make_service
 from tests.test_write_queue import CHILD, ROOT, journal_rows, make_turn, stored_write_ids
 
@@ -41,8 +41,9 @@ async def test_a_turn_is_written_after_its_reply_starts_to_play_and_is_then_stor
     answers. The write (memory and archive alike) starts only once the reply's first
     audio frame has played, and the turn is in the store after. Removing the hold from
     `MemorySession` fails this: the write starts as the turn is committed, ~0.3 s before."""
-    import agent
     from livekit.plugins import silero
+
+    import agent
     from memory.livekit.session import MemorySession
 
     agent.make_plugins(agent.load_settings({}, dotenv=False), silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
@@ -62,7 +63,11 @@ async def test_a_turn_is_written_after_its_reply_starts_to_play_and_is_then_stor
         turn = await harness.say(UTTERANCES["t00"])
     assert turn.committed.startswith("My sister is called Anna") and turn.first_audio is not None
     assert turn.committed_at is not None and turn.committed_at < turn.first_audio  # there was a window to hold
-    said = [(at, t) for at, t in started if "Anna" in t.text and (t.kind == "memory" or t.extra.get("message_type") == "user")]
+    said = [
+        (at, t)
+        for at, t in started
+        if "Anna" in t.text and (t.kind == "memory" or t.extra.get("message_type") == "user")
+    ]
     assert {t.kind for _, t in said} == {"memory", "archive"}, said
     early = [(round((turn.first_audio - at) * 1000), t.kind) for at, t in said if at < turn.first_audio]
     assert not early, f"written before the reply's first audio (ms before, kind): {early}"
@@ -161,8 +166,9 @@ async def test_a_session_that_ends_while_its_writes_are_held_stores_the_turn(
     """The caller hangs up right after speaking, before the reply plays: the turn's
     write was held, and the session's close writes it (the next session recalls it).
     A hold that outlived the close (not ended by the drain) fails this."""
-    import agent
     from livekit.plugins import silero
+
+    import agent
     from memory.livekit.session import MemorySession
 
     agent.make_plugins(agent.load_settings({}, dotenv=False), silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})

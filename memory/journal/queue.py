@@ -472,7 +472,7 @@ class DurableWriteQueue:
             self._released.clear()
             try:
                 await asyncio.wait_for(self._released.wait(), left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if self._hold_until and self._loop.time() >= self._hold_until:
                     self.hold_timeouts += 1
                     self._hold_until = 0.0
