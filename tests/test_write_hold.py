@@ -165,7 +165,8 @@ async def test_a_session_that_ends_while_its_writes_are_held_stores_the_turn(
 ) -> None:
     """The caller hangs up right after speaking, before the reply plays: the turn's
     write was held, and the session's close writes it (the next session recalls it).
-    A hold that outlived the close (not ended by the drain) fails this."""
+    Three things end that hold (the reply cancelled by the close, the close's drain, the
+    hold's bound); with all three taken out this fails (any one of them keeps it green)."""
     from livekit.plugins import silero
 
     import agent
