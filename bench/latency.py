@@ -46,6 +46,8 @@ from livekit.agents import Agent
 
 import harness as harness_mod
 from bench.evaldata import default_eval_dir
+from bench.stats import mean_interval
+from bench.work_window import Work, in_window, record_work
 from harness import LLMRequest, PipelineHarness, ScriptedLLM, Utterance
 from memory.journal.queue import DurableWriteQueue
 from memory.language import lexical
@@ -211,6 +213,9 @@ class TurnRecord:
     injected: int
     first_of_session: bool
     waited_ms: float | None = None  # what the reply waited for memory
+    request_ms: float | None = None  # end of speech -> the LLM request
+    committed_ms: float | None = None  # end of speech -> LiveKit committed the user's message
+    work_ms: dict[str, float] = field(default_factory=dict)  # memory's work in [end of speech, first audio]
 
 
 @dataclass
@@ -375,6 +380,7 @@ async def _one_session(
     vad: Any,
 ) -> None:
     refs: list[list[str]] = []
+    pending: list[tuple[str, list[str], set[str]]] = []  # reference look-ups to make
     memory: MemorySession | None = None
 
     def own_ids(records: list[MemoryRecord]) -> list[str]:
@@ -386,31 +392,26 @@ async def _one_session(
         return [r.id for r in records if r.metadata.get("session_id") != sid and r.id not in shown]
 
     async def respond(request: LLMRequest) -> str:
-        # The reference look-up for this request's words, with no budget: what the turn
-        # should carry. Runs after the request's arrival time was recorded.
+        # What the reference look-up for this request needs, noted now; the look-up runs
+        # after the reply has played (`_turns`): run here, it sat on the reply's path
+        # (between the LLM's first token and the TTS request) in memory-on runs only.
         if memory is not None and reference and request.messages and request.messages[-1][0] == "user":
-            service = memory.service
-            text = request.messages[-1][1]
-            recs = (
-                await asyncio.to_thread(service.recall_sync, BENCH_USER, text, memory.earlier_turns(), memory.session_id)
-                if service.wants_recall(text)
-                else []
-            )
-            shown = {r.id for r in (memory.profile or [])}
-            recs, _ = fit_recalled([r for r in recs if r.id not in shown], service.settings.recall_max_chars)
-            refs.append(own_ids(recs))
+            pending.append((request.messages[-1][1], memory.earlier_turns(), {r.id for r in (memory.profile or [])}))
         return "Sure."
 
+    # A caller's words are new to the process: the query embeddings another scenario (or
+    # session) made of the same fixtures must not answer this session's look-ups.
+    getattr(store.mem0.embedding_model, "_cache", {}).clear()
     h = PipelineHarness(stt_kind, vad=vad, llm=ScriptedLLM(respond), timeout=60.0)
     # GATED's extraction LLM: a remote call, in the background
     h.plugins.memory_llm = ScriptedLLM(lambda _req: json.dumps({"facts": []}), ttft=0.3)
     userdata = {"settings": settings or store.settings, "store": store, "retriever": retriever}
     # Memory off is the same entrypoint, room and greeting with memory taken out: no
     # events subscribed, no writes, no profile, no injection.
-    with _Sessions() as sessions, (_null() if settings is not None else _memory_off()):
+    with _Sessions() as sessions, (_null() if settings is not None else _memory_off()), record_work() as work:
         async with h.entrypoint(userdata, user_id=BENCH_USER, job_id=f"bench-{uuid.uuid4().hex[:8]}"):
             memory = sessions.made[0] if settings is not None else None
-            await _turns(h, utterances, result, memory, refs, own_ids)
+            await _turns(h, utterances, result, memory, refs, own_ids, pending, work)
             if memory is not None:
                 result.budget_missed += sum(1 for t in memory.turns if t.recall and t.recall.missed_budget)
 
@@ -445,6 +446,22 @@ def _memory_off() -> Iterator[None]:
         ArchiveSession.attach = real_archive  # type: ignore[method-assign]
 
 
+async def _references(memory: MemorySession, pending: list[tuple[str, list[str], set[str]]],
+                      refs: list[list[str]], own_ids: Callable[[list[MemoryRecord]], list[str]]) -> None:
+    """The reference look-ups of the requests just answered, with no budget: what each
+    turn should have carried. Made once the reply has played, so never beside it."""
+    service = memory.service
+    while pending:
+        text, earlier, shown = pending.pop(0)
+        recs = (
+            await asyncio.to_thread(service.recall_sync, BENCH_USER, text, earlier, memory.session_id)
+            if service.wants_recall(text)
+            else []
+        )
+        recs, _ = fit_recalled([r for r in recs if r.id not in shown], service.settings.recall_max_chars)
+        refs.append(own_ids(recs))
+
+
 async def _turns(
     h: PipelineHarness,
     utterances: list[Utterance],
@@ -452,12 +469,16 @@ async def _turns(
     memory: MemorySession | None,
     refs: list[list[str]],
     own_ids: Callable[[list[MemoryRecord]], list[str]],
+    pending: list[tuple[str, list[str], set[str]]],
+    work: list[Work] | None,
 ) -> None:
     await h.greeted()
     for i, utt in enumerate(utterances):
         n_refs = len(refs)
         n_logs = len(memory.turns) if memory else 0
         turn = await h.say(utt)
+        if memory is not None:
+            await _references(memory, pending, refs, own_ids)
         own: bool | None = None
         injected, waited = 0, None
         if memory is not None and len(memory.turns) > n_logs:
@@ -475,7 +496,14 @@ async def _turns(
                           f"injected-only={len(got - set(refs[-1]))} reference-only={len(set(refs[-1]) - got)} "
                           f"earlier_context={log_.recall.earlier_context if log_.recall else None} "
                           f"requests={[r.messages[-1][1][:30] for r in turn.requests]}", file=sys.stderr)  # fmt: skip
-        result.turns.append(TurnRecord(utt.text, turn.first_audio_s, len(turn.requests), own, injected, i == 0, waited))
+        record = TurnRecord(utt.text, turn.first_audio_s, len(turn.requests), own, injected, i == 0, waited)
+        if turn.requests:
+            record.request_ms = round((turn.requests[0].arrived_at - turn.end_of_speech) * 1000, 2)
+        if turn.committed_at:
+            record.committed_ms = round((turn.committed_at - turn.end_of_speech) * 1000, 2)
+        if work is not None and turn.first_audio is not None:
+            record.work_ms = in_window(work, turn.end_of_speech, turn.first_audio)
+        result.turns.append(record)
 
 
 # ------------------------------------------------------------------- report
@@ -485,6 +513,38 @@ def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
     return ordered[k]
+
+
+def quantile_interval(
+    values: list[float], q: float, *, resamples: int = 5000, seed: int = 20261126
+) -> list[float] | None:
+    """95% percentile-bootstrap interval of the q-th percentile (turns resampled): with
+    24 turns a p95 is about the second largest value, and the interval says how far
+    another run's could lie."""
+    if len(values) < 2:
+        return None
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    picks = np.random.default_rng(seed).integers(0, len(data), size=(resamples, len(data)))
+    stats = np.quantile(data[picks], q / 100, axis=1, method="nearest")
+    return [round(float(np.quantile(stats, 0.025)), 1), round(float(np.quantile(stats, 0.975)), 1)]
+
+
+def _p(turns: list[TurnRecord], name: str, q: float) -> float | None:
+    values = [getattr(t, name) for t in turns if getattr(t, name) is not None]
+    return round(pct(values, q), 1) if values else None
+
+
+def _work_summary(turns: list[TurnRecord]) -> dict[str, dict[str, float]]:
+    """Per kind of memory work: the share of turns where it ran between the end of
+    speech and the first audio frame, and its mean milliseconds there when it did."""
+    kinds = sorted({k for t in turns for k in t.work_ms})
+    out = {}
+    for kind in kinds:
+        ms = [t.work_ms[kind] for t in turns if kind in t.work_ms]
+        out[kind] = {"turns_share": round(len(ms) / max(1, len(turns)), 3), "mean_ms": round(sum(ms) / len(ms), 1)}
+    return out
 
 
 def summarise(res: ScenarioResult, baseline: ScenarioResult) -> dict[str, Any]:
@@ -503,11 +563,20 @@ def summarise(res: ScenarioResult, baseline: ScenarioResult) -> dict[str, Any]:
         "added_first_audio_ms_p50": round(pct(added, 50), 2),
         "added_first_audio_ms_p95": round(pct(added, 95), 2),
         "added_first_audio_ms_max": round(max(added), 2) if added else None,
+        "added_first_audio_ms_mean": round(sum(added) / len(added), 2) if added else None,
+        "added_first_audio_ms_mean_ci95": [round(x, 1) for x in mean_interval(added)] if len(added) > 1 else None,
+        "added_first_audio_ms_p50_ci95": quantile_interval(added, 50),
+        "added_first_audio_ms_p95_ci95": quantile_interval(added, 95),
+        "added_first_audio_ms_each": [round(a, 1) for a in added],
         "added_first_audio_ms_p95_later_turns": round(pct(later, 95), 2),
         "first_turn_added_ms": [round(a, 2) for a in first],
         "first_turn_added_ms_max": round(max(first), 2) if first else None,
         "first_audio_ms_p50": round(pct([t.first_audio_s * 1000 for t in res.turns if t.first_audio_s], 50), 1),
         "memory_wait_ms_p95": round(pct(waited, 95), 2) if waited else None,
+        "request_ms_p50": _p(res.turns, "request_ms", 50),
+        "request_ms_p50_off": _p(baseline.turns, "request_ms", 50),
+        "committed_ms_p50": _p(res.turns, "committed_ms", 50),
+        "work_in_window": _work_summary(res.turns),
         "llm_requests_per_turn": round(sum(t.requests for t in res.turns) / max(1, len(res.turns)), 3),
         "own_memory": round(sum(own) / len(own), 4) if own else None,
         "own_memory_turns": len(own),
@@ -549,28 +618,43 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
     turns = bench_utterances(args.turns)
     stress = bench_utterances(args.stress_turns)
 
-    specs: list[tuple[str, str, MemorySettings | None, list[Utterance], Callable[[], Any] | None]] = []
-    for kind in [k.strip() for k in args.stt.split(",")]:
-        specs += [
-            (f"off {kind}", kind, None, turns, None),
-            (f"NORMAL {kind}", kind, normal, turns, None),
-            (f"GATED {kind}", kind, gated, turns, None),
-        ]
-    stress_specs = [
+    kinds = [k.strip() for k in args.stt.split(",")]
+    stress_specs: list[tuple[str, str, MemorySettings | None, list[Utterance], Callable[[], Any] | None]] = [
         ("off realtime (stress baseline)", "realtime", None, stress, None),
         ("NORMAL realtime, embedder 200 ms", "realtime", normal, stress, lambda: slow_embedder(store, 0.2)),
         # Before the stalled store: its stalled calls go on for up to 5 s after it.
         ("NORMAL realtime, 40 long turns waiting", "realtime", normal, stress, lambda: journal_backlog(store, normal, 40, 1500)),
         ("NORMAL realtime, store stalls 5 s", "realtime", normal, stress, lambda: stalled_store(store, 5.0)),
     ]
-    if args.stress_turns:
-        specs += stress_specs
     results: dict[str, ScenarioResult] = {}
-    for name, kind, settings, utts, ctx in specs:
+    for kind in kinds:
+        # Memory off, NORMAL, GATED and memory off again (the A/A pair: how far two runs
+        # of the same pipeline differ on this machine), interleaved session by session,
+        # the order rotated each time: a machine that gets busier during the run moves
+        # all of them alike, not the scenario that happened to run then.
+        group: list[tuple[str, MemorySettings | None]] = [
+            (f"off {kind}", None), (f"NORMAL {kind}", normal), (f"GATED {kind}", gated), (f"off again {kind}", None),
+        ]  # fmt: skip
+        forget_sessions(store)  # each STT mode meets the preloaded store only
+        retrievers = {name: new_retriever(settings or base) for name, settings in group}
+        for name, _ in group:
+            results[name] = ScenarioResult(name)
+        for n, start in enumerate(range(0, len(turns), args.session_turns)):
+            for name, settings in group[n % len(group) :] + group[: n % len(group)]:
+                batch = turns[start : start + args.session_turns]
+                print(f"running {name}: session {n + 1}, {len(batch)} turns ...", flush=True)
+                if args.gc == "frozen":
+                    heap.settle()  # what lives on is frozen, as prewarm leaves a fresh job process
+                res, t0 = results[name], time.perf_counter()
+                with full_passes(res.gc_full_passes_ms):
+                    await _one_session(res, kind, store, retrievers[name], settings, batch,
+                                       reference=settings is not None, vad=vad)  # fmt: skip
+                res.wall_s += time.perf_counter() - t0
+    for name, kind, settings, utts, ctx in stress_specs if args.stress_turns else []:
         forget_sessions(store)  # each scenario meets the preloaded store only
         print(f"running {name}: {len(utts)} turns ...", flush=True)
         if args.gc == "frozen":
-            heap.settle()  # what lives on is frozen, as prewarm leaves a fresh job process
+            heap.settle()
         with (ctx() if ctx else _null()):
             results[name] = await run_scenario(
                 name, kind, store, new_retriever(settings or base), settings, utts,
@@ -581,6 +665,8 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         for mode in ("NORMAL", "GATED"):
             if f"{mode} {kind}" in results:
                 scenarios[f"{mode.lower()}_{label}"] = summarise(results[f"{mode} {kind}"], results[f"off {kind}"])
+        if f"off again {kind}" in results:
+            scenarios[f"aa_noise_{label}"] = summarise(results[f"off again {kind}"], results[f"off {kind}"])
     stress_out = {
         key: summarise(results[name], results["off realtime (stress baseline)"])
         for key, name in (
@@ -638,6 +724,11 @@ def main() -> None:
         print(f"{name:24} {s['turns']:>5} {s['added_first_audio_ms_p50']:>8.1f}ms {s['added_first_audio_ms_p95']:>8.1f}ms "
               f"{first:>12} {wait:>9} {s['llm_requests_per_turn']:>12.2f} {own:>8} {s['turns_with_memories']:>7} "
               f"{s['budget_missed']:>7} {s['first_audio_ms_p50']:>8.0f}ms")
+    print()
+    for name, s in [*scenarios.items(), *stress.items()]:
+        print(f"{name:24} added mean {s['added_first_audio_ms_mean']} ms {s['added_first_audio_ms_mean_ci95']}, "
+              f"p50 CI {s['added_first_audio_ms_p50_ci95']}, p95 CI {s['added_first_audio_ms_p95_ci95']}, "
+              f"first turns {s['first_turn_added_ms']}; memory work in the window: {s['work_in_window']}")
     print(json.dumps({"bench": "latency", "budget_ms": args.budget_ms, "gc": gc_info, "store": store_info,
                       "session_turns": args.session_turns, "scenarios": scenarios, "stress": stress}))
 

@@ -18,6 +18,12 @@ SPEECH_DIR = Path(__file__).parent / "speech"
 SAMPLE_RATE = 16_000
 FRAME_S = 0.01  # 10 ms frames, as LiveKit's room input delivers them
 _FRAME_SAMPLES = int(SAMPLE_RATE * FRAME_S)
+# Silero reads 512-sample windows (32 ms). An utterance that starts at another phase of
+# that grid is cut into other windows, and its end of speech is seen up to a window
+# earlier or later: noise of a few tens of milliseconds between two runs of the same
+# turn, larger than the effects bench.latency looks for. Utterances start on a multiple
+# of 2,560 samples (160 ms: 16 frames of 10 ms, 5 windows) from the first frame.
+ALIGN_SAMPLES = 2560
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class SpeechInput(AudioInput):
         self._next_due: float | None = None
         self._closed = False
         self._silence = b"\x00\x00" * _FRAME_SAMPLES
+        self._emitted = 0  # samples handed to the session
 
     async def say(self, utterance: Utterance) -> float:
         playing = _Playing(utterance)
@@ -85,7 +92,8 @@ class SpeechInput(AudioInput):
             raise StopAsyncIteration
         self._next_due += FRAME_S
         data = self._silence
-        if self._queue:
+        starting = bool(self._queue) and self._queue[0].offset == 0
+        if self._queue and not (starting and self._emitted % ALIGN_SAMPLES):
             playing = self._queue[0]
             chunk = playing.utterance.pcm[playing.offset : playing.offset + 2 * _FRAME_SAMPLES]
             playing.offset += len(chunk)
@@ -96,6 +104,7 @@ class SpeechInput(AudioInput):
                 end = time.perf_counter() + FRAME_S * len(chunk) / len(self._silence)
                 if not playing.ended.done():
                     playing.ended.set_result(end)
+        self._emitted += _FRAME_SAMPLES
         return rtc.AudioFrame(data=data, sample_rate=SAMPLE_RATE, num_channels=1, samples_per_channel=_FRAME_SAMPLES)
 
 

@@ -34,6 +34,7 @@ class SpokenTurn:
     first_audio: float | None  # perf_counter of the reply's first audio frame
     requests: list[LLMRequest]
     committed: str = ""  # the user message LiveKit added to the conversation
+    committed_at: float | None = None  # perf_counter when LiveKit added it (the turn's end)
 
     @property
     def first_audio_s(self) -> float | None:
@@ -86,6 +87,7 @@ class PipelineHarness:
         self.session: AgentSession | None = None
         self.agent_state = "initializing"
         self.user_items: list[str] = []
+        self.user_item_times: list[float] = []
         self._changed = asyncio.Event()
 
     # ------------------------------------------------------------ building
@@ -113,6 +115,7 @@ class PipelineHarness:
     def _on_item(self, ev: Any) -> None:
         if getattr(ev.item, "role", None) == "user":
             self.user_items.append(ev.item.text_content or "")
+            self.user_item_times.append(time.perf_counter())
             self._changed.set()
 
     async def start(self, agent_: Agent) -> None:
@@ -198,4 +201,5 @@ class PipelineHarness:
         await self.idle()
         # the reply's: the first frame after the end of speech
         first = next((t for t in self.speaker.first_frames[n_audio:] if t > eos), None)
-        return SpokenTurn(utterance.text, eos, first, self.llm.requests[n_req:], " ".join(self.user_items[n_items:]))
+        return SpokenTurn(utterance.text, eos, first, self.llm.requests[n_req:], " ".join(self.user_items[n_items:]),
+                          self.user_item_times[n_items] if len(self.user_item_times) > n_items else None)

@@ -7,11 +7,16 @@ JOURNAL and starts it with a handler that never completes. Given a database
 URL, the handler first really writes turn 0 to the store, so that write has
 reached the store but its journal row is never deleted. Prints "ready" when
 all rows are on disk (and turn 0 is in the store), then waits to be killed.
+
+With WRITE_QUEUE_CHILD_HOLD=1 the queue is started and its writes held (as a session
+holds them while a reply is being made) before the turns are enqueued, and the
+handler is the real write: the process is killed with every turn held.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -68,6 +73,15 @@ async def main(argv: list[str]) -> None:
             wrote_first.set()
         await asyncio.Event().wait()  # ...but the acknowledgement never comes back
 
+    if os.environ.get("WRITE_QUEUE_CHILD_HOLD") == "1":
+        assert service is not None
+        queue = DurableWriteQueue(journal, service.remember, attempt_timeout_s=3600)
+        queue.start()
+        queue.hold(3600)
+        for turn in turns:
+            queue.enqueue(turn)
+        print("ready", flush=True)
+        await asyncio.Event().wait()
     queue = DurableWriteQueue(journal, handler, attempt_timeout_s=3600)
     for turn in turns:
         queue.enqueue(turn)

@@ -305,6 +305,11 @@ class DurableWriteQueue:
         # The row whose last attempt was cut short (timeout, stop): its handler
         # may still be running in a thread, so its lease is not released early.
         self._unsettled_seq: int | None = None
+        # Store writes held while a reply is being made (`hold`): until this loop time at
+        # the latest, or until `release`. The journal is not held: a turn is on disk at once.
+        self._hold_until = 0.0
+        self._released: asyncio.Event | None = None
+        self.hold_timeouts = 0  # holds that ran out before their release (observability)
         self._failures = 0  # consecutive failed attempts (drives the backoff)
         self._closed = False
         # Turns whose journal insert failed (disk full, lock timeout): kept in
@@ -425,6 +430,7 @@ class DurableWriteQueue:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._progress = asyncio.Event()
+        self._released = asyncio.Event()
         try:
             self.import_spills()
         except Exception as exc:  # retried by the lease keeper
@@ -436,6 +442,40 @@ class DurableWriteQueue:
         self._wake.set()
         self._consumer = asyncio.create_task(self._consume(), name="memory-write-queue")
         self._keeper = asyncio.create_task(self._keep_leases(), name="memory-write-queue-leases")
+
+    def hold(self, seconds: float) -> None:
+        """Hold the store writes for at most `seconds` from now, or until `release`.
+
+        Why: on 2 cores a turn's write (its embedding and insert, GATED's extraction, the
+        archive's insert) running beside the reply that is being made delayed that reply's
+        first audio, though the reply never waited for it (docs/latency.md). The session
+        holds the writes from the end of the user's speech to the reply's first audio
+        frame. Only the store work waits: `enqueue` still puts each turn in the journal at
+        once (a kill during a hold loses nothing), a write already running goes on, and a
+        hold is bounded, so a reply that never comes holds nothing for long."""
+        if self._loop is None or self._closed or seconds <= 0:
+            return
+        self._hold_until = max(self._hold_until, self._loop.time() + seconds)
+
+    def release(self) -> None:
+        """End a hold: the held writes go now."""
+        self._hold_until = 0.0
+        self._notify(self._released)
+
+    @property
+    def held(self) -> bool:
+        return self._loop is not None and self._loop.time() < self._hold_until
+
+    async def _wait_hold(self) -> None:
+        assert self._loop is not None and self._released is not None
+        while (left := self._hold_until - self._loop.time()) > 0:
+            self._released.clear()
+            try:
+                await asyncio.wait_for(self._released.wait(), left)
+            except TimeoutError:
+                if self._hold_until and self._loop.time() >= self._hold_until:
+                    self.hold_timeouts += 1
+                    self._hold_until = 0.0
 
     def pending_count(self) -> int:
         """Rows waiting to be written, in the whole journal (all processes), plus unsaved ones."""
@@ -499,6 +539,7 @@ class DurableWriteQueue:
         Never raises. Returns at once (False) when the consumer is not running,
         since nothing would make progress.
         """
+        self.release()  # whoever waits for the writes wants them written now
         try:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + max(timeout_s, 0.0)
@@ -742,6 +783,7 @@ class DurableWriteQueue:
         while True:
             try:
                 self._wake.clear()
+                await self._wait_hold()  # before a row is read: a forget during the hold takes it
                 self._flush_unsaved()
                 try:
                     row = self._next_row()

@@ -24,7 +24,12 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from livekit.agents import AgentSession, llm
-from livekit.agents.voice.events import ConversationItemAddedEvent, UserInputTranscribedEvent
+from livekit.agents.voice.events import (
+    AgentStateChangedEvent,
+    ConversationItemAddedEvent,
+    UserInputTranscribedEvent,
+    UserStateChangedEvent,
+)
 
 from memory.archive.writer import write_archived
 from memory.journal.queue import DurableWriteQueue
@@ -56,6 +61,13 @@ RECALL_MESSAGE_ID = "memory_recall"
 # (and the end of the utterance) comes well before the final transcript, which still
 # starts its look-up at once.
 INTERIM_SETTLE_S = 0.2
+# The store writes (the turn's embedding and insert, GATED's extraction, the archive's
+# inserts) wait from the end of the user's speech until the reply's first audio frame,
+# and no longer than this (seconds): on 2 cores they delayed the reply they ran beside
+# (docs/latency.md). It covers the VAD's silence, the endpointing delay and a slow
+# model's first token and audio; past it the writes go on anyway. The turn is in the
+# journal on disk from its commit on, held or not.
+WRITE_HOLD_MAX_S = 5.0
 # The role of the memory blocks: stored text is untrusted, and OpenAI's guidance is to
 # keep untrusted text out of system/developer messages, which outrank the user; LiveKit's
 # own RAG and initial-context examples add such context as an assistant message. An
@@ -146,6 +158,8 @@ class MemorySession:
         """Subscribe to the session's events and start the profile fetch (not awaited)."""
         session.on("user_input_transcribed", self._on_transcribed)
         session.on("conversation_item_added", self._on_item_added)
+        session.on("user_state_changed", self._on_user_state)
+        session.on("agent_state_changed", self._on_agent_state)
         self.queue.start()
         self.start_profile()
 
@@ -213,6 +227,22 @@ class MemorySession:
             self.profile = await self.service.profile(self.user_id)
         except Exception as exc:  # noqa: BLE001 - the next write tries again
             logger.warning("profile refresh failed: %r", exc)
+
+    def _on_user_state(self, ev: UserStateChangedEvent) -> None:
+        """The user starts speaking: the turn's forget check goes now, long before the
+        reply (a batch STT's only transcript comes after the end of speech, where the
+        check's read ran beside the reply's look-up). The user stops: the store writes
+        wait until the reply's first audio frame (`WRITE_HOLD_MAX_S`)."""
+        if ev.new_state == "speaking":
+            self._check_forget_once()
+        elif ev.old_state == "speaking":
+            self.queue.hold(WRITE_HOLD_MAX_S)
+
+    def _on_agent_state(self, ev: AgentStateChangedEvent) -> None:
+        """The reply's first audio frame (the agent starts speaking), or the reply ended
+        without one (interrupted, nothing to say): the held writes go."""
+        if ev.new_state == "speaking" or ev.old_state in ("thinking", "speaking"):
+            self.queue.release()
 
     def _on_transcribed(self, ev: UserInputTranscribedEvent) -> None:
         """Prefetch for what the user has said so far in this turn.

