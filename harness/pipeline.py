@@ -128,25 +128,23 @@ class PipelineHarness:
         """Run `agent.entrypoint` in LiveKit's fake job context; yields the JobContext.
         `userdata` is what prewarm leaves (settings, store, retriever); the harness adds
         its VAD and plugins. On exit the job's shutdown callbacks run, as LiveKit runs them."""
-        from livekit import rtc
         from livekit.agents.testing import fake_job_context
 
         import agent
-        from harness.room import FakeRoom
+        from harness.room import UnconnectedRoom
 
         real_build = agent.build_session
-        real_first = agent.first_agent
-        # The room is never connected, so it has no local participant: the worker's form
-        # RPC goes on the stand-in's (`self.rpc_room`), where a test can invoke it.
-        self.rpc_room = FakeRoom()
-        agent.first_agent = lambda _room, *args: real_first(self.rpc_room, *args)  # type: ignore[assignment]
+        # The worker registers its form RPC on the job room's local participant, the
+        # stand-in, where a test can invoke it (`self.rpc_room.local_participant`).
+        room = UnconnectedRoom()
+        self.rpc_room = room
 
         def build_with_io(vad: Any, plugins: Any) -> AgentSession:
             return self.attach(real_build(vad, plugins))
 
         agent.build_session = build_with_io  # type: ignore[assignment]
         try:
-            with fake_job_context(room=rtc.Room(), job_id=job_id) as ctx:
+            with fake_job_context(room=room, job_id=job_id) as ctx:
                 ctx.proc.userdata.update(userdata, vad=self.vad, plugins=self.plugins)
 
                 async def wait_for_participant(**_kw: Any) -> StubParticipant:
@@ -163,7 +161,6 @@ class PipelineHarness:
                     self.mic.close()
         finally:
             agent.build_session = real_build  # type: ignore[assignment]
-            agent.first_agent = real_first  # type: ignore[assignment]
 
     # ------------------------------------------------------------ driving
     async def _until(self, cond: Callable[[], bool], what: str) -> None:

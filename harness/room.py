@@ -25,6 +25,9 @@ class FakeLocalParticipant:
 
     def __init__(self, identity: str = "agent") -> None:
         self.identity = identity
+        self.sid = f"PA_{identity}"
+        self.kind = rtc.ParticipantKind.PARTICIPANT_KIND_AGENT
+        self.attributes: dict[str, str] = {}
         self._rpc_handlers: dict[str, Any] = {}
         self._rpc_interceptors: list[Any] = []
 
@@ -56,3 +59,19 @@ class FakeRoom:
     def __init__(self, name: str = "fake-room", agent_identity: str = "agent") -> None:
         self.name = name
         self.local_participant = FakeLocalParticipant(agent_identity)
+
+
+class UnconnectedRoom(rtc.Room):
+    """The job's room: a real `rtc.Room` that never connects (so LiveKit's room IO
+    publishes nothing), whose local participant is the stand-in. Without one, reading
+    `local_participant` raises before connecting, and LiveKit's session raised it from
+    `_update_agent_state("speaking")` before emitting the event: the "speaking" state,
+    which the worker acts on, never came in tests."""
+
+    def __init__(self, agent_identity: str = "agent") -> None:
+        super().__init__()
+        self._stand_in = FakeLocalParticipant(agent_identity)
+
+    @property
+    def local_participant(self) -> Any:  # type: ignore[override]
+        return self._stand_in

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from harness import PipelineHarness, load_utterances
+from harness import PipelineHarness, ScriptedLLM, load_utterances
 from memory.journal.queue import DurableWriteQueue
 from memory.retrieval.retriever import Retriever
 from memory.settings import MemoryMode
@@ -56,9 +56,16 @@ async def test_a_turn_is_written_after_its_reply_starts_to_play_and_is_then_stor
 
     monkeypatch.setattr(MemorySession, "_remember", remember)
     user = f"hold-{uuid.uuid4().hex[:8]}"
-    harness = PipelineHarness(stt_kind)
+    # A reply of several sentences: it plays for about a second after its first frame.
+    long_reply = " ".join(f"Sentence number {i} of a longer answer." for i in range(8))
+    harness = PipelineHarness(stt_kind, llm=ScriptedLLM(lambda _req: long_reply))
     userdata = {"settings": store.settings, "store": store, "retriever": Retriever(store, store.settings)}
+    listening: list[float] = []
     async with harness.entrypoint(userdata, user_id=user, job_id=f"job-{uuid.uuid4().hex[:8]}"):
+        assert harness.session is not None
+        harness.session.on(
+            "agent_state_changed", lambda ev: listening.append(time.perf_counter()) if ev.new_state == "listening" else None
+        )
         await harness.greeted()
         turn = await harness.say(UTTERANCES["t00"])
     assert turn.committed.startswith("My sister is called Anna") and turn.first_audio is not None
@@ -71,6 +78,11 @@ async def test_a_turn_is_written_after_its_reply_starts_to_play_and_is_then_stor
     assert {t.kind for _, t in said} == {"memory", "archive"}, said
     early = [(round((turn.first_audio - at) * 1000), t.kind) for at, t in said if at < turn.first_audio]
     assert not early, f"written before the reply's first audio (ms before, kind): {early}"
+    # ... and released by that first frame (LiveKit's "speaking" state), as in a room, not
+    # only once the reply has played: the turn reaches the store while the agent talks.
+    reply_done = min(at for at in listening if at > turn.first_audio)
+    late = [(round((at - reply_done) * 1000), t.kind) for at, t in said if at > reply_done]
+    assert not late, f"written only after the reply had played (ms after, kind): {late}"
     stored = [r.text for r in store.search(user, "sister Anna")]
     assert any("Anna" in text for text in stored), f"the held turn was never stored: {stored}"
 
