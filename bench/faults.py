@@ -68,7 +68,7 @@ class RefusingJournalQueue(DurableWriteQueue):
 
     refuse = False
 
-    def _execute(self, sql: str, params: tuple = ()) -> list[tuple]:  # type: ignore[type-arg]
+    def _execute(self, sql: str, params: tuple = ()) -> list[tuple]:
         if self.refuse and sql.lstrip().upper().startswith(("INSERT", "DELETE", "UPDATE")):
             self._journal_ok = False
             raise sqlite3.OperationalError("database or disk is full")

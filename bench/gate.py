@@ -233,13 +233,28 @@ def _default_paths() -> list[Path]:
 
 def main(argv: Iterable[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.gate", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", action="append", type=Path, metavar="FILE",
-                    help="gatekeeper-format JSON file (repeatable; default: the three gate files in the eval dir)")
+    ap.add_argument(
+        "--data",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help="gatekeeper-format JSON file (repeatable; default: the three gate files in the eval dir)",
+    )
     ap.add_argument("--by-reason", action="store_true", help="also break results down by decision reason")
-    ap.add_argument("--cv", type=int, metavar="K", default=0,
-                    help="also K-fold cross-validate the rule set, folds by conversation/user (e.g. 5)")
-    ap.add_argument("--cv-target", type=float, default=DEFAULT_TARGET, metavar="R",
-                    help=f"recall the rule selection must keep on the training folds (default {DEFAULT_TARGET})")
+    ap.add_argument(
+        "--cv",
+        type=int,
+        metavar="K",
+        default=0,
+        help="also K-fold cross-validate the rule set, folds by conversation/user (e.g. 5)",
+    )
+    ap.add_argument(
+        "--cv-target",
+        type=float,
+        default=DEFAULT_TARGET,
+        metavar="R",
+        help=f"recall the rule selection must keep on the training folds (default {DEFAULT_TARGET})",
+    )
     args = ap.parse_args(list(argv) if argv is not None else None)
 
     paths = args.data or _default_paths()

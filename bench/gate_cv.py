@@ -186,8 +186,12 @@ def _pooled(passed: np.ndarray, f: Fired) -> dict[str, object]:
         lo, hi = stats.mean_interval(vals, groups=gs) if len(set(gs)) > 1 else stats.mean_interval(vals)
         return [round(lo, 4), round(hi, 4)]
 
-    return {"recall": round(recall, 4), "skip_rate": round(skip, 4),
-            "recall_ci95": ci(pos, passed), "skip_rate_ci95": ci(neg, ~passed)}
+    return {
+        "recall": round(recall, 4),
+        "skip_rate": round(skip, 4),
+        "recall_ci95": ci(pos, passed),
+        "skip_rate_ci95": ci(neg, ~passed),
+    }
 
 
 def cross_validate(gate: GateFile, k: int = 5, target: float = DEFAULT_TARGET, seed: int = SEED) -> CVReport:
@@ -208,8 +212,20 @@ def cross_validate(gate: GateFile, k: int = 5, target: float = DEFAULT_TARGET, s
         tuned_pass[test] = held
         hr, hs = _rates(held, f.durable[test])
         fr, fs = _rates(full_pass[test], f.durable[test])
-        results.append(FoldResult(j + 1, len(test), int(f.durable[test].sum()),
-                                  sorted(set(everything) - set(enabled)), tr, ts, hr, hs, fr, fs))
+        results.append(
+            FoldResult(
+                j + 1,
+                len(test),
+                int(f.durable[test].sum()),
+                sorted(set(everything) - set(enabled)),
+                tr,
+                ts,
+                hr,
+                hs,
+                fr,
+                fs,
+            )
+        )
     ablation: dict[str, dict[str, object]] = {}
     for r in REASONS[GateAction.EXTRACT]:
         without = f.passed([x for x in everything if x != r])
@@ -249,7 +265,7 @@ def format_cv(gate: GateFile, rep: CVReport) -> str:
         )
     lines.append(f"  {'rule':<24} {'fires':>5} {'helps in folds':>14}  recall gain / skip cost per held-out fold")
     for rule, a in rep.ablation.items():
-        gains = " ".join(f"{x:+.3f}" for x in a["recall_gain_per_fold"])  # type: ignore[union-attr]
-        costs = " ".join(f"{x:+.3f}" for x in a["skip_cost_per_fold"])  # type: ignore[union-attr]
+        gains = " ".join(f"{x:+.3f}" for x in a["recall_gain_per_fold"])
+        costs = " ".join(f"{x:+.3f}" for x in a["skip_cost_per_fold"])
         lines.append(f"  {rule:<24} {a['fires']:>5} {a['helps_in_folds']:>9}/{rep.k}     {gains}  /  {costs}")
     return "\n".join(lines)

@@ -224,7 +224,7 @@ def _kill_child(journal: Path, spill: Path, user: str, n: int, *, refuse: bool, 
     args = [sys.executable, str(CHILD), str(journal), str(spill), user, str(n)] + (["refuse"] if refuse else [])
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, cwd=cwd, text=True)
     try:
-        line = proc.stdout.readline()  # type: ignore[union-attr]
+        line = proc.stdout.readline()
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -320,6 +320,7 @@ async def instructions(store: MemoryStore) -> dict[str, Any]:
 
     stored = 0
     for answer in ("none", "itself"):
+
         def extract(req: LLMRequest, answer: str = answer) -> str:
             said = json.loads(req.messages[-1][1])["latest_user_message"]
             facts = [] if answer == "none" else [{"text": said, "category": "preferences", "slot": "reply_rules"}]
@@ -389,6 +390,7 @@ async def secrets(store: MemoryStore) -> dict[str, Any]:
     lk.addHandler(keep)
     user = f"secrets-{uuid.uuid4().hex[:6]}"
     try:
+
         async def say(h: VoiceHarness, m: MemorySession) -> None:
             for text, _ in SECRETS:
                 await h.user_says(text)
@@ -408,15 +410,24 @@ async def secrets(store: MemoryStore) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ read capacity
 CAPACITY_FACTS = [
-    "My sister {n} lives in Porto and works as a nurse", "I like {n} kinds of green tea",
-    "My dog is called Rex and he is {n} years old", "I am training for a marathon in {n} weeks",
-    "My favourite colour is blue since I was {n}", "I work as an engineer on project {n}",
-    "My brother plays chess on {n} evenings a week", "I am allergic to peanuts since age {n}",
+    "My sister {n} lives in Porto and works as a nurse",
+    "I like {n} kinds of green tea",
+    "My dog is called Rex and he is {n} years old",
+    "I am training for a marathon in {n} weeks",
+    "My favourite colour is blue since I was {n}",
+    "I work as an engineer on project {n}",
+    "My brother plays chess on {n} evenings a week",
+    "I am allergic to peanuts since age {n}",
 ]
 CAPACITY_TURNS = [
-    "What is my sister doing these days?", "Do you remember what tea I like?",
-    "How old is my dog?", "When is my marathon again?", "What is my favourite colour?",
-    "What do I work on?", "Tell me about my brother", "What am I allergic to?",
+    "What is my sister doing these days?",
+    "Do you remember what tea I like?",
+    "How old is my dog?",
+    "When is my marathon again?",
+    "What is my favourite colour?",
+    "What do I work on?",
+    "Tell me about my brother",
+    "What am I allergic to?",
 ]
 
 
@@ -440,9 +451,10 @@ async def capacity(store: MemoryStore, settings: MemorySettings, sessions: int, 
         added.append((time.perf_counter() - t0) * 1000)
         return out
 
-    MemorySession.prepare_chat_ctx = timed  # type: ignore[method-assign]
+    MemorySession.prepare_chat_ctx = timed
     watch = LoopWatch(0.01)
     try:
+
         async def one(i: int, user: str) -> tuple[int, int]:
             rng = random.Random(i)
 
@@ -458,12 +470,12 @@ async def capacity(store: MemoryStore, settings: MemorySettings, sessions: int, 
 
             m, _ = await run_session(service, user, say)
             logs = [t for t in m.turns if t.recall is not None]
-            return len(logs), sum(1 for t in logs if t.recall.missed_budget or t.recall.error)  # type: ignore[union-attr]
+            return len(logs), sum(1 for t in logs if t.recall.missed_budget or t.recall.error)
 
         with watch:
             results = await asyncio.gather(*(one(i, u) for i, u in enumerate(users)))
     finally:
-        MemorySession.prepare_chat_ctx = real_prepare  # type: ignore[method-assign]
+        MemorySession.prepare_chat_ctx = real_prepare
     wanted = sum(r[0] for r in results)
     missing = sum(r[1] for r in results)
     return {
@@ -481,8 +493,10 @@ SECTIONS = ("faults", "long", "instructions", "secrets", "capacity")
 
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="bench-hostile-"))
-    settings = load_settings({"MEMORY_DATA_DIR": str(data_dir), **({"MEMORY_DATABASE_URL": args.database_url}
-                                                                     if args.database_url else {})}, dotenv=False)  # fmt: skip
+    settings = load_settings(
+        {"MEMORY_DATA_DIR": str(data_dir), **({"MEMORY_DATABASE_URL": args.database_url} if args.database_url else {})},
+        dotenv=False,
+    )
     # As the worker's prewarm does: models, segmenter and word lists loaded, the heap
     # frozen; the first turn would otherwise pay for them (and stall the loop doing it).
     embedder_mod.local_model()
@@ -519,7 +533,10 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
 def report(result: dict[str, Any]) -> None:
     rows = result.pop("fault_rows", [])
     if rows:
-        print(f"\njournal faults ({'real tmpfs' if result.get('faults_real_disk') else 'refusal at the journal boundary'})")
+        print(
+            "\njournal faults "
+            f"({'real tmpfs' if result.get('faults_real_disk') else 'refusal at the journal boundary'})"
+        )
         print(f"{'case':42} {'turns':>6} {'acked':>6} {'lost':>5} {'dup':>5}")
         for r in rows:
             print(f"{r['case']:42} {r['turns']:>6} {r['acknowledged']:>6} {r['lost']:>5} {r['duplicated']:>5}")

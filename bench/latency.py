@@ -120,7 +120,8 @@ def preload(store: MemoryStore, user_memories: int, total: int) -> None:
     try:
         from memory.language.lexical import lex_fields
     except ImportError:  # lexical stage not installed: Mem0's fields only
-        def lex_fields(text: str) -> dict[str, str]:  # type: ignore[misc]
+
+        def lex_fields(text: str) -> dict[str, str]:
             return {}
 
     texts = _memory_texts(user_memories)
@@ -139,7 +140,9 @@ def preload(store: MemoryStore, user_memories: int, total: int) -> None:
         register_vector(conn)
         conn.execute(sql.SQL("TRUNCATE {}").format(table))
         conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(f"{store.table}_hnsw_idx")))
-        with conn.cursor().copy(sql.SQL("COPY {} (id, vector, payload) FROM STDIN WITH (FORMAT BINARY)").format(table)) as copy:
+        with conn.cursor().copy(
+            sql.SQL("COPY {} (id, vector, payload) FROM STDIN WITH (FORMAT BINARY)").format(table)
+        ) as copy:
             copy.set_types(["uuid", "vector", "jsonb"])
             for n in range(total):
                 if n < user_memories:
@@ -147,8 +150,13 @@ def preload(store: MemoryStore, user_memories: int, total: int) -> None:
                 else:
                     user, k = f"other-{n % 90}", rng.randrange(len(texts))
                 payload = {
-                    "data": texts[k], "user_id": user, "role": "user", "hash": "",
-                    "created_at": now, "updated_at": now, **lex_fields(texts[k]),
+                    "data": texts[k],
+                    "user_id": user,
+                    "role": "user",
+                    "hash": "",
+                    "created_at": now,
+                    "updated_at": now,
+                    **lex_fields(texts[k]),
                 }
                 if k % 2 == 0:  # half are GATED-style facts with a durable category
                     payload["category"] = DURABLE_CATEGORIES[(k // 2) % len(DURABLE_CATEGORIES)]
@@ -164,7 +172,10 @@ def preload(store: MemoryStore, user_memories: int, total: int) -> None:
         )
         conn.execute(sql.SQL("ANALYZE {}").format(table))
         conn.commit()
-    print(f"preload: {total} rows in {time.perf_counter() - t0:.0f} s (index {time.perf_counter() - t1:.0f} s)", flush=True)
+    print(
+        f"preload: {total} rows in {time.perf_counter() - t0:.0f} s (index {time.perf_counter() - t1:.0f} s)",
+        flush=True,
+    )
 
 
 def forget_sessions(store: MemoryStore) -> int:
@@ -263,11 +274,11 @@ def stalled_store(store: MemoryStore, seconds: float) -> Iterator[None]:
         with original(*a, **kw) as conn:
             yield conn
 
-    pool.connection = slow_connection  # type: ignore[method-assign]
+    pool.connection = slow_connection
     try:
         yield
     finally:
-        pool.connection = original  # type: ignore[method-assign]
+        pool.connection = original
 
 
 @contextmanager
@@ -338,11 +349,11 @@ class _Sessions:
             made.append(memory)
             real(memory, session)
 
-        MemorySession.attach = attach  # type: ignore[method-assign]
+        MemorySession.attach = attach
         return self
 
     def __exit__(self, *exc: object) -> None:
-        MemorySession.attach = self._real  # type: ignore[method-assign]
+        MemorySession.attach = self._real
 
 
 async def run_scenario(
@@ -408,7 +419,7 @@ async def _one_session(
     userdata = {"settings": settings or store.settings, "store": store, "retriever": retriever}
     # Memory off is the same entrypoint, room and greeting with memory taken out: no
     # events subscribed, no writes, no profile, no injection.
-    with _Sessions() as sessions, (_null() if settings is not None else _memory_off()), record_work() as work:
+    with _Sessions() as sessions, _null() if settings is not None else _memory_off(), record_work() as work:
         async with h.entrypoint(userdata, user_id=BENCH_USER, job_id=f"bench-{uuid.uuid4().hex[:8]}"):
             memory = sessions.made[0] if settings is not None else None
             await _turns(h, utterances, result, memory, refs, own_ids, pending, work)
@@ -433,21 +444,25 @@ def _memory_off() -> Iterator[None]:
     async def aclose(self: MemorySession, **_kw: Any) -> None:
         pass
 
-    agent.first_agent = lambda *_args, **_kw: PlainAgent()  # type: ignore[assignment]
-    MemorySession.attach = lambda self, session: None  # type: ignore[method-assign]
-    MemorySession.aclose = aclose  # type: ignore[method-assign]
-    ArchiveSession.attach = lambda self, session: None  # type: ignore[method-assign]
+    agent.first_agent = lambda *_args, **_kw: PlainAgent()
+    MemorySession.attach = lambda self, session: None
+    MemorySession.aclose = aclose
+    ArchiveSession.attach = lambda self, session: None
     try:
         yield
     finally:
-        agent.first_agent = real_first  # type: ignore[assignment]
-        MemorySession.attach = real_attach  # type: ignore[method-assign]
-        MemorySession.aclose = real_close  # type: ignore[method-assign]
-        ArchiveSession.attach = real_archive  # type: ignore[method-assign]
+        agent.first_agent = real_first
+        MemorySession.attach = real_attach
+        MemorySession.aclose = real_close
+        ArchiveSession.attach = real_archive
 
 
-async def _references(memory: MemorySession, pending: list[tuple[str, list[str], set[str]]],
-                      refs: list[list[str]], own_ids: Callable[[list[MemoryRecord]], list[str]]) -> None:
+async def _references(
+    memory: MemorySession,
+    pending: list[tuple[str, list[str], set[str]]],
+    refs: list[list[str]],
+    own_ids: Callable[[list[MemoryRecord]], list[str]],
+) -> None:
     """The reference look-ups of the requests just answered, with no budget: what each
     turn should have carried. Made once the reply has played, so never beside it."""
     service = memory.service
@@ -489,7 +504,9 @@ async def _turns(
             block = turn.requests[-1].memory_block("recalled_memories") if turn.requests else ""
             assert len([ln for ln in block.splitlines() if ln.startswith("{")]) == log_.injected, (block, log_)
             if len(refs) > n_refs:
-                got = set(own_ids([r for r in (log_.recall.records if log_.recall else []) if r.id in log_.injected_ids]))
+                got = set(
+                    own_ids([r for r in (log_.recall.records if log_.recall else []) if r.id in log_.injected_ids])
+                )
                 own = got == set(refs[-1])
                 if not own and os.environ.get("BENCH_DEBUG_OWN"):
                     print(f"own mismatch: {utt.text!r} prefetched={log_.recall.prefetched if log_.recall else None} "
@@ -550,7 +567,7 @@ def _work_summary(turns: list[TurnRecord]) -> dict[str, dict[str, float]]:
 def summarise(res: ScenarioResult, baseline: ScenarioResult) -> dict[str, Any]:
     pairs = [
         (t, (t.first_audio_s - b.first_audio_s) * 1000)
-        for t, b in zip(res.turns, baseline.turns)
+        for t, b in zip(res.turns, baseline.turns, strict=False)
         if t.first_audio_s is not None and b.first_audio_s is not None
     ]
     added = [a for _, a in pairs]
@@ -595,7 +612,11 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
 
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    env = {"MEMORY_DATA_DIR": str(data_dir), "MEMORY_COLLECTION": "bench_latency", "MEMORY_BUDGET_MS": str(args.budget_ms)}
+    env = {
+        "MEMORY_DATA_DIR": str(data_dir),
+        "MEMORY_COLLECTION": "bench_latency",
+        "MEMORY_BUDGET_MS": str(args.budget_ms),
+    }
     base = load_settings(env, dotenv=False)
     store = MemoryStore.open(base)
     preload(store, args.user_memories, args.total_memories)
@@ -614,7 +635,7 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
     gated = dataclasses.replace(base, mode=MemoryMode.GATED)
     # One per process, as prewarm makes it; each scenario gets a fresh one, so that each
     # session's first turn meets what a new job process's first session meets.
-    new_retriever = lambda s: Retriever(store, s)  # noqa: E731
+    new_retriever = lambda s: Retriever(store, s)  # noqa: E731 - a one-line helper
     turns = bench_utterances(args.turns)
     stress = bench_utterances(args.stress_turns)
 
@@ -623,7 +644,13 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         ("off realtime (stress baseline)", "realtime", None, stress, None),
         ("NORMAL realtime, embedder 200 ms", "realtime", normal, stress, lambda: slow_embedder(store, 0.2)),
         # Before the stalled store: its stalled calls go on for up to 5 s after it.
-        ("NORMAL realtime, 40 long turns waiting", "realtime", normal, stress, lambda: journal_backlog(store, normal, 40, 1500)),
+        (
+            "NORMAL realtime, 40 long turns waiting",
+            "realtime",
+            normal,
+            stress,
+            lambda: journal_backlog(store, normal, 40, 1500),
+        ),
         ("NORMAL realtime, store stalls 5 s", "realtime", normal, stress, lambda: stalled_store(store, 5.0)),
     ]
     results: dict[str, ScenarioResult] = {}
@@ -655,7 +682,7 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         print(f"running {name}: {len(utts)} turns ...", flush=True)
         if args.gc == "frozen":
             heap.settle()
-        with (ctx() if ctx else _null()):
+        with ctx() if ctx else _null():
             results[name] = await run_scenario(
                 name, kind, store, new_retriever(settings or base), settings, utts,
                 session_turns=args.session_turns, reference=ctx is None and settings is not None, vad=vad,
@@ -696,8 +723,12 @@ def main() -> None:
     parser.add_argument("--user-memories", type=int, default=10_000)
     parser.add_argument("--total-memories", type=int, default=100_000)
     parser.add_argument("--budget-ms", type=float, default=150.0)
-    parser.add_argument("--gc", choices=("frozen", "default"), default="frozen",
-                        help="frozen (as the worker's prewarm leaves it, default) or default (nothing frozen)")
+    parser.add_argument(
+        "--gc",
+        choices=("frozen", "default"),
+        default="frozen",
+        help="frozen (as the worker's prewarm leaves it, default) or default (nothing frozen)",
+    )
     parser.add_argument("--data-dir", default=os.environ.get("BENCH_DATA_DIR", "/tmp/bench-latency"))
     args = parser.parse_args()
     unknown = {g.strip() for g in args.stt.split(",")} - {"realtime", "batch"}
@@ -707,30 +738,53 @@ def main() -> None:
     scenarios, stress, gc_info, store_info = asyncio.run(amain(args))
 
     print()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"budget {args.budget_ms:g} ms; store {store_info['rows']:,} rows, {store_info['user_rows']:,} the user's; "
-          f"sessions of {args.session_turns} turns")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+        f"budget {args.budget_ms:g} ms; store {store_info['rows']:,} rows, {store_info['user_rows']:,} the user's; "
+        f"sessions of {args.session_turns} turns"
+    )
     frozen = gc_info.get("full_pass_ms_frozen")
-    print(f"garbage collector: {gc_info['mode']}; one full pass {gc_info['full_pass_ms_unfrozen']:.1f} ms with nothing frozen"
-          + (f", {frozen:.1f} ms with {gc_info['frozen_objects']:,} objects frozen" if frozen is not None else ""))
-    header = (f"{'scenario':24} {'turns':>5} {'added p50':>10} {'added p95':>10} {'1st turn max':>12} {'wait p95':>9} "
-              f"{'LLM req/turn':>12} {'own mem':>8} {'w/ mem':>7} {'missed':>7} {'reply p50':>10}")
+    print(
+        f"garbage collector: {gc_info['mode']}; "
+        f"one full pass {gc_info['full_pass_ms_unfrozen']:.1f} ms with nothing frozen"
+        + (f", {frozen:.1f} ms with {gc_info['frozen_objects']:,} objects frozen" if frozen is not None else "")
+    )
+    header = (
+        f"{'scenario':24} {'turns':>5} {'added p50':>10} {'added p95':>10} {'1st turn max':>12} {'wait p95':>9} "
+        f"{'LLM req/turn':>12} {'own mem':>8} {'w/ mem':>7} {'missed':>7} {'reply p50':>10}"
+    )
     print(header)
     print("-" * len(header))
     for name, s in [*scenarios.items(), *stress.items()]:
         own = "-" if s["own_memory"] is None else f"{s['own_memory']:.3f}"
         first = "-" if s["first_turn_added_ms_max"] is None else f"{s['first_turn_added_ms_max']:.1f}ms"
         wait = "-" if s["memory_wait_ms_p95"] is None else f"{s['memory_wait_ms_p95']:.1f}ms"
-        print(f"{name:24} {s['turns']:>5} {s['added_first_audio_ms_p50']:>8.1f}ms {s['added_first_audio_ms_p95']:>8.1f}ms "
-              f"{first:>12} {wait:>9} {s['llm_requests_per_turn']:>12.2f} {own:>8} {s['turns_with_memories']:>7} "
-              f"{s['budget_missed']:>7} {s['first_audio_ms_p50']:>8.0f}ms")
+        print(
+            f"{name:24} {s['turns']:>5} {s['added_first_audio_ms_p50']:>8.1f}ms "
+            f"{s['added_first_audio_ms_p95']:>8.1f}ms "
+            f"{first:>12} {wait:>9} {s['llm_requests_per_turn']:>12.2f} {own:>8} {s['turns_with_memories']:>7} "
+            f"{s['budget_missed']:>7} {s['first_audio_ms_p50']:>8.0f}ms"
+        )
     print()
     for name, s in [*scenarios.items(), *stress.items()]:
-        print(f"{name:24} added mean {s['added_first_audio_ms_mean']} ms {s['added_first_audio_ms_mean_ci95']}, "
-              f"p50 CI {s['added_first_audio_ms_p50_ci95']}, p95 CI {s['added_first_audio_ms_p95_ci95']}, "
-              f"first turns {s['first_turn_added_ms']}; memory work in the window: {s['work_in_window']}")
-    print(json.dumps({"bench": "latency", "budget_ms": args.budget_ms, "gc": gc_info, "store": store_info,
-                      "session_turns": args.session_turns, "scenarios": scenarios, "stress": stress}))
+        print(
+            f"{name:24} added mean {s['added_first_audio_ms_mean']} ms {s['added_first_audio_ms_mean_ci95']}, "
+            f"p50 CI {s['added_first_audio_ms_p50_ci95']}, p95 CI {s['added_first_audio_ms_p95_ci95']}, "
+            f"first turns {s['first_turn_added_ms']}; memory work in the window: {s['work_in_window']}"
+        )
+    print(
+        json.dumps(
+            {
+                "bench": "latency",
+                "budget_ms": args.budget_ms,
+                "gc": gc_info,
+                "store": store_info,
+                "session_turns": args.session_turns,
+                "scenarios": scenarios,
+                "stress": stress,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -41,12 +41,20 @@ from memory.language.prefilter import anchored_in
 
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s*|[,，]\s*(?=(?:i|i'm|my|we|我)\b)", re.IGNORECASE)
 _EN_SWAPS = (
-    (r"\bI am\b|\bI'm\b", "User is"), (r"\bI've\b", "User has"), (r"\bI'd\b", "User would"),
-    (r"\bI\b", "User"), (r"\b[Mm]y\b", "User's"), (r"\b[Ww]e\b", "User and family"), (r"\b[Oo]ur\b", "User's"),
+    (r"\bI am\b|\bI'm\b", "User is"),
+    (r"\bI've\b", "User has"),
+    (r"\bI'd\b", "User would"),
+    (r"\bI\b", "User"),
+    (r"\b[Mm]y\b", "User's"),
+    (r"\b[Ww]e\b", "User and family"),
+    (r"\b[Oo]ur\b", "User's"),
     (r"\bme\b", "User"),
 )
 _CATEGORY_EN = (
-    ("relationships", r"\b(?:sister|brother|wife|husband|mom|dad|mother|father|son|daughter|friend|dog|cat|beagle|kids?)\b"),
+    (
+        "relationships",
+        r"\b(?:sister|brother|wife|husband|mom|dad|mother|father|son|daughter|friend|dog|cat|beagle|kids?)\b",
+    ),
     ("preferences", r"\b(?:like|love|enjoy|favou?rite|prefer|hate|can't stand|dislike)\b"),
     ("goals", r"\b(?:plan|want|going to|hope|training|goal|tickets|meeting|reunion|concert)\b"),
 )
@@ -77,14 +85,18 @@ def respond(payload: dict[str, Any]) -> dict[str, Any]:
                 continue
             fact = sentence.replace("我的", "用户的").replace("我", "用户").rstrip("。！.!")
         else:
-            if not re.search(r"\b(?:I|I'm|my|we|our)\b", sentence, re.IGNORECASE) or re.search(r"\byou\b", sentence, re.I):
+            if not re.search(r"\b(?:I|I'm|my|we|our)\b", sentence, re.IGNORECASE) or re.search(
+                r"\byou\b", sentence, re.I
+            ):
                 continue
             fact = sentence.rstrip(".!")
             for pattern, repl in _EN_SWAPS:
                 fact = re.sub(pattern, repl, fact)
         slot = next((k["slot"] for k in known if anchored_in(sentence, [k["text"]])), None)
         if slot is None:
-            words = _WORD.findall(fact.replace("User", ""))[:2] if not zh else [f"zh_{zlib.crc32(fact.encode()) % 10_000}"]
+            words = (
+                _WORD.findall(fact.replace("User", ""))[:2] if not zh else [f"zh_{zlib.crc32(fact.encode()) % 10_000}"]
+            )
             slot = "_".join(w.lower() for w in words) or "fact"
         facts.append({"text": fact[:200], "category": _category(sentence, zh), "slot": slot})
     return {"facts": facts[:4]}
@@ -106,8 +118,9 @@ class GGUFBackend:
         self._lock = asyncio.Lock()
 
     async def answer(self, body: dict[str, Any]) -> str:
-        messages = [{"role": m.get("role", "user"), "content": _text(m.get("content", ""))}
-                    for m in body.get("messages") or []]
+        messages = [
+            {"role": m.get("role", "user"), "content": _text(m.get("content", ""))} for m in body.get("messages") or []
+        ]
         kwargs: dict[str, Any] = {"temperature": 0.0, "max_tokens": int(body.get("max_tokens") or 400)}
         if (body.get("response_format") or {}).get("type") == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
@@ -144,10 +157,18 @@ async def _completions(request: web.Request) -> web.StreamResponse:
     rid, created, model = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time()), body.get("model", "stub")
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     if not body.get("stream"):
-        return web.json_response({
-            "id": rid, "object": "chat.completion", "created": created, "model": model, "usage": usage,
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
-        })
+        return web.json_response(
+            {
+                "id": rid,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "usage": usage,
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                ],
+            }
+        )
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
 
@@ -179,7 +200,7 @@ async def start(
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    bound = site._server.sockets[0].getsockname()[1]
     return runner, f"http://{host}:{bound}/v1"
 
 

@@ -65,8 +65,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     if not (Path(args.data_dir) / "pg").exists() and not any(Path(args.data_dir).glob("*")):
-        sys.exit(f"bench.lookup_floor: {args.data_dir} holds no store;"
-                 f" run `python -m bench.latency --data-dir {args.data_dir}` first")
+        sys.exit(
+            f"bench.lookup_floor: {args.data_dir} holds no store;"
+            f" run `python -m bench.latency --data-dir {args.data_dir}` first"
+        )
 
     import dataclasses
 

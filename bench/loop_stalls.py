@@ -44,13 +44,15 @@ async def run(turns: int, mode: str) -> dict[str, object]:
     from harness import PipelineHarness, load_utterances
 
     proc = types.SimpleNamespace(userdata={})
-    agent.prewarm(proc)  # type: ignore[arg-type]
+    agent.prewarm(proc)
     stalls = _Stalls()
     lk_logger = logging.getLogger("livekit.agents")
     lk_logger.setLevel(logging.WARNING)
     lk_logger.addHandler(stalls)
     loop_monitor.start_monitoring(
-        asyncio.get_running_loop(), thresholds=loop_monitor.LoopMonitorThresholds(warn=0.05, error=0.5), emit_spans=False
+        asyncio.get_running_loop(),
+        thresholds=loop_monitor.LoopMonitorThresholds(warn=0.05, error=0.5),
+        emit_spans=False,
     )
     # The monitor must see a known stall, or "no stalls" would mean nothing.
     await asyncio.sleep(0.2)
@@ -84,12 +86,20 @@ def main() -> None:
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     out = asyncio.run(run(args.turns, args.stt))
     for phase in ("session_start", "turns"):
-        print(f"{phase}: {len(out[phase])} stalls over 50 ms")  # type: ignore[arg-type]
-        for ms, where in out[phase]:  # type: ignore[union-attr]
+        print(f"{phase}: {len(out[phase])} stalls over 50 ms")
+        for ms, where in out[phase]:
             print(f"  {ms:.0f} ms  {where}")
-    print(json.dumps({"bench": "loop_stalls", "stt": args.stt, "turns": out["n_turns"],
-                      "session_start_ms": [ms for ms, _ in out["session_start"]],  # type: ignore[union-attr]
-                      "turns_ms": [ms for ms, _ in out["turns"]]}))  # type: ignore[union-attr]
+    print(
+        json.dumps(
+            {
+                "bench": "loop_stalls",
+                "stt": args.stt,
+                "turns": out["n_turns"],
+                "session_start_ms": [ms for ms, _ in out["session_start"]],
+                "turns_ms": [ms for ms, _ in out["turns"]],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -87,7 +87,10 @@ def main() -> None:
     pre = [r["prewarm_s"] for r in results]
     imp = [r["import_s"] for r in results]
     timeout = agent.PREWARM_TIMEOUT_S
-    print(f"{args.runs} job processes, {args.concurrent} at once, {args.load} busy processes beside, {os.cpu_count()} cores")
+    print(
+        f"{args.runs} job processes, {args.concurrent} at once, "
+        f"{args.load} busy processes beside, {os.cpu_count()} cores"
+    )
     print(f"{'':10} {'p50':>7} {'p95':>7} {'max':>7}")
     for name, vals in (("import", imp), ("prewarm", pre)):
         print(f"{name:10} {_pct(vals, 50):>6.2f}s {_pct(vals, 95):>6.2f}s {max(vals):>6.2f}s")

@@ -84,7 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         results[name] = {"measures": kind, **fig}
         low, high = fig["rate_ci95"]
-        print(f"{name:24} {kind:12} {fig['messages']:>8} {fig['searched']:>8} {fig['rate']:>6.3f}  {low:.3f}-{high:.3f}")
+        print(
+            f"{name:24} {kind:12} {fig['messages']:>8} {fig['searched']:>8} {fig['rate']:>6.3f}  {low:.3f}-{high:.3f}"
+        )
         if "by_category" in fig:
             print("    by category: " + ", ".join(f"{c} {r:.3f}" for c, r in fig["by_category"].items()))
         for text in misses[: args.misses]:

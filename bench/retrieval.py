@@ -137,8 +137,15 @@ def load(store: MemoryStore, data: RetrievalFile, *, reload: bool = False) -> No
         _delete_user_rows(store, user)
         started = time.perf_counter()
         for i, m in enumerate(s.memories, 1):
-            meta = {"memory_id": m.id, "store_id": s.store_id, "timestamp": m.timestamp,
-                    "speaker": m.speaker, "session": m.session, "bench_store": stamp, **turns.get(m.id, {})}  # fmt: skip
+            meta = {
+                "memory_id": m.id,
+                "store_id": s.store_id,
+                "timestamp": m.timestamp,
+                "speaker": m.speaker,
+                "session": m.session,
+                "bench_store": stamp,
+                **turns.get(m.id, {}),
+            }
             store.add_raw(user, m.text, metadata={k: v for k, v in meta.items() if v is not None})
             if i % 250 == 0 or i == len(s.memories):
                 rate = i / (time.perf_counter() - started)
@@ -169,8 +176,9 @@ def _refresh_turns(store: MemoryStore, user: str, turns: dict[str, dict[str, Any
     t = sql.Identifier(store.table)
     with store.pool.connection() as conn:
         rows = conn.execute(
-            sql.SQL("SELECT id, payload->>'memory_id' FROM {} WHERE payload->>'user_id' = %s AND NOT payload ? 'seq'")
-            .format(t),
+            sql.SQL(
+                "SELECT id, payload->>'memory_id' FROM {} WHERE payload->>'user_id' = %s AND NOT payload ? 'seq'"
+            ).format(t),
             [user],
         ).fetchall()
         for row_id, memory_id in rows:
@@ -184,8 +192,7 @@ def _counts(store: MemoryStore) -> dict[str, tuple[int, int]]:
     from psycopg import sql
 
     query = sql.SQL(
-        "SELECT payload->>'user_id', count(*), "
-        "count(*) FILTER (WHERE payload->>'lex_v' = %s) FROM {} GROUP BY 1"
+        "SELECT payload->>'user_id', count(*), count(*) FILTER (WHERE payload->>'lex_v' = %s) FROM {} GROUP BY 1"
     ).format(sql.Identifier(store.table))
     with store.pool.connection() as conn:
         rows = conn.execute(query, [str(lexical.LEX_VERSION)]).fetchall()
@@ -196,7 +203,9 @@ def _stamped(store: MemoryStore, user: str, stamp: str) -> bool:
     """Were all of the user's rows loaded from this very store?"""
     from psycopg import sql
 
-    query = sql.SQL("SELECT bool_and(payload->>'bench_store' IS NOT DISTINCT FROM %s) FROM {} WHERE payload->>'user_id' = %s")
+    query = sql.SQL(
+        "SELECT bool_and(payload->>'bench_store' IS NOT DISTINCT FROM %s) FROM {} WHERE payload->>'user_id' = %s"
+    )
     with store.pool.connection() as conn:
         (same,) = conn.execute(query.format(sql.Identifier(store.table)), [stamp, user]).fetchone()
     return bool(same)
@@ -221,9 +230,7 @@ class QueryResult:
     scores: list[float] = dataclasses.field(default_factory=list)  # fused scores, same order
 
 
-def run_method(
-    store: MemoryStore, settings: MemorySettings, queries: Sequence[Query], k: int
-) -> list[QueryResult]:
+def run_method(store: MemoryStore, settings: MemorySettings, queries: Sequence[Query], k: int) -> list[QueryResult]:
     retriever = Retriever(store, settings)
     retriever.warm_up()
     for user in sorted({user_for(q.store_id) for q in queries}):
@@ -269,10 +276,7 @@ def calibration(
     threshold should drop).
     """
     relevant = sorted(
-        score
-        for r in results
-        for mem_id, score in zip(r.ranked, r.scores, strict=False)
-        if mem_id in r.query.relevant
+        score for r in results for mem_id, score in zip(r.ranked, r.scores, strict=False) if mem_id in r.query.relevant
     )
     out = {"relevant_min": relevant[0] if relevant else 0.0}
     out.update({f"relevant_p{p:02d}": _quantile(relevant, p / 100) for p in (1, 5, 10, 50)})
@@ -284,8 +288,11 @@ def calibration(
         foreign = sorted(
             (hits[0].score if hits else 0.0)
             for r in results
-            for hits in [retriever.retrieve(user_for(stores[(stores.index(r.query.store_id) + 1) % len(stores)]),
-                                            r.query.query, top_k=k)]
+            for hits in [
+                retriever.retrieve(
+                    user_for(stores[(stores.index(r.query.store_id) + 1) % len(stores)]), r.query.query, top_k=k
+                )
+            ]
         )
         out.update({f"foreign_top1_p{p:02d}": _quantile(foreign, p / 100) for p in (50, 90, 99)})
     return out

@@ -207,8 +207,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=300.0, help="how long the worker runs (default 300)")
     parser.add_argument("--load", type=int, default=2, help="busy processes beside it (default 2)")
-    parser.add_argument("--recycle-after", type=float, default=5.0,
-                        help="seconds after which a ready idle process is ended, as after a job (0: never)")
+    parser.add_argument(
+        "--recycle-after",
+        type=float,
+        default=5.0,
+        help="seconds after which a ready idle process is ended, as after a job (0: never)",
+    )
     parser.add_argument("--data-dir", default="", help="the worker's MEMORY_DATA_DIR (default: a new temporary one)")
     args = parser.parse_args()
     out = asyncio.run(run(args))

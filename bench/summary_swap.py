@@ -147,11 +147,11 @@ class _Archives:
             made.append(archive)
             real(archive, session)
 
-        ArchiveSession.attach = attach  # type: ignore[method-assign]
+        ArchiveSession.attach = attach
         return self
 
     def __exit__(self, *exc: object) -> None:
-        ArchiveSession.attach = self._real  # type: ignore[method-assign]
+        ArchiveSession.attach = self._real
 
 
 def _conversation(role: str, text: str) -> bool:
@@ -232,8 +232,9 @@ def summarise(res: SwapResult, baseline: SwapResult, archive_off: SwapResult | N
         "added_first_audio_ms_p50_before_swap": round(pct(before, 50), 2) if before else None,
         "first_audio_ms_p50": round(pct([t.first_audio_s * 1000 for t in res.turns if t.first_audio_s], 50), 1),
         "llm_requests_per_turn": round(sum(t.requests for t in res.turns) / max(1, len(res.turns)), 3),
-        "llm_requests_per_turn_after_swap": (round(sum(t.requests for t in swapped) / len(swapped), 3)
-                                             if swapped else None),
+        "llm_requests_per_turn_after_swap": (
+            round(sum(t.requests for t in swapped) / len(swapped), 3) if swapped else None
+        ),
         "turns_with_two_requests": sum(1 for t in res.turns if t.requests > 1),
         "preemptive_discarded": sum(t.discarded for t in res.turns),
         "preemptive_invalidated_by_context": res.invalidated,
@@ -311,15 +312,16 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "store": {"rows": rows, "user_rows": user_rows},
         "scenarios": {name: summarise(res, off, archive_off) for name, res in results.items() if name != "off"},
-        "baseline": {"first_audio_ms_p50": round(pct([t.first_audio_s * 1000 for t in off.turns
-                                                       if t.first_audio_s], 50), 1),
-                     "llm_requests_per_turn": round(sum(t.requests for t in off.turns) / max(1, len(off.turns)), 3),
-                     "preemptive_discarded": sum(t.discarded for t in off.turns),
-                     "preemptive_invalidated_by_context": off.invalidated,
-                     "preemptive_used": off.preemptive_used,
-                     "speech_handles_per_turn": round(sum(t.speeches for t in off.turns) / max(1, len(off.turns)), 3),
-                     "context_messages_last": off.turns[-1].messages if off.turns else None,
-                     "context_chars_last": off.turns[-1].chars if off.turns else None},  # fmt: skip
+        "baseline": {
+            "first_audio_ms_p50": round(pct([t.first_audio_s * 1000 for t in off.turns if t.first_audio_s], 50), 1),
+            "llm_requests_per_turn": round(sum(t.requests for t in off.turns) / max(1, len(off.turns)), 3),
+            "preemptive_discarded": sum(t.discarded for t in off.turns),
+            "preemptive_invalidated_by_context": off.invalidated,
+            "preemptive_used": off.preemptive_used,
+            "speech_handles_per_turn": round(sum(t.speeches for t in off.turns) / max(1, len(off.turns)), 3),
+            "context_messages_last": off.turns[-1].messages if off.turns else None,
+            "context_chars_last": off.turns[-1].chars if off.turns else None,
+        },  # fmt: skip
     }
 
 
@@ -343,22 +345,29 @@ def main() -> None:
     out = asyncio.run(amain(args))
 
     print()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"sessions of {args.session_turns} turns x {args.sessions}; MEMORY_SUMMARY_AFTER={args.summary_after}; "
-          f"summary model first token {SUMMARY_TTFT_S:g} s; store {out['store']['rows']:,} rows")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+        f"sessions of {args.session_turns} turns x {args.sessions}; MEMORY_SUMMARY_AFTER={args.summary_after}; "
+        f"summary model first token {SUMMARY_TTFT_S:g} s; store {out['store']['rows']:,} rows"
+    )
     b = out["baseline"]
-    print(f"memory off: first audio p50 {b['first_audio_ms_p50']:.0f} ms, "
-          f"{b['llm_requests_per_turn']:.2f} LLM requests/turn, "
-          f"{b['preemptive_used']} preemptive replies used, {b['preemptive_discarded']} discarded "
-          f"({b['preemptive_invalidated_by_context']} for a changed context), "
-          f"last request {b['context_messages_last']} messages / {b['context_chars_last']} chars")
-    header = (f"{'scenario':30} {'added p50':>9} {'p95':>7} {'after swap: n':>13} {'p50':>7} {'p95':>7} "
-              f"{'req/turn':>8} "
-              f"{'preempt. used':>13} {'discarded':>9} {'invalid.':>8} {'last req msgs/chars':>19} "
-              f"{'conv. chars last/max':>20} {'summaries':>9}")
+    print(
+        f"memory off: first audio p50 {b['first_audio_ms_p50']:.0f} ms, "
+        f"{b['llm_requests_per_turn']:.2f} LLM requests/turn, "
+        f"{b['preemptive_used']} preemptive replies used, {b['preemptive_discarded']} discarded "
+        f"({b['preemptive_invalidated_by_context']} for a changed context), "
+        f"last request {b['context_messages_last']} messages / {b['context_chars_last']} chars"
+    )
+    header = (
+        f"{'scenario':30} {'added p50':>9} {'p95':>7} {'after swap: n':>13} {'p50':>7} {'p95':>7} "
+        f"{'req/turn':>8} "
+        f"{'preempt. used':>13} {'discarded':>9} {'invalid.':>8} {'last req msgs/chars':>19} "
+        f"{'conv. chars last/max':>20} {'summaries':>9}"
+    )
     print(header)
     print("-" * len(header))
     for name, s in out["scenarios"].items():
+
         def ms(v: float | None) -> str:
             return "-" if v is None else f"{v:.1f}"
 

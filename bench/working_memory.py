@@ -115,7 +115,7 @@ async def run(name: str, store: MemoryStore, turns: int, *, ttft: float, working
             t0 = time.perf_counter()
             try:
                 await workspace.update_context(ctx_id[0], "specialist", f"note {i}: the caller confirmed a detail")
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - any failure here is reported, never raised
                 result.errors.append(f"update: {exc!r}")
             result.update_ms.append((time.perf_counter() - t0) * 1000)
 
@@ -138,7 +138,7 @@ async def run(name: str, store: MemoryStore, turns: int, *, ttft: float, working
         settings = dataclasses.replace(store.settings, mode=MemoryMode.NORMAL, context_max_chars=100_000)
         session_memory = MemorySession(MemoryService(store, settings), user_id=USER)
         agent: Agent = first_agent(room, session_memory, store, USER)
-        workspace = agent.workspace  # type: ignore[attr-defined]
+        workspace = agent.workspace
         handler = workspace.submit_form
 
         def timed_submit(payload: str, *, caller: str) -> Any:
@@ -198,7 +198,10 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     lexical.warm_up()
     heap.settle()  # as the worker's prewarm leaves a job process
     specs: list[tuple[str, bool, int, int]] = [
-        ("off", False, 0, 0), ("on", True, 0, 0), ("on + forms", True, args.forms, 0), ("on + notes", True, 0, args.notes),
+        ("off", False, 0, 0),
+        ("on", True, 0, 0),
+        ("on + forms", True, args.forms, 0),
+        ("on + notes", True, 0, args.notes),
     ]  # fmt: skip
     # First-call costs are no turn's.
     await run("warm-up", store, 3, ttft=args.ttft, working=True, forms_per_reply=args.forms, notes_per_reply=args.notes)
@@ -240,8 +243,9 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "context_update_ms_p95": round(pct(notes.update_ms, 95), 2),
         "forms_submitted": len(forms.submit_ms),
         "context_updates": len(notes.update_ms),
-        "llm_requests_per_turn": max(round(sum(t.requests for t in s.turns) / max(1, len(s.turns)), 3)
-                                     for s in (on, forms, notes)),  # fmt: skip
+        "llm_requests_per_turn": max(
+            round(sum(t.requests for t in s.turns) / max(1, len(s.turns)), 3) for s in (on, forms, notes)
+        ),  # fmt: skip
         "errors": len(off.errors + on.errors + forms.errors + notes.errors),
         "scenarios": {},
     }
@@ -271,10 +275,15 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     s = asyncio.run(amain(args))
     print()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"LLM time to first token {args.ttft * 1000:g} ms; during each reply: {args.forms} forms ('on + forms'), "
-          f"{args.notes} context notes ('on + notes')")
-    header = f"{'scenario':16} {'turns':>5} {'EOS->req p50':>13} {'reply p50':>10} {'reply p95':>10} {'EOS->audio p50':>15} {'p95':>8} {'req/turn':>9}"
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+        f"LLM time to first token {args.ttft * 1000:g} ms; during each reply: {args.forms} forms ('on + forms'), "
+        f"{args.notes} context notes ('on + notes')"
+    )
+    header = (
+        f"{'scenario':16} {'turns':>5} {'EOS->req p50':>13} {'reply p50':>10} {'reply p95':>10} "
+        f"{'EOS->audio p50':>15} {'p95':>8} {'req/turn':>9}"
+    )
     print(header)
     print("-" * len(header))
     for name, v in s["scenarios"].items():
@@ -283,14 +292,19 @@ def main() -> int:
               f"{v['llm_requests_per_turn']:>9.2f}")  # fmt: skip
     for what in ("forms", "notes"):
         a, e = s[f"{what}_added_reply_ms"], s[f"{what}_added_end_to_end_ms"]
-        print(f"{what} during a reply add to it: mean {a['mean']:+.2f} ms [{a['ci_low']:+.2f}, {a['ci_high']:+.2f}], "
-              f"p95 {a['p95']:+.2f} ms; end to end: mean {e['mean']:+.2f} ms [{e['ci_low']:+.2f}, {e['ci_high']:+.2f}]")
+        print(
+            f"{what} during a reply add to it: mean {a['mean']:+.2f} ms [{a['ci_low']:+.2f}, {a['ci_high']:+.2f}], "
+            f"p95 {a['p95']:+.2f} ms; end to end: mean {e['mean']:+.2f} ms [{e['ci_low']:+.2f}, {e['ci_high']:+.2f}]"
+        )
     m = s["memory_added_end_to_end_ms"]
     print(f"memory + working memory add end to end: mean {m['mean']:+.2f} ms [{m['ci_low']:+.2f}, {m['ci_high']:+.2f}]")
-    print(f"the form handler runs p50 {s['form_handler_ms_p50']:.4f} ms, max {s['form_handler_ms_max']:.4f} ms on the loop; "
-          f"a form submission takes p50 {s['form_submit_ms_p50']:.3f} ms, p95 {s['form_submit_ms_p95']:.3f} ms; "
-          f"a context update p50 {s['context_update_ms_p50']:.2f} ms, p95 {s['context_update_ms_p95']:.2f} ms; "
-          f"errors {s['errors']}")
+    print(
+        f"the form handler runs p50 {s['form_handler_ms_p50']:.4f} ms, "
+        f"max {s['form_handler_ms_max']:.4f} ms on the loop; "
+        f"a form submission takes p50 {s['form_submit_ms_p50']:.3f} ms, p95 {s['form_submit_ms_p95']:.3f} ms; "
+        f"a context update p50 {s['context_update_ms_p50']:.2f} ms, p95 {s['context_update_ms_p95']:.2f} ms; "
+        f"errors {s['errors']}"
+    )
     print(json.dumps({"bench": "working_memory", "ttft_ms": args.ttft * 1000, "forms_per_reply": args.forms,
                       "notes_per_reply": args.notes, **s}, ensure_ascii=False))  # fmt: skip
     return 0

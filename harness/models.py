@@ -92,7 +92,9 @@ class TimedTTS(tts.TTS):
     """Non-streaming, as openai.TTS is to LiveKit's session (it is wrapped in a sentence
     StreamAdapter): `first_audio` after each request, then `seconds` of quiet audio."""
 
-    def __init__(self, *, first_audio: float = TTS_FIRST_AUDIO_S, seconds: float = 0.1, sample_rate: int = 24_000) -> None:
+    def __init__(
+        self, *, first_audio: float = TTS_FIRST_AUDIO_S, seconds: float = 0.1, sample_rate: int = 24_000
+    ) -> None:
         super().__init__(capabilities=tts.TTSCapabilities(streaming=False), sample_rate=sample_rate, num_channels=1)
         self.first_audio = first_audio
         self.seconds = seconds
@@ -101,7 +103,9 @@ class TimedTTS(tts.TTS):
     def provider(self) -> str:
         return "harness"
 
-    def synthesize(self, text: str, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS) -> tts.ChunkedStream:
+    def synthesize(
+        self, text: str, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
+    ) -> tts.ChunkedStream:
         return _Chunked(tts=self, input_text=text, conn_options=conn_options)
 
 

@@ -124,7 +124,9 @@ class PipelineHarness:
         await self.session.start(agent_)
 
     @contextlib.asynccontextmanager
-    async def entrypoint(self, userdata: dict[str, Any], *, user_id: str, job_id: str = "harness-job") -> AsyncIterator[Any]:
+    async def entrypoint(
+        self, userdata: dict[str, Any], *, user_id: str, job_id: str = "harness-job"
+    ) -> AsyncIterator[Any]:
         """Run `agent.entrypoint` in LiveKit's fake job context; yields the JobContext.
         `userdata` is what prewarm leaves (settings, store, retriever); the harness adds
         its VAD and plugins. On exit the job's shutdown callbacks run, as LiveKit runs them."""
@@ -142,7 +144,7 @@ class PipelineHarness:
         def build_with_io(vad: Any, plugins: Any) -> AgentSession:
             return self.attach(real_build(vad, plugins))
 
-        agent.build_session = build_with_io  # type: ignore[assignment]
+        agent.build_session = build_with_io
         try:
             with fake_job_context(room=room, job_id=job_id) as ctx:
                 ctx.proc.userdata.update(userdata, vad=self.vad, plugins=self.plugins)
@@ -150,7 +152,7 @@ class PipelineHarness:
                 async def wait_for_participant(**_kw: Any) -> StubParticipant:
                     return StubParticipant(user_id)
 
-                ctx.wait_for_participant = wait_for_participant  # type: ignore[method-assign]
+                ctx.wait_for_participant = wait_for_participant
                 await asyncio.wait_for(agent.entrypoint(ctx), self.timeout)
                 try:
                     yield ctx
@@ -160,7 +162,7 @@ class PipelineHarness:
                         await asyncio.wait_for(self.session.aclose(), self.timeout)
                     self.mic.close()
         finally:
-            agent.build_session = real_build  # type: ignore[assignment]
+            agent.build_session = real_build
 
     # ------------------------------------------------------------ driving
     async def _until(self, cond: Callable[[], bool], what: str) -> None:
@@ -198,5 +200,11 @@ class PipelineHarness:
         await self.idle()
         # the reply's: the first frame after the end of speech
         first = next((t for t in self.speaker.first_frames[n_audio:] if t > eos), None)
-        return SpokenTurn(utterance.text, eos, first, self.llm.requests[n_req:], " ".join(self.user_items[n_items:]),
-                          self.user_item_times[n_items] if len(self.user_item_times) > n_items else None)
+        return SpokenTurn(
+            utterance.text,
+            eos,
+            first,
+            self.llm.requests[n_req:],
+            " ".join(self.user_items[n_items:]),
+            self.user_item_times[n_items] if len(self.user_item_times) > n_items else None,
+        )

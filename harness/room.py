@@ -73,5 +73,5 @@ class UnconnectedRoom(rtc.Room):
         self._stand_in = FakeLocalParticipant(agent_identity)
 
     @property
-    def local_participant(self) -> Any:  # type: ignore[override]
+    def local_participant(self) -> Any:
         return self._stand_in

@@ -50,7 +50,7 @@ def missing_store(settings: MemorySettings) -> str | None:
     try:
         with psycopg.connect(settings.database_url, connect_timeout=CONNECT_TIMEOUT_S) as conn:
             query = "SELECT to_regclass(quote_ident(%s))"  # the name as created, capitals kept
-            (table,) = conn.execute(query, [settings.collection]).fetchone()  # type: ignore[misc]
+            (table,) = conn.execute(query, [settings.collection]).fetchone()
     except psycopg.Error:
         return None  # storage_problems names the variable
     return None if table else f"no table MEMORY_COLLECTION={settings.collection!r} in that database"
@@ -63,7 +63,9 @@ def store_ids(identities: Sequence[str], *, stored: bool) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memory.forget", description=__doc__.split("\n\n")[0])
-    ap.add_argument("user_ids", nargs="+", metavar="USER_ID", help="LiveKit participant identity, as given to the agent")
+    ap.add_argument(
+        "user_ids", nargs="+", metavar="USER_ID", help="LiveKit participant identity, as given to the agent"
+    )
     ap.add_argument(
         "--stored-id",
         action="store_true",

@@ -38,6 +38,7 @@ logger = logging.getLogger("memory.service")
 
 T = TypeVar("T")
 
+
 # Store calls block a thread (psycopg, the embedder). They get small pools of their
 # own: a stalled database then ties up these threads only, never the event loop's
 # default executor that LiveKit and its plugins also use. Reads and writes do not
@@ -369,7 +370,11 @@ class MemoryService:
             return []
         limit = self.settings.profile_max_items
         rows = await run_read(
-            self.store.newest_per_category, user_id, self.settings.durable_categories, limit, slots=PROFILE_PINNED,
+            self.store.newest_per_category,
+            user_id,
+            self.settings.durable_categories,
+            limit,
+            slots=PROFILE_PINNED,
             wait_s=self._read_wait_s,
         )
         return profile_order(rows, limit)
@@ -380,7 +385,7 @@ class MemoryService:
         return await run_read(self.store.forgotten_at, user_id)
 
     def forget(self, user_id: str) -> Forgotten:
-        """"Forget me": the user's memories, their Mem0 history, and the user's turns
+        """ "Forget me": the user's memories, their Mem0 history, and the user's turns
         still waiting in this machine's write journal. Says how many of each went.
 
         Turns of the user on their way anywhere else (another machine's journal) are
@@ -392,7 +397,11 @@ class MemoryService:
         contexts = ContextStore(self.store.pool, self.store.table, self.settings.context_max_chars).delete_user(user_id)
         logger.info(
             "forgot %s: %d memories, %d journal rows, %d shared contexts, %d archived messages",
-            user_id, removed, purged, contexts, archived,
+            user_id,
+            removed,
+            purged,
+            contexts,
+            archived,
         )
         return Forgotten(removed, purged, contexts=contexts, archived=archived)
 
@@ -413,7 +422,9 @@ class MemoryService:
             try:
                 return MemoryMode(turn.mode)
             except ValueError:
-                logger.warning("turn %s has an unknown mode %r; written as %s", turn.turn_id, turn.mode, self.mode.value)
+                logger.warning(
+                    "turn %s has an unknown mode %r; written as %s", turn.turn_id, turn.mode, self.mode.value
+                )
         return self.mode
 
     async def remember(self, turn: Turn, keep_verdict: Callable[[Turn], None] | None = None) -> RememberReport:

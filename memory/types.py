@@ -199,4 +199,3 @@ class Turn:
     # ("archive": memory/archive/writer.py) whose `extra` holds its type and what it covers.
     kind: str = "memory"
     extra: dict[str, Any] | None = None
-

@@ -68,7 +68,7 @@ def make_service(store: MemoryStore, mode: MemoryMode, **kwargs: object) -> Memo
     from memory.service import MemoryService
 
     settings = dataclasses.replace(store.settings, mode=mode)
-    return MemoryService(store, settings, **kwargs)  # type: ignore[arg-type]
+    return MemoryService(store, settings, **kwargs)
 
 
 async def wait_until(predicate: Callable[[], bool], *, timeout: float = 15.0, what: str = "") -> None:

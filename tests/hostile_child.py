@@ -17,9 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.faults import RefusingJournalQueue  # noqa: E402
-from memory.types import Turn  # noqa: E402
-from tests.write_queue_child import child_turns  # noqa: E402
+from bench.faults import RefusingJournalQueue  # noqa: E402 - after the repository root is put on sys.path
+from memory.types import Turn  # noqa: E402 - after the repository root is put on sys.path
+from tests.write_queue_child import child_turns  # noqa: E402 - after the repository root is put on sys.path
 
 
 async def main(argv: list[str]) -> None:
@@ -31,10 +31,18 @@ async def main(argv: list[str]) -> None:
     queue = RefusingJournalQueue(journal, handler, attempt_timeout_s=3600, spill_dir=spill, mode="NORMAL")
     queue.refuse = len(argv) > 4 and argv[4] == "refuse"
     queue.start()
-    durable = sum(queue.enqueue(turn) for turn in child_turns(
-        user_id, n, said="said while the disk was full", first_locker=200, session_id="full-disk-session",
-        minute=1, with_context=False,
-    ))
+    durable = sum(
+        queue.enqueue(turn)
+        for turn in child_turns(
+            user_id,
+            n,
+            said="said while the disk was full",
+            first_locker=200,
+            session_id="full-disk-session",
+            minute=1,
+            with_context=False,
+        )
+    )
     print(f"ready {durable}", flush=True)
     await asyncio.Event().wait()
 

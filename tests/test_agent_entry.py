@@ -36,7 +36,7 @@ def test_prewarm_loads_vad_embedder_and_store_once_per_process(
     left.write_bytes(b"")
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(metrics_dir))
     proc = SimpleNamespace(userdata={})
-    agent.prewarm(proc)  # type: ignore[arg-type]
+    agent.prewarm(proc)
     store = proc.userdata["store"]
     try:
         assert not left.exists()  # swept as this job process started
@@ -67,7 +67,7 @@ def test_prewarm_takes_what_it_loaded_out_of_full_garbage_collections(
     gc.unfreeze()  # start from a process where nothing is frozen
     proc = SimpleNamespace(userdata={})
     try:
-        agent.prewarm(proc)  # type: ignore[arg-type]
+        agent.prewarm(proc)
         frozen, scanned = gc.get_freeze_count(), len(gc.get_objects())
         assert scanned < frozen / 20, (scanned, frozen)
         # the segmenter is loaded (and frozen) by prewarm, not by the first session
@@ -103,10 +103,12 @@ async def test_with_the_database_down_a_session_still_gets_an_agent_and_memory_c
     real = conninfo_to_dict(store.url)
     monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "worker"))
     port = real.get("port", "5432")
-    monkeypatch.setenv("MEMORY_DATABASE_URL", f"postgresql://{real['user']}@/{real['dbname']}?host={socket_dir}&port={port}")
+    monkeypatch.setenv(
+        "MEMORY_DATABASE_URL", f"postgresql://{real['user']}@/{real['dbname']}?host={socket_dir}&port={port}"
+    )
     proc = SimpleNamespace(userdata={})
     with caplog.at_level(logging.ERROR, logger="agent"):
-        agent.prewarm(proc)  # type: ignore[arg-type]
+        agent.prewarm(proc)
     down, settings = proc.userdata["store"], proc.userdata["settings"]
     assert isinstance(down, UnavailableStore) and not down.available
     assert "memory store unavailable" in caplog.text
@@ -135,7 +137,10 @@ async def test_with_the_database_down_a_session_still_gets_an_agent_and_memory_c
     await wait_until(lambda: down.available, what="the store to be opened again")
 
     second = await talk("What is my sister's name?")
-    assert sorted(m.text for m in store.list_user(second.user_id)) == ["My sister's name is Anna", "What is my sister's name?"]
+    assert sorted(m.text for m in store.list_user(second.user_id)) == [
+        "My sister's name is Anna",
+        "What is my sister's name?",
+    ]
     assert "My sister's name is Anna" in [r.text for r in second.turns[-1].recall.records]
 
 
@@ -162,7 +167,7 @@ async def test_a_store_that_comes_back_wrongly_configured_is_reported_once_not_r
 
     calls: list[int] = []
 
-    def opener(_settings):  # type: ignore[no-untyped-def]
+    def opener(_settings):
         calls.append(1)
         raise ConfigError("MEMORY_COLLECTION='memories' holds 384-d vectors but MEMORY_EMBEDDER=openai ...")
 
@@ -223,7 +228,7 @@ def test_memory_metrics_counted_in_a_job_process_reach_the_workers_metrics_page(
 _A_KILLED_JOB_PROCESS_BACKLOG = """
 import multiprocessing, os, signal, sys, time
 sys.path.insert(0, os.getcwd())
-import agent  # noqa: F401
+import agent  # noqa: F401 - importing agent.py is what is tested
 
 
 def job(ready) -> None:
@@ -269,9 +274,13 @@ def test_a_killed_job_processs_backlog_leaves_the_metrics_page_when_the_next_one
     script.write_text(_A_KILLED_JOB_PROCESS_BACKLOG)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(root),
            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom")}  # fmt: skip
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-1500:]
-    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.split(" ", 1)[0] in ("BEFORE", "SWEPT", "AFTER"))
+    lines = dict(
+        line.split(" ", 1) for line in proc.stdout.splitlines() if line.split(" ", 1)[0] in ("BEFORE", "SWEPT", "AFTER")
+    )
     assert "memory_write_queue_pending 7.0" in lines["BEFORE"]
     assert "7.0" not in lines["AFTER"]
     assert lines["SWEPT"] == "True"

@@ -116,9 +116,22 @@ async def test_match_conversations_is_per_user_above_the_threshold_and_best_firs
     other = user_id + "-other"
     texts = ["We planned a trip to Kyoto in April", "My cat is called Miso", "I want to learn the cello",
              "我们讨论了去京都旅行的计划"]  # fmt: skip
-    archive.add([ArchivedMessage(f"{user_id}:{i}", "chat-a" if i < 2 else "chat-b", user_id, t,
-                                 "assistant" if i == 2 else "user", now_iso()) for i, t in enumerate(texts)])  # fmt: skip
-    archive.add([ArchivedMessage(f"{other}:0", "chat-x", other, "Planning a trip to Kyoto in April", "user", now_iso())])
+    archive.add(
+        [
+            ArchivedMessage(
+                f"{user_id}:{i}",
+                "chat-a" if i < 2 else "chat-b",
+                user_id,
+                t,
+                "assistant" if i == 2 else "user",
+                now_iso(),
+            )
+            for i, t in enumerate(texts)
+        ]
+    )
+    archive.add(
+        [ArchivedMessage(f"{other}:0", "chat-x", other, "Planning a trip to Kyoto in April", "user", now_iso())]
+    )
 
     everything = archive.match(user_id, "trip to Kyoto", count=10, min_similarity=-1.0)
     assert {m.id for m in everything} == {f"{user_id}:{i}" for i in range(4)}  # never the other user's
@@ -133,10 +146,12 @@ async def test_match_conversations_is_per_user_above_the_threshold_and_best_firs
     assert [m.id for m in above] == [m.id for m in everything if m.similarity >= floor]
     assert archive.match(user_id, "trip to Kyoto", min_similarity=0.999) == []
 
-    assert {m.chat_id for m in archive.match(user_id, "trip to Kyoto", chat_id="chat-b", min_similarity=-1)} == {"chat-b"}
-    assert [m.message_type for m in archive.match(user_id, "cello", message_types=["assistant"], min_similarity=-1)] == [
-        "assistant"
-    ]
+    assert {m.chat_id for m in archive.match(user_id, "trip to Kyoto", chat_id="chat-b", min_similarity=-1)} == {
+        "chat-b"
+    }
+    assert [
+        m.message_type for m in archive.match(user_id, "cello", message_types=["assistant"], min_similarity=-1)
+    ] == ["assistant"]
     with store.pool.connection() as conn, pytest.raises(psycopg.errors.InvalidParameterValue, match="user_id"):
         conn.execute("SELECT * FROM match_conversations(%s::vector, 5, '{\"chat_id\": \"chat-x\"}'::jsonb)",
                      ["[" + ",".join(["0.05"] * 384) + "]"])  # fmt: skip
@@ -214,8 +229,12 @@ async def test_a_long_session_is_summarised_and_the_summary_replaces_the_message
 
 
 async def test_gated_profile_mentions_the_last_conversation_in_one_line(store: MemoryStore, user_id: str) -> None:
-    async with archived_session(store, user_id, mode=MemoryMode.GATED,
-                                summarizer=summary_model("We compared two flats in Berlin; the user chose the one in Mitte.")) as run:  # fmt: skip
+    async with archived_session(
+        store,
+        user_id,
+        mode=MemoryMode.GATED,
+        summarizer=summary_model("We compared two flats in Berlin; the user chose the one in Mitte."),
+    ) as run:
         await run.harness.user_says("Which flat should I take, Mitte or Wedding?")
     async with archived_session(store, user_id, mode=MemoryMode.GATED, summarizer=None) as run:
         await run.harness.user_says("Hi again")
@@ -320,8 +339,12 @@ async def test_forget_leaves_nothing_of_the_user_in_any_table(store: MemoryStore
     assert gone.memories == 2 and gone.archived == 3
     assert sum(_rows_of(store, user_id).values()) == 0, _rows_of(store, user_id)
     with closing(sqlite3.connect(store.settings.mem0_dir / "history.db")) as db:
-        assert db.execute("SELECT count(*) FROM history WHERE new_memory LIKE ? OR old_memory LIKE ?",
-                          [f"%{word}%"] * 2).fetchone()[0] == 0
+        assert (
+            db.execute(
+                "SELECT count(*) FROM history WHERE new_memory LIKE ? OR old_memory LIKE ?", [f"%{word}%"] * 2
+            ).fetchone()[0]
+            == 0
+        )
     assert sum(_rows_of(store, user_id + "-other").values()) >= 5  # the other user untouched
     with pytest.raises(InvalidMemoryText):  # a message said before the forget, arriving late
         archive_for(store).add([ArchivedMessage(f"{user_id}:late", "c", user_id, "late tulips", "user",
@@ -388,11 +411,13 @@ def test_cli_retention_dry_run_counts_what_is_old_and_deletes_nothing(
     assert "would delete" in capsys.readouterr().out
 
 
-async def test_dead_letters_are_listed_and_replayed_into_the_queue(store: MemoryStore, user_id: str, tmp_path: Path) -> None:
+async def test_dead_letters_are_listed_and_replayed_into_the_queue(
+    store: MemoryStore, user_id: str, tmp_path: Path
+) -> None:
     admin = _admin(store, tmp_path)
     written: list[str] = []
 
-    async def handler(turn):  # type: ignore[no-untyped-def]
+    async def handler(turn):
         written.append(turn.turn_id)
 
     queue = DurableWriteQueue(admin.settings.journal_path, handler)
@@ -400,7 +425,9 @@ async def test_dead_letters_are_listed_and_replayed_into_the_queue(store: Memory
                                message_type="user", created_at=now_iso()))  # fmt: skip
     queue._dead_letter(1, f"{user_id}:bad", 1, "damaged for the test")  # as the consumer does for bad input
     dead = [r for r in admin.journal_rows() if r["state"] == "dead"]
-    assert [(r["turn_id"], r["error"], r["kind"]) for r in dead] == [(f"{user_id}:bad", "damaged for the test", "archive")]
+    assert [(r["turn_id"], r["error"], r["kind"]) for r in dead] == [
+        (f"{user_id}:bad", "damaged for the test", "archive")
+    ]
     assert admin.replay([f"{user_id}:bad"]) == 1
     assert [r["state"] for r in admin.journal_rows()] == ["pending"]
     fresh = DurableWriteQueue(admin.settings.journal_path, handler)  # another worker takes it over and writes it

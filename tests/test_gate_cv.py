@@ -59,7 +59,9 @@ def test_the_rule_sets_the_cv_scores_are_the_pre_filters_own_decisions() -> None
     gate = load_gate(_EVAL / "msc_gate.realistic.dev.json")
     fired = fire_all(gate)
     with_all = fired.passed(fired.rules)
-    assert [bool(x) for x in with_all] == [prefilter(it.text, it.context).action is not GateAction.SKIP for it in gate.items]
+    assert [bool(x) for x in with_all] == [
+        prefilter(it.text, it.context).action is not GateAction.SKIP for it in gate.items
+    ]
 
 
 def test_the_rule_set_of_a_fold_is_chosen_without_its_items(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,7 +69,9 @@ def test_the_rule_set_of_a_fold_is_chosen_without_its_items(tmp_path: Path, monk
 
     seen: list[set[int]] = []
     real = cv.select_rules
-    monkeypatch.setattr(cv, "select_rules", lambda f, idx, target: seen.append(set(idx.tolist())) or real(f, idx, target))
+    monkeypatch.setattr(
+        cv, "select_rules", lambda f, idx, target: seen.append(set(idx.tolist())) or real(f, idx, target)
+    )
     gate = load_gate(_gate(tmp_path))
     folds = folds_by_group([group_of(it) for it in gate.items], 5)
     cv.cross_validate(gate, k=5)

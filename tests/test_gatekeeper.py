@@ -13,11 +13,11 @@ FACT = '{"text": "User\'s sister is Anna", "category": "relationships", "slot": 
     "raw",
     [
         '{"facts": [' + FACT + "]}",
-        "```json\n{\"facts\": [" + FACT + "]}\n```",
+        '```json\n{"facts": [' + FACT + "]}\n```",
         "[" + FACT + "]",  # a bare list
         FACT,  # one bare fact
         '{"memories": [' + FACT + "]}",  # another key for the list
-        '{"facts": [' + FACT + ']}\nI kept the sister {as asked}.',  # text with braces after it
+        '{"facts": [' + FACT + "]}\nI kept the sister {as asked}.",  # text with braces after it
     ],
     ids=["object", "fenced", "list", "bare-fact", "memories-key", "trailing-text"],
 )
@@ -42,8 +42,16 @@ def test_one_bad_item_does_not_cost_the_others() -> None:
 
 @pytest.mark.parametrize(
     ("slot", "expected"),
-    [("homeCity", "home_city"), ("Home City", "home_city"), ("home-city", "home_city"), ("妹妹的名字", "妹妹的名字"),
-     ("любимый цвет", "любимый_цвет"), ("café", "café"), ("", None), (None, None)],
+    [
+        ("homeCity", "home_city"),
+        ("Home City", "home_city"),
+        ("home-city", "home_city"),
+        ("妹妹的名字", "妹妹的名字"),
+        ("любимый цвет", "любимый_цвет"),
+        ("café", "café"),
+        ("", None),
+        (None, None),
+    ],
 )
 def test_slot_spellings_of_one_key_are_one_slot(slot: str | None, expected: str | None) -> None:
     assert normalise_slot(slot) == expected
@@ -72,7 +80,7 @@ def test_a_slow_model_is_cut_by_the_gatekeeper_before_the_write_attempt_times_ou
         '{"facts": [{"fact": "User\'s sister is Anna", "category": "relationships", "slot": "sister_name"}]}',
         '{"facts": {"text": "User\'s sister is Anna", "category": "Relationship", "slot": "sister_name"}}',
         'Here are the facts [JSON]: {"facts": [' + FACT + "]}",
-        'Found [1] fact: [' + FACT + "]",
+        "Found [1] fact: [" + FACT + "]",
     ],
     ids=["singular-category", "fact-key", "one-fact-not-in-a-list", "brackets-in-prose", "bracketed-number"],
 )
@@ -82,7 +90,7 @@ def test_near_miss_shapes_keep_the_fact(raw: str) -> None:
     assert [(f.text, f.category, f.slot) for f in facts] == [("User's sister is Anna", "relationships", "sister_name")]
 
 
-def test_an_empty_answer_is_no_facts_and_dropped_items_are_counted_not_quoted(caplog) -> None:  # type: ignore[no-untyped-def]
+def test_an_empty_answer_is_no_facts_and_dropped_items_are_counted_not_quoted(caplog) -> None:
     assert parse_extraction("Nothing durable here: []") == []
     with caplog.at_level("WARNING", logger="memory.gatekeeper.gatekeeper"):
         facts = parse_extraction('{"facts": ["User likes Xylophena tea", {"text": "User runs", "category": null}]}')
@@ -103,9 +111,13 @@ def test_one_slot_named_twice_in_a_turn_keeps_both_values() -> None:
 def test_a_renamed_slot_never_takes_a_slot_the_model_named_itself() -> None:
     # sister_name, sister_name, sister_name_2 became sister_name, sister_name_2,
     # sister_name_2: the third fact replaced the second in the store.
-    raw = '{"facts": [' + ", ".join(
-        f'{{"text": "User\'s sister is {name}", "category": "relationships", "slot": "{slot}"}}'
-        for name, slot in (("Anna", "sister_name"), ("Maria", "sister_name"), ("Eva", "sister_name_2"))
-    ) + "]}"
+    raw = (
+        '{"facts": ['
+        + ", ".join(
+            f'{{"text": "User\'s sister is {name}", "category": "relationships", "slot": "{slot}"}}'
+            for name, slot in (("Anna", "sister_name"), ("Maria", "sister_name"), ("Eva", "sister_name_2"))
+        )
+        + "]}"
+    )
     slots = [f.slot for f in parse_extraction(raw)]
     assert len(set(slots)) == 3 and slots[0] == "sister_name" and slots[2] == "sister_name_2"

@@ -37,9 +37,7 @@ class MemoryAgent(Agent):
             await asyncio.sleep(self.delay)  # e.g. a memory search
         ctx = chat_ctx.copy()
         last_user = max(
-            i
-            for i, item in enumerate(ctx.items)
-            if isinstance(item, llm.ChatMessage) and item.role == "user"
+            i for i, item in enumerate(ctx.items) if isinstance(item, llm.ChatMessage) and item.role == "user"
         )
         ctx.items.insert(last_user, llm.ChatMessage(role="system", content=[MEMORY]))
         async for chunk in Agent.default.llm_node(self, ctx, tools, model_settings):
@@ -126,11 +124,7 @@ async def test_conversation_items_for_user_and_assistant() -> None:
     llm_ = RecordingLLM(lambda req: f"you said {req.messages[-1][1]}")
     async with VoiceHarness(Agent(instructions="x"), llm=llm_) as h:
         turn = await h.user_says("hi there")
-        items = [
-            (e.payload["role"], e.payload["text"])
-            for e in turn.events
-            if e.name == "conversation_item_added"
-        ]
+        items = [(e.payload["role"], e.payload["text"]) for e in turn.events if e.name == "conversation_item_added"]
         assert items == [("user", "hi there"), ("assistant", "you said hi there")]
         assert _texts(h.session.history)[-2:] == ["hi there", "you said hi there"]
         assert h.text_output.segments[-1] == "you said hi there"
@@ -178,11 +172,7 @@ async def test_slow_llm_node_preemptive_request_precedes_commit() -> None:
     async with VoiceHarness(MemoryAgent(delay=0.1), min_endpointing_delay=0.3) as h:
         turn = await h.user_says("hello", preflight=True)
         (req,) = turn.requests
-        user_item = next(
-            e
-            for e in turn.events
-            if e.name == "conversation_item_added" and e.payload["role"] == "user"
-        )
+        user_item = next(e for e in turn.events if e.name == "conversation_item_added" and e.payload["role"] == "user")
         preflight_at = [t for k, t, _ in h.stt.emitted if k == SpeechEventType.PREFLIGHT_TRANSCRIPT]
         assert req.arrived_at - preflight_at[-1] >= 0.1
         assert req.arrived_at < user_item.at  # generated before the turn was committed
@@ -213,9 +203,7 @@ async def test_on_user_turn_completed_edit_discards_the_preemptive_request() -> 
     """Why memory goes in llm_node: editing turn_ctx invalidates preemptive generation."""
 
     class HookAgent(Agent):
-        async def on_user_turn_completed(
-            self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage
-        ) -> None:
+        async def on_user_turn_completed(self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage) -> None:
             turn_ctx.add_message(role="system", content=MEMORY)
 
     async with VoiceHarness(HookAgent(instructions="x"), preflight=True) as h:
@@ -266,9 +254,7 @@ async def test_recording_llm_standalone_collects_streamed_text() -> None:
 
 async def test_harness_times_out_with_a_clear_error() -> None:
     class Silent(Agent):
-        async def on_user_turn_completed(
-            self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage
-        ) -> None:
+        async def on_user_turn_completed(self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage) -> None:
             raise StopResponse()
 
     async with VoiceHarness(Silent(instructions="x"), timeout=0.5) as h:

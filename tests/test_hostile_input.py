@@ -32,7 +32,7 @@ def journal_payloads(path: Path) -> list[dict]:
         return [json.loads(p) for (p,) in conn.execute("SELECT payload FROM pending_writes ORDER BY seq")]
 
 
-async def typed_session(service: MemoryService, user_id: str, texts: list[str], *, queue=None) -> MemorySession:  # type: ignore[no-untyped-def]
+async def typed_session(service: MemoryService, user_id: str, texts: list[str], *, queue=None) -> MemorySession:
     memory = MemorySession(service, user_id=user_id, queue=queue, budget_s=5.0)
     harness = VoiceHarness(MemoryAgent(memory), timeout=30.0)
     memory.attach(harness.session)
@@ -146,12 +146,13 @@ def test_a_replayed_row_with_long_context_is_cut_before_extraction() -> None:
     assert all(len(t) <= 400 for t in json.loads(seen[0])["previous_turns"])
 
 
-
-
 @pytest.mark.parametrize(
     ("env", "named"),
-    [({"MEMORY_MAX_TURN_CHARS": "5"}, "MEMORY_MAX_TURN_CHARS"), ({"MEMORY_LOG_TRANSCRIPTS": "all"}, "MEMORY_LOG_TRANSCRIPTS"),
-     ({"MEMORY_MAX_READS_IN_FLIGHT": "0"}, "MEMORY_MAX_READS_IN_FLIGHT")],  # fmt: skip
+    [
+        ({"MEMORY_MAX_TURN_CHARS": "5"}, "MEMORY_MAX_TURN_CHARS"),
+        ({"MEMORY_LOG_TRANSCRIPTS": "all"}, "MEMORY_LOG_TRANSCRIPTS"),
+        ({"MEMORY_MAX_READS_IN_FLIGHT": "0"}, "MEMORY_MAX_READS_IN_FLIGHT"),
+    ],  # fmt: skip
 )
 def test_a_bad_hostile_input_setting_fails_at_start_naming_it(env: dict[str, str], named: str) -> None:
     from memory.settings import ConfigError, load_settings

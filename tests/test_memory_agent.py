@@ -69,16 +69,16 @@ class CountingService(MemoryService):
     recalls: int = 0
     profiles: int = 0
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.contexts: list[tuple[str, ...]] = []
 
-    async def recall(self, user_id: str, text: str, context=(), session_id=None):  # type: ignore[no-untyped-def]
+    async def recall(self, user_id: str, text: str, context=(), session_id=None):
         self.recalls += 1
         self.contexts.append(tuple(context))
         return await super().recall(user_id, text, context, session_id)
 
-    async def profile(self, user_id: str):  # type: ignore[no-untyped-def]
+    async def profile(self, user_id: str):
         self.profiles += 1
         return await super().profile(user_id)
 
@@ -214,7 +214,7 @@ async def test_typed_input_is_stored_and_gets_memory(store: MemoryStore, user_id
 
 async def test_the_session_end_callback_livekit_calls_drains_the_last_turns(
     store: MemoryStore, user_id: str, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     # agent.py registers `memory.aclose` with `ctx.add_shutdown_callback`; LiveKit calls a
     # callback that takes an argument with the shutdown reason, which became the drain's
     # timeout ("room disconnected"): the drain failed at once and the last turns stayed
@@ -262,7 +262,9 @@ async def test_the_recalled_block_is_bounded_and_dated(store: MemoryStore, user_
 
 async def test_a_long_memory_is_shown_whole_when_the_block_has_room(store: MemoryStore, user_id: str) -> None:
     # Cut to a third of the block even when it was the only one: its end was lost.
-    long_turn = "I spent the whole weekend in my garden, " + "weeding and planting, " * 30 + "and I'm allergic to peanuts."
+    long_turn = (
+        "I spent the whole weekend in my garden, " + "weeding and planting, " * 30 + "and I'm allergic to peanuts."
+    )
     store.add_raw(user_id, long_turn)
     async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
         await run.harness.user_says("What did I do in my garden?")
@@ -323,7 +325,11 @@ async def test_gated_profile_is_fetched_once_and_injected_once_per_request(store
 async def test_gated_profile_says_the_new_value_once_a_fact_is_superseded(store: MemoryStore, user_id: str) -> None:
     store.upsert_fact(user_id, "User lives in Paris", category="personal_facts", slot="home_city")
     extraction = scripted_extraction(
-        {"I moved to Berlin last week": [{"text": "User lives in Berlin", "category": "personal_facts", "slot": "home_city"}]}
+        {
+            "I moved to Berlin last week": [
+                {"text": "User lives in Berlin", "category": "personal_facts", "slot": "home_city"}
+            ]
+        }
     )
     async with voice_session(store, MemoryMode.GATED, user_id, extraction=extraction) as run:
         await run.harness.user_says("Hello")
@@ -369,7 +375,7 @@ async def test_the_extraction_model_sees_the_known_slots_so_a_second_sister_does
     assert sorted(r.text for r in store.list_user(user_id)) == ["User's sister is Anna", "User's sister is Lisa"]
 
 
-async def test_a_skipped_gated_turn_reads_no_known_facts(store: MemoryStore, user_id: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_a_skipped_gated_turn_reads_no_known_facts(store: MemoryStore, user_id: str, monkeypatch) -> None:
     service = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(scripted_extraction({})))
     monkeypatch.setattr(store, "list_user", lambda *a, **k: pytest.fail("read for a skipped turn"))
     report = await service.remember(Turn(user_id, "ok thanks", "s", "t-ok", now_iso()))
@@ -383,9 +389,7 @@ async def test_a_gated_turn_said_before_a_forget_never_reaches_the_extraction_mo
     service = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(extraction))
     said = now_iso()
     store.delete_user(user_id)  # the journal held the turn through an outage; then "forget me"
-    report = await service.remember(
-        Turn(user_id, "My sister is called Anna and she lives in Lisbon", "s", "t-1", said)
-    )
+    report = await service.remember(Turn(user_id, "My sister is called Anna and she lives in Lisbon", "s", "t-1", said))
     assert report.dropped is not None and "forgotten" in report.dropped
     assert extraction.count == 0 and store.list_user(user_id) == []
 
@@ -400,7 +404,7 @@ async def test_a_gated_write_retried_after_a_store_failure_does_not_ask_the_mode
     service = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(extraction))
     real_upsert, failures = store.upsert_fact, [ConnectionError("store is down")] * 2
 
-    def flaky(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def flaky(*args, **kwargs):
         if failures:
             raise failures.pop()
         return real_upsert(*args, **kwargs)
@@ -421,7 +425,10 @@ async def test_a_fact_the_bounded_profile_leaves_out_is_still_recalled(store: Me
     store.upsert_fact(user_id, dog, category="relationships", slot="dog_name")
     for i in range(12):  # newer facts of its kind fill the profile first (12 items, 900 characters)
         store.upsert_fact(
-            user_id, f"User's friend number {i} visits very often, most weekends", category="relationships", slot=f"f{i}"
+            user_id,
+            f"User's friend number {i} visits very often, most weekends",
+            category="relationships",
+            slot=f"f{i}",
         )
     async with voice_session(store, MemoryMode.GATED, user_id) as run:
         await run.harness.user_says("What is my dog called?")
@@ -490,11 +497,11 @@ async def test_a_forget_during_a_session_reaches_it_at_the_next_turn_even_from_i
             await check  # the turn's check, started at its first words
         hung = asyncio.Event()
 
-        async def store_hangs(*args, **kwargs):  # type: ignore[no-untyped-def]
+        async def store_hangs(*args, **kwargs):
             await hung.wait()  # the look-up misses the budget: the cached answer is the fallback
             return []
 
-        run.service.recall = store_hangs  # type: ignore[method-assign]
+        run.service.recall = store_hangs
         run.memory.recaller.budget_s = 0.3
         await run.harness.user_says("What's my sister's name?")
         assert run.memory.turns[-1].recall is not None and run.memory.turns[-1].recall.missed_budget
@@ -504,7 +511,9 @@ async def test_a_forget_during_a_session_reaches_it_at_the_next_turn_even_from_i
 
 async def test_gated_profile_is_bounded(store: MemoryStore, user_id: str) -> None:
     for i in range(40):
-        store.upsert_fact(user_id, f"User likes hobby number {i} very much indeed", category="preferences", slot=f"hobby_{i}")
+        store.upsert_fact(
+            user_id, f"User likes hobby number {i} very much indeed", category="preferences", slot=f"hobby_{i}"
+        )
     async with voice_session(store, MemoryMode.GATED, user_id) as run:
         await run.harness.user_says("Hello")
         (idx,) = memory_blocks(run.requests[0], "user_profile")
@@ -596,7 +605,7 @@ async def test_words_of_a_turn_livekit_threw_away_do_not_spoil_the_next_prefetch
     await memory.aclose()
 
 
-def turn_logs(caplog) -> list[logging.LogRecord]:  # type: ignore[no-untyped-def]
+def turn_logs(caplog) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.getMessage() == "memory turn"]
 
 
@@ -617,12 +626,12 @@ async def test_a_preemptive_reply_used_for_words_that_differ_in_case_is_logged_o
 class GatedRecall(CountingService):
     """Look-ups that finish only when the test says so."""
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.release = asyncio.Event()
         self.asked = 0
 
-    async def recall(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    async def recall(self, *args, **kwargs):
         self.asked += 1
         await self.release.wait()
         return await super().recall(*args, **kwargs)
@@ -651,7 +660,9 @@ async def test_a_turn_stays_logged_when_the_user_speaks_again_during_its_look_up
         harness.stt._emit(stream, SpeechEventType.START_OF_SPEECH)  # the user goes on meanwhile
         harness.stt._emit(stream, SpeechEventType.INTERIM_TRANSCRIPT, "and")
         await wait_until(
-            lambda: any(e.name == "user_input_transcribed" and e.payload["transcript"] == "and" for e in harness.events),
+            lambda: any(
+                e.name == "user_input_transcribed" and e.payload["transcript"] == "and" for e in harness.events
+            ),
             what="the interim",
         )
         service.release.set()
@@ -708,11 +719,11 @@ class HeldProfileService(MemoryService):
     """The real service, whose profile read is held back until `release` is set:
     a session-start fetch that is not back when the first reply is asked for."""
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.release = asyncio.Event()
 
-    async def profile(self, user_id: str):  # type: ignore[no-untyped-def]
+    async def profile(self, user_id: str):
         await self.release.wait()
         return await super().profile(user_id)
 
@@ -720,11 +731,11 @@ class HeldProfileService(MemoryService):
 class GreetingWatch(MemorySession):
     """Sets `asked` when a reply's context is being prepared."""
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.asked = asyncio.Event()
 
-    async def prepare_chat_ctx(self, chat_ctx):  # type: ignore[no-untyped-def]
+    async def prepare_chat_ctx(self, chat_ctx):
         self.asked.set()
         return await super().prepare_chat_ctx(chat_ctx)
 
@@ -859,7 +870,7 @@ async def test_gated_keeps_a_fact_the_user_asks_to_be_remembered_in_a_question(
 class RecordingQueue(DurableWriteQueue):
     """The real journal, keeping a copy of each turn handed to it."""
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.turns: list[Turn] = []
 
@@ -906,9 +917,11 @@ async def test_a_card_number_said_aloud_reaches_neither_the_journal_nor_the_stor
 
 async def test_gated_keeps_no_secret_and_no_copy_of_the_turn(store: MemoryStore, user_id: str) -> None:
     extraction = scripted_extraction(
-        {"My sister is Anna, and my banking password is [redacted]": [
-            {"text": "User's sister is Anna", "category": "relationships", "slot": "sister_name"}
-        ]}
+        {
+            "My sister is Anna, and my banking password is [redacted]": [
+                {"text": "User's sister is Anna", "category": "relationships", "slot": "sister_name"}
+            ]
+        }
     )
     async with voice_session(store, MemoryMode.GATED, user_id, extraction=extraction) as run:
         await run.harness.user_says("My sister is Anna, and my banking password is Tr0ub4dor&3")
@@ -916,7 +929,10 @@ async def test_gated_keeps_no_secret_and_no_copy_of_the_turn(store: MemoryStore,
     kept = payloads_of(store, user_id)
     assert "Tr0ub4dor" not in kept and "839201" not in kept
     assert "Tr0ub4dor" not in json.dumps([r.messages for r in extraction.requests])  # nor did the model see it
-    assert sorted(m.text for m in store.list_user(user_id)) == ["User's sister is Anna", "请记住我的银行卡密码是[redacted]"]
+    assert sorted(m.text for m in store.list_user(user_id)) == [
+        "User's sister is Anna",
+        "请记住我的银行卡密码是[redacted]",
+    ]
     assert "banking" not in kept  # the fact is kept, not the turn it came from
 
 
@@ -986,12 +1002,10 @@ async def test_a_setting_the_model_refuses_for_every_turn_loses_no_fact_once_it_
 def _total(name: str) -> float:
     from prometheus_client import REGISTRY
 
-    return sum(
-        s.value for m in REGISTRY.collect() for s in m.samples if s.name == name
-    )
+    return sum(s.value for m in REGISTRY.collect() for s in m.samples if s.name == name)
 
 
-async def test_each_turn_is_logged_and_counted(store: MemoryStore, user_id: str, caplog) -> None:  # type: ignore[no-untyped-def]
+async def test_each_turn_is_logged_and_counted(store: MemoryStore, user_id: str, caplog) -> None:
     import logging
 
     store.add_raw(user_id, "My cat is called Miso")
@@ -1002,10 +1016,10 @@ async def test_each_turn_is_logged_and_counted(store: MemoryStore, user_id: str,
     turn_logs = [r for r in caplog.records if r.getMessage() == "memory turn"]
     assert len(turn_logs) == 1
     rec = turn_logs[0]
-    assert rec.recall_ran is True and rec.budget_missed is False and rec.injected >= 1  # type: ignore[attr-defined]
-    assert rec.waited_ms is not None and rec.recall_ms is not None  # type: ignore[attr-defined]
+    assert rec.recall_ran is True and rec.budget_missed is False and rec.injected >= 1
+    assert rec.waited_ms is not None and rec.recall_ms is not None
     summary = [r for r in caplog.records if r.getMessage() == "memory session summary"]
-    assert len(summary) == 1 and summary[0].user_turns == 1 and summary[0].writes == 1  # type: ignore[attr-defined]
+    assert len(summary) == 1 and summary[0].user_turns == 1 and summary[0].writes == 1
     assert _total("memory_recalls_total") == recalls + 1
     assert _total("memory_injected_total") >= injected + 1
 
@@ -1026,7 +1040,7 @@ async def test_session_start_prepares_retrieval_so_the_first_turn_does_no_store_
     seen: list[str] = []
     real = store.pool.connection
 
-    def connection(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def connection(*args, **kwargs):
         seen.append("connection")
         return real(*args, **kwargs)
 
@@ -1048,7 +1062,7 @@ async def test_computing_densities_at_session_start_leaves_every_read_slot_to_th
     release = threading.Event()
     compute = service.retriever._compute_density
 
-    def slow_compute(uid: str):  # type: ignore[no-untyped-def]
+    def slow_compute(uid: str):
         release.wait(timeout=30)  # a store of 20,000 memories
         return compute(uid)
 

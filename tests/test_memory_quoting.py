@@ -46,7 +46,9 @@ def test_no_stored_text_can_close_or_forge_a_memory_block(tag: str) -> None:
 
 
 def test_a_cut_note_is_still_one_quoted_line() -> None:
-    rec = MemoryRecord(id="1", text="＜" * 400 + " <tail>", user_id="u", category="goals", created_at="2026-01-02T00:00:00Z")
+    rec = MemoryRecord(
+        id="1", text="＜" * 400 + " <tail>", user_id="u", category="goals", created_at="2026-01-02T00:00:00Z"
+    )
     (line,) = format_memories([rec], line_max=200).splitlines()
     assert len(line) <= 200 and json.loads(line)["note"].endswith("…")
 

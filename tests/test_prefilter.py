@@ -28,21 +28,63 @@ SKIP, EXTRACT, FORCE = GateAction.SKIP, GateAction.EXTRACT, GateAction.FORCE
     "text",
     [
         # acknowledgements, thanks, fillers
-        "ok thanks", "OK THANKS!!", "Okay, thank you very much.", "thanks a lot", "cool", "haha", "um", "mm hmm",
-        "好的", "谢谢", "嗯嗯", "好的，谢谢！", "谢谢你的建议，朋友。", "没问题", "ＯＫ，ｔｈａｎｋｓ！",
+        "ok thanks",
+        "OK THANKS!!",
+        "Okay, thank you very much.",
+        "thanks a lot",
+        "cool",
+        "haha",
+        "um",
+        "mm hmm",
+        "好的",
+        "谢谢",
+        "嗯嗯",
+        "好的，谢谢！",
+        "谢谢你的建议，朋友。",
+        "没问题",
+        "ＯＫ，ｔｈａｎｋｓ！",
         # greetings
-        "hi", "Hello!", "Good morning!", "how are you?", "你好", "你好！", "早上好，朋友。", "晚安",
+        "hi",
+        "Hello!",
+        "Good morning!",
+        "how are you?",
+        "你好",
+        "你好！",
+        "早上好，朋友。",
+        "晚安",
         # pure questions, no self-disclosure
-        "What's the weather like?", "What's my sister's name?", "what is my name", "Where do you live?",
-        "Have you been to Paris?", "Can you recommend a good book?", "你觉得呢？", "今天天气怎么样？",
-        "你喜欢什么颜色？", "你还记得我妹妹叫什么吗？", "Do you remember my sister's name?",
+        "What's the weather like?",
+        "What's my sister's name?",
+        "what is my name",
+        "Where do you live?",
+        "Have you been to Paris?",
+        "Can you recommend a good book?",
+        "你觉得呢？",
+        "今天天气怎么样？",
+        "你喜欢什么颜色？",
+        "你还记得我妹妹叫什么吗？",
+        "Do you remember my sister's name?",
         # reactions and stance-only remarks
-        "That's great!", "Sounds good", "Wow, that sounds amazing!", "I'm so sorry to hear that.",
-        "I hope so", "I bet that was fun", "I'll try that", "这听起来不错", "我明白了", "我会试试的", "好的，我会考虑的",
+        "That's great!",
+        "Sounds good",
+        "Wow, that sounds amazing!",
+        "I'm so sorry to hear that.",
+        "I hope so",
+        "I bet that was fun",
+        "I'll try that",
+        "这听起来不错",
+        "我明白了",
+        "我会试试的",
+        "好的，我会考虑的",
         # requests that contain "me" but say nothing about the user
-        "Tell me a joke", "Let me know",
+        "Tell me a joke",
+        "Let me know",
         # empty and punctuation only
-        "", "   ", "...", "？？", "!!!",
+        "",
+        "   ",
+        "...",
+        "？？",
+        "!!!",
     ],
 )
 def test_skips_transient_turns(text: str) -> None:
@@ -52,21 +94,48 @@ def test_skips_transient_turns(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "My sister's name is Anna", "I moved to Berlin", "I live in Paris", "I'm vegetarian",
-        "I work as a nurse at the city hospital", "I have two kids", "I'm allergic to cats",
-        "I love hiking in the mountains", "My birthday is on May 3rd", "We got a puppy last week",
-        "I'll be moving to Texas next month", "I know nothing about cars",
-        "我妹妹叫小雪", "我妹妹叫小雪。", "我住在上海", "我是老师", "我喜欢吃火锅", "我下周要去北京出差",
-        "我妈妈下个月生日", "外婆的生日是十月一日。", "老婆怀孕了", "我觉得红色最好看",
+        "My sister's name is Anna",
+        "I moved to Berlin",
+        "I live in Paris",
+        "I'm vegetarian",
+        "I work as a nurse at the city hospital",
+        "I have two kids",
+        "I'm allergic to cats",
+        "I love hiking in the mountains",
+        "My birthday is on May 3rd",
+        "We got a puppy last week",
+        "I'll be moving to Texas next month",
+        "I know nothing about cars",
+        "我妹妹叫小雪",
+        "我妹妹叫小雪。",
+        "我住在上海",
+        "我是老师",
+        "我喜欢吃火锅",
+        "我下周要去北京出差",
+        "我妈妈下个月生日",
+        "外婆的生日是十月一日。",
+        "老婆怀孕了",
+        "我觉得红色最好看",
         # Chinese drops the subject: substantive statements still go to the LLM
-        "刚搬到北京", "明天早上九点开会",
+        "刚搬到北京",
+        "明天早上九点开会",
         # ...also when it opens like a reaction: a taste (很喜欢打篮球), a time (这周末搬家), a habit
-        "很喜欢打篮球", "挺喜欢爬山的", "太喜欢吃火锅了", "这周末搬家", "这个月底要去美国出差", "其实不吃香菜",
-        "一般周末都去爬山", "通常七点下班",
+        "很喜欢打篮球",
+        "挺喜欢爬山的",
+        "太喜欢吃火锅了",
+        "这周末搬家",
+        "这个月底要去美国出差",
+        "其实不吃香菜",
+        "一般周末都去爬山",
+        "通常七点下班",
         # traditional characters
-        "我妹妹叫小雪", "我住在臺北", "我對花生過敏", "很喜歡看電影",
+        "我妹妹叫小雪",
+        "我住在臺北",
+        "我對花生過敏",
+        "很喜歡看電影",
         # subject-less English speech
-        "Just got back from a week in Rome", "Been working as a plumber for ages",
+        "Just got back from a week in Rome",
+        "Been working as a plumber for ages",
         # generic evaluation = the speaker's taste
         "Dogs are so much fun",
     ],
@@ -78,10 +147,19 @@ def test_extracts_possible_facts(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "请记住我喜欢蓝色", "帮我记住明天开会", "记住，我不吃辣", "别忘了我对花生过敏", "请你记一下：我的生日是五月三日",
-        "remember that my dog is called Rex", "Remember, I'm vegan", "Please remember my birthday is May 3rd",
-        "Don't forget I'm allergic to peanuts", "Keep in mind I'm vegan", "note that I prefer morning meetings",
-        "Could you remember that I take my coffee black?", "OK so please remember: my wife is called Mia",
+        "请记住我喜欢蓝色",
+        "帮我记住明天开会",
+        "记住，我不吃辣",
+        "别忘了我对花生过敏",
+        "请你记一下：我的生日是五月三日",
+        "remember that my dog is called Rex",
+        "Remember, I'm vegan",
+        "Please remember my birthday is May 3rd",
+        "Don't forget I'm allergic to peanuts",
+        "Keep in mind I'm vegan",
+        "note that I prefer morning meetings",
+        "Could you remember that I take my coffee black?",
+        "OK so please remember: my wife is called Mia",
     ],
 )
 def test_forces_explicit_remember_requests(text: str) -> None:
@@ -91,11 +169,20 @@ def test_forces_explicit_remember_requests(text: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["I remember my first car", "Remember when we talked about Paris?", "Do you remember my sister's name?",
-     "你还记得我吗", "我记不住这些单词",
-     # questions that start like an order: forcing them stored the question itself as a fact
-     "Remember my sister's name?", "Remember that time we went skiing?", "你记得我叫什么", "记得我妹妹叫什么",
-     "记住了没有", "你记住了没"],
+    [
+        "I remember my first car",
+        "Remember when we talked about Paris?",
+        "Do you remember my sister's name?",
+        "你还记得我吗",
+        "我记不住这些单词",
+        # questions that start like an order: forcing them stored the question itself as a fact
+        "Remember my sister's name?",
+        "Remember that time we went skiing?",
+        "你记得我叫什么",
+        "记得我妹妹叫什么",
+        "记住了没有",
+        "你记住了没",
+    ],
 )
 def test_recall_and_reminiscing_are_not_forced(text: str) -> None:
     assert prefilter(text).action is not FORCE
@@ -103,8 +190,14 @@ def test_recall_and_reminiscing_are_not_forced(text: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["别帮我记下来，我的密码是1234", "不要帮我记住这个", "不用帮我记住", "Don't write this down, my password is 1234",
-     "You don't need to remember this: my PIN is 4711", "No need to note that"],
+    [
+        "别帮我记下来，我的密码是1234",
+        "不要帮我记住这个",
+        "不用帮我记住",
+        "Don't write this down, my password is 1234",
+        "You don't need to remember this: my PIN is 4711",
+        "No need to note that",
+    ],
 )
 def test_asking_not_to_be_remembered_is_never_forced(text: str) -> None:
     # FORCE keeps the turn verbatim even when extraction finds nothing (password and all).
@@ -128,8 +221,13 @@ def test_question_that_also_discloses_is_not_skipped(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "Um, well, I live in Paris.", "UM, WELL, MY SISTER'S NAME IS ANNA", "so like, i moved to berlin",
-        "I\u2019m vegetarian", "我妹妹叫小雪！", "嗯，那个，我住在上海。", "\u3000我是老师\u3000",
+        "Um, well, I live in Paris.",
+        "UM, WELL, MY SISTER'S NAME IS ANNA",
+        "so like, i moved to berlin",
+        "I\u2019m vegetarian",
+        "我妹妹叫小雪！",
+        "嗯，那个，我住在上海。",
+        "\u3000我是老师\u3000",
     ],
 )
 def test_case_fillers_curly_quotes_and_full_width_punctuation(text: str) -> None:
@@ -182,10 +280,14 @@ def test_context_does_not_rescue_pleasantries() -> None:
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
-        ("ok thanks", "ack"), ("你好", "greeting"), ("What's the weather like?", "pure_question"),
+        ("ok thanks", "ack"),
+        ("你好", "greeting"),
+        ("What's the weather like?", "pure_question"),
         ("My sister's name is Anna", "first_person_statement"),
         ("remember that my dog is called Rex", "explicit_remember"),
-        ("", "empty"), ("I'm so sorry to hear that", "stance"), ("That's great!", "reaction"),
+        ("", "empty"),
+        ("I'm so sorry to hear that", "stance"),
+        ("That's great!", "reaction"),
     ],
 )
 def test_reason_tags(text: str, reason: str) -> None:
@@ -193,8 +295,21 @@ def test_reason_tags(text: str, reason: str) -> None:
 
 
 def test_every_reason_is_declared_for_its_action() -> None:
-    samples = ["ok thanks", "hi", "why?", "I live here", "Remember: I'm vegan", "", "那真是个好建议", "刚搬到北京",
-               "Dogs are fun", "Mom is visiting", "her name is Anna", "It's cold here", "Been busy"]
+    samples = [
+        "ok thanks",
+        "hi",
+        "why?",
+        "I live here",
+        "Remember: I'm vegan",
+        "",
+        "那真是个好建议",
+        "刚搬到北京",
+        "Dogs are fun",
+        "Mom is visiting",
+        "her name is Anna",
+        "It's cold here",
+        "Been busy",
+    ]
     for text in samples:
         d = prefilter(text, ["Do you like it?"])
         assert d.reason in REASONS[d.action], (text, d)
@@ -222,18 +337,22 @@ def _write(path: Path, data: object) -> Path:
 def test_gate_metrics_on_tiny_file(tmp_path: Path) -> None:
     # 3 durable, 4 not durable; prefilter's decision on each is unambiguous.
     items = [
-        ("a", "My sister's name is Anna", True),       # pass -> TP
-        ("b", "我妹妹叫小雪", True),                       # pass -> TP
-        ("c", "What's my sister's name?", True),       # skip -> FN (a label the rule misses)
-        ("d", "ok thanks", False),                     # skip -> TN
-        ("e", "你好", False),                            # skip -> TN
-        ("f", "What's the weather like?", False),      # skip -> TN
-        ("g", "remember that I hate olives", False),   # pass (FORCE) -> FP
+        ("a", "My sister's name is Anna", True),  # pass -> TP
+        ("b", "我妹妹叫小雪", True),  # pass -> TP
+        ("c", "What's my sister's name?", True),  # skip -> FN (a label the rule misses)
+        ("d", "ok thanks", False),  # skip -> TN
+        ("e", "你好", False),  # skip -> TN
+        ("f", "What's the weather like?", False),  # skip -> TN
+        ("g", "remember that I hate olives", False),  # pass (FORCE) -> FP
     ]
-    path = _write(tmp_path / "tiny.json", {
-        "name": "tiny", "language": "mixed",
-        "items": [{"id": i, "text": t, "durable": d, "fact": None, "context": []} for i, t, d in items],
-    })
+    path = _write(
+        tmp_path / "tiny.json",
+        {
+            "name": "tiny",
+            "language": "mixed",
+            "items": [{"id": i, "text": t, "durable": d, "fact": None, "context": []} for i, t, d in items],
+        },
+    )
     gate = load_gate(path)
     m = evaluate(gate)["prefilter"].metrics
     assert (m.tp, m.fp, m.fn, m.tn, m.forced) == (2, 1, 1, 3, 1)
@@ -260,10 +379,17 @@ def test_gate_metrics_edge_cases() -> None:
 
 
 def test_gate_cli_prints_json_last(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _write(tmp_path / "cli.json", {"name": "cli", "language": "en", "items": [
-        {"id": "1", "text": "I live in Paris", "durable": True},
-        {"id": "2", "text": "ok thanks", "durable": False},
-    ]})
+    path = _write(
+        tmp_path / "cli.json",
+        {
+            "name": "cli",
+            "language": "en",
+            "items": [
+                {"id": "1", "text": "I live in Paris", "durable": True},
+                {"id": "2", "text": "ok thanks", "durable": False},
+            ],
+        },
+    )
     assert gate_main(["--data", str(path), "--by-reason"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     figures = json.loads(last)["files"]["cli"]
@@ -304,10 +430,14 @@ def test_malformed_gate_file_type_and_json_errors(tmp_path: Path) -> None:
 
 
 def test_retrieval_loader_checks_relevant_ids(tmp_path: Path) -> None:
-    good = {"name": "r", "language": "en",
-            "stores": [{"store_id": "u1", "memories": [{"id": "m1", "text": "I like tea", "timestamp": None}]}],
-            "queries": [{"id": "q1", "store_id": "u1", "query": "What do I drink?", "relevant": ["m1"],
-                         "category": "pref"}]}
+    good = {
+        "name": "r",
+        "language": "en",
+        "stores": [{"store_id": "u1", "memories": [{"id": "m1", "text": "I like tea", "timestamp": None}]}],
+        "queries": [
+            {"id": "q1", "store_id": "u1", "query": "What do I drink?", "relevant": ["m1"], "category": "pref"}
+        ],
+    }
     rf = load_retrieval(_write(tmp_path / "r.json", good))
     assert rf.store("u1").memories[0].text == "I like tea" and rf.queries[0].relevant == ("m1",)
     bad = json.loads(json.dumps(good))
@@ -337,9 +467,23 @@ def test_quality_gate_on_realistic_dev() -> None:
 
 @pytest.mark.parametrize(
     ("text", "says_nothing"),
-    [("好的好的", True), ("对对对", True), ("嗯嗯好", True), ("谢谢啦", True), ("謝謝", True), ("ok, thanks!", True),
-     ("好看", False), ("对面", False), ("好的朋友", False), ("对不起", False), ("好的，我女儿叫小美", False),
-     ("谢谢你记得我对花生过敏", False), ("Buddy.", False), ("Nice.", False), ("Ty's birthday is June 3.", False)],
+    [
+        ("好的好的", True),
+        ("对对对", True),
+        ("嗯嗯好", True),
+        ("谢谢啦", True),
+        ("謝謝", True),
+        ("ok, thanks!", True),
+        ("好看", False),
+        ("对面", False),
+        ("好的朋友", False),
+        ("对不起", False),
+        ("好的，我女儿叫小美", False),
+        ("谢谢你记得我对花生过敏", False),
+        ("Buddy.", False),
+        ("Nice.", False),
+        ("Ty's birthday is June 3.", False),
+    ],
 )
 def test_what_says_nothing_on_its_own(text: str, says_nothing: bool) -> None:
     # Chinese acknowledgements run together (好的好的, 对对对) came back as memories.
@@ -350,9 +494,16 @@ def test_what_says_nothing_on_its_own(text: str, says_nothing: bool) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["Can you remember I'm allergic to peanuts?", "Could you remember my sister's name is Anna?",
-     "Would you keep in mind I'm vegetarian?", "Can you note down that my birthday is May 3rd?",
-     "你能记住我对花生过敏吗", "你可以记一下我的生日是五月三号吗？", "你会记住我喜欢蓝色吗", "記得我對花生過敏好嗎"],
+    [
+        "Can you remember I'm allergic to peanuts?",
+        "Could you remember my sister's name is Anna?",
+        "Would you keep in mind I'm vegetarian?",
+        "Can you note down that my birthday is May 3rd?",
+        "你能记住我对花生过敏吗",
+        "你可以记一下我的生日是五月三号吗？",
+        "你会记住我喜欢蓝色吗",
+        "記得我對花生過敏好嗎",
+    ],
 )
 def test_a_request_to_remember_asked_as_a_question_reaches_extraction(text: str) -> None:
     # These were skipped as pure questions: the fact in them never reached the model.
@@ -360,6 +511,8 @@ def test_a_request_to_remember_asked_as_a_question_reaches_extraction(text: str)
     assert prefilter(text) == GateDecision(EXTRACT, "remember_request")
 
 
-@pytest.mark.parametrize("text", ["Can you remember what my name is?", "你能记住我叫什么吗", "你还记得我妹妹叫什么吗？"])
+@pytest.mark.parametrize(
+    "text", ["Can you remember what my name is?", "你能记住我叫什么吗", "你还记得我妹妹叫什么吗？"]
+)
 def test_a_recall_asked_like_a_request_to_remember_is_still_skipped(text: str) -> None:
     assert prefilter(text).action is SKIP

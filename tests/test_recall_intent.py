@@ -45,9 +45,23 @@ def test_identity_relationship_preference_and_recall_questions(text: str, reason
 @pytest.mark.parametrize(
     "text",
     [
-        "What's the weather like?", "ok thanks", "Tell me a joke", "Tell me about the Eiffel Tower",
-        "Can I ask you something?", "How are you?", "I'm tired", "Hi there", "remind me to buy milk",
-        "你好", "今天天气怎么样", "今天天气怎么样？", "谢谢", "帮我查一下天气", "你能帮我查一下天气吗？", "", "   ",
+        "What's the weather like?",
+        "ok thanks",
+        "Tell me a joke",
+        "Tell me about the Eiffel Tower",
+        "Can I ask you something?",
+        "How are you?",
+        "I'm tired",
+        "Hi there",
+        "remind me to buy milk",
+        "你好",
+        "今天天气怎么样",
+        "今天天气怎么样？",
+        "谢谢",
+        "帮我查一下天气",
+        "你能帮我查一下天气吗？",
+        "",
+        "   ",
     ],
 )
 def test_messages_that_do_not_need_memory(text: str) -> None:
@@ -94,8 +108,13 @@ def test_questions_about_the_users_people_diet_and_choices(text: str, reason: st
 @pytest.mark.parametrize(
     "text",
     [
-        "How's your job going?", "What is your cat's name?", "你妈妈好吗？", "你觉得这次旅行怎么样？",
-        "What made you start running again?", "What's the capital of France?", "Can I ask you something?",
+        "How's your job going?",
+        "What is your cat's name?",
+        "你妈妈好吗？",
+        "你觉得这次旅行怎么样？",
+        "What made you start running again?",
+        "What's the capital of France?",
+        "Can I ask you something?",
     ],
 )
 def test_questions_about_the_listener_or_the_world_do_not(text: str) -> None:
@@ -132,7 +151,7 @@ def test_reasons_are_declared_and_fast() -> None:
     assert reasons - {None} <= set(RECALL_REASONS)
 
 
-def test_the_trigger_benchmark_counts_what_it_says(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_the_trigger_benchmark_counts_what_it_says(tmp_path, capsys) -> None:
     import json
 
     from bench.recall_intent import main as bench_main

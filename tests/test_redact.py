@@ -66,7 +66,9 @@ def test_a_secret_is_replaced_and_the_rest_kept(text: str, secret: str, kind: st
         "The wifi password is on the fridge",
         "Let me pin 300 photos to my board",
         "我两个账号的密码是一样的",
-        "密码有8位", "密码学很有意思", "验证码发到手机了吗",
+        "密码有8位",
+        "密码学很有意思",
+        "验证码发到手机了吗",
         "验证码是一次性的，用完就没了",
         # Chinese has no spaces: a long run with a digit and a Latin letter is a sentence, not a key
         "我最近在学Python3编程因为公司要求我们所有人都要掌握基本的数据分析能力，挺难的。",

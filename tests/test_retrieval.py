@@ -27,9 +27,7 @@ def seed(store: MemoryStore, user_id: str, *texts: str) -> None:
         store.add_raw(user_id, text)
 
 
-def test_first_person_question_finds_second_person_memory_with_a_high_score(
-    store: MemoryStore, user_id: str
-) -> None:
+def test_first_person_question_finds_second_person_memory_with_a_high_score(store: MemoryStore, user_id: str) -> None:
     seed(store, user_id, COLOUR, *DISTRACTORS)
     hits = retriever(store).retrieve(user_id, "我喜欢的颜色是什么", top_k=3)
     assert hits[0].text == COLOUR
@@ -82,9 +80,7 @@ def _lex_versions(store: MemoryStore, user: str) -> list[str | None]:
     return [r[0] for r in rows]
 
 
-async def test_session_start_brings_older_rows_back_into_full_text_recall(
-    store: MemoryStore, user_id: str
-) -> None:
+async def test_session_start_brings_older_rows_back_into_full_text_recall(store: MemoryStore, user_id: str) -> None:
     other = f"{user_id}-other"
     seed(store, user_id, COLOUR, *DISTRACTORS)
     seed(store, other, COLOUR)
@@ -237,9 +233,7 @@ def test_retrieval_settings_come_from_memory_retrieval_variables() -> None:
             load_settings(env, dotenv=False)
 
 
-def test_earlier_turn_of_the_session_picks_the_memory_a_vague_question_means(
-    store: MemoryStore, user_id: str
-) -> None:
+def test_earlier_turn_of_the_session_picks_the_memory_a_vague_question_means(store: MemoryStore, user_id: str) -> None:
     seed(store, user_id, "For the wedding I will wear my navy suit", "My running shoes are red", "I wear glasses")
     r = retriever(store)
     question = "What should I wear?"
@@ -340,7 +334,7 @@ def test_a_look_up_before_the_densities_are_ready_is_not_held_up(
     release, started = threading.Event(), threading.Event()
     compute = r._compute_density
 
-    def slow_compute(uid: str):  # type: ignore[no-untyped-def]
+    def slow_compute(uid: str):
         started.set()
         release.wait(timeout=30)  # a large store, a slow machine
         return compute(uid)
@@ -351,7 +345,10 @@ def test_a_look_up_before_the_densities_are_ready_is_not_held_up(
     assert started.wait(timeout=10)
     got = [(m.text, m.score) for m in r.retrieve(user_id, "我喜欢的颜色是什么", top_k=3)]  # the first turn
     assert not release.is_set()  # answered while the computation was still running...
-    plain = [(m.text, m.score) for m in retriever(store, retrieval_density=0.0).retrieve(user_id, "我喜欢的颜色是什么", top_k=3)]
+    plain = [
+        (m.text, m.score)
+        for m in retriever(store, retrieval_density=0.0).retrieve(user_id, "我喜欢的颜色是什么", top_k=3)
+    ]
     assert got == plain  # ...uncorrected
     release.set()
     waiting.join(timeout=10)
@@ -391,7 +388,10 @@ def test_the_density_correction_leaves_too_small_and_too_large_stores_alone(
         monkeypatch.setattr(retrieval_mod, "_DENSITY_MAX", len(DISTRACTORS))  # one memory too many
     assert retriever(store).prepare(user_id).of == {}
     on = [(m.text, m.score) for m in retriever(store).retrieve(user_id, "我喜欢的颜色是什么", top_k=4)]
-    off = [(m.text, m.score) for m in retriever(store, retrieval_density=0.0).retrieve(user_id, "我喜欢的颜色是什么", top_k=4)]
+    off = [
+        (m.text, m.score)
+        for m in retriever(store, retrieval_density=0.0).retrieve(user_id, "我喜欢的颜色是什么", top_k=4)
+    ]
     assert on == off
 
 
@@ -440,7 +440,7 @@ def test_a_failing_store_gets_no_stream_of_density_reads(
     r = retriever(store)
     reads: list[str] = []
 
-    def broken(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+    def broken(*args: object, **kwargs: object):
         reads.append("read")
         raise OSError("store unreachable")
 
@@ -474,7 +474,12 @@ def test_the_word_a_question_asks_for_counts_less_than_whom_it_is_about(store: M
 @pytest.mark.parametrize(
     ("said_often", "also_said", "chit_chat", "query"),
     [
-        ("I'm vegetarian.", "I'm allergic to peanuts.", ("ok", "thanks!", "haha", "yeah"), "What should I cook for dinner?"),
+        (
+            "I'm vegetarian.",
+            "I'm allergic to peanuts.",
+            ("ok", "thanks!", "haha", "yeah"),
+            "What should I cook for dinner?",
+        ),
         ("我是素食者。", "我对花生过敏。", ("好的", "哈哈", "对", "嗯嗯"), "晚饭我该做点什么？"),
     ],
 )
@@ -494,7 +499,14 @@ def test_a_fact_said_in_many_sessions_shows_once_and_chit_chat_never(
 
 @pytest.mark.parametrize(
     "text",
-    ["Ty's birthday is June 3.", "谢谢你记得我对花生过敏", "У меня аллергия на арахис", "Buddy.", "Nice.", "Morning runs"],
+    [
+        "Ty's birthday is June 3.",
+        "谢谢你记得我对花生过敏",
+        "У меня аллергия на арахис",
+        "Buddy.",
+        "Nice.",
+        "Morning runs",
+    ],
 )
 def test_short_or_thankful_memories_that_say_something_are_still_shown(
     store: MemoryStore, user_id: str, text: str
@@ -516,7 +528,8 @@ def test_a_fact_said_again_shows_the_date_it_was_last_said(store: MemoryStore, u
             with store.pool.connection() as conn:
                 conn.execute(
                     sql.SQL(
-                        "UPDATE {} SET payload = payload || jsonb_build_object('created_at', %s::text, 'updated_at', %s::text) "
+                        "UPDATE {} SET payload = payload || "
+                        "jsonb_build_object('created_at', %s::text, 'updated_at', %s::text) "
                         "WHERE payload->>'user_id' = %s AND payload->>'data' = %s AND NOT payload ? 'dated'"
                     ).format(sql.Identifier(store.table)),
                     [when, when, user_id, text],

@@ -150,10 +150,7 @@ def test_a_replaced_variable_fails_fast_naming_its_successor() -> None:
         load_settings({"MEMORY_RETRIEVAL_CENTERING": "0.5"}, dotenv=False)
 
 
-
-@pytest.mark.parametrize(
-    ("name", "hint"), [("MEM0_SETTINGS", "MEM0_SETTING"), ("MEMORY_TOPK", "MEMORY_TOP_K")]
-)
+@pytest.mark.parametrize(("name", "hint"), [("MEM0_SETTINGS", "MEM0_SETTING"), ("MEMORY_TOPK", "MEMORY_TOP_K")])
 def test_a_misspelt_variable_fails_fast_with_the_likely_name(name: str, hint: str) -> None:
     problems = startup_problems("download-files", {name: "GATED"})
     assert problems == [f"{name} is not a variable this worker reads; did you mean {hint}?"]
@@ -221,7 +218,7 @@ def test_a_worker_that_stops_on_an_error_exits_non_zero(monkeypatch: pytest.Monk
         async def worker() -> None:
             try:
                 await server.run(devmode=True, unregistered=False)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - any failure here is reported, never raised
                 pass
 
         loop = asyncio.new_event_loop()
@@ -242,7 +239,7 @@ def test_a_worker_that_stops_on_an_error_exits_non_zero(monkeypatch: pytest.Monk
 
 def _has_portaudio() -> bool:
     try:
-        import sounddevice  # noqa: F401
+        import sounddevice  # noqa: F401 - whether PortAudio loads is the check
     except OSError:
         return False
     return True

@@ -174,8 +174,13 @@ def test_a_forget_between_the_row_and_its_history_entry_leaves_no_history(
 
 @pytest.mark.parametrize(
     ("bad", "named"),
-    [("bob\x00", "NUL"), ("u" * 1025, "limit is 1024"), ("用" * 342, "1026 bytes"), ("  ", "empty"),
-     ("alice ", "whitespace")],
+    [
+        ("bob\x00", "NUL"),
+        ("u" * 1025, "limit is 1024"),
+        ("用" * 342, "1026 bytes"),
+        ("  ", "empty"),
+        ("alice ", "whitespace"),
+    ],
     ids=["nul", "long", "long-in-utf8", "blank", "whitespace"],
 )
 def test_bad_user_id_is_refused_by_name_and_nothing_stored_is_lost(
@@ -209,7 +214,7 @@ def test_two_writers_of_one_slot_at_once_leave_one_value(store: MemoryStore, use
     barrier = threading.Barrier(2)
     real_find = store.find_slot
 
-    def find_together(user: str, slot: str | None):  # type: ignore[no-untyped-def]
+    def find_together(user: str, slot: str | None):
         try:
             barrier.wait(timeout=1.0)  # with the lock, the second writer is not here yet
         except threading.BrokenBarrierError:
@@ -272,11 +277,11 @@ def test_a_write_that_landed_after_the_forget_but_could_not_undo_itself_goes_on_
     said_at = now_iso()
     real_add = store.mem0.add
 
-    def forget_then_add(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def forget_then_add(*args, **kwargs):
         store.delete_user(user_id)
         return real_add(*args, **kwargs)
 
-    def connection_lost(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def connection_lost(*args, **kwargs):
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
     monkeypatch.setattr(store.mem0, "add", forget_then_add)

@@ -46,8 +46,8 @@ class Call:
 
 def service_for(store: MemoryStore, mode: MemoryMode, **settings: object) -> MemoryService:
     extraction = settings.pop("extraction", None)
-    config = dataclasses.replace(store.settings, mode=mode, **settings)  # type: ignore[arg-type]
-    gatekeeper = Gatekeeper(extraction) if extraction is not None else None  # type: ignore[arg-type]
+    config = dataclasses.replace(store.settings, mode=mode, **settings)
+    gatekeeper = Gatekeeper(extraction) if extraction is not None else None
     return MemoryService(store, config, gatekeeper=gatekeeper)
 
 
@@ -65,7 +65,7 @@ async def call(
     memory = MemorySession(service_for(store, mode, **settings), user_id=user, budget_s=BUDGET_S)
     room = FakeRoom()
     agent = first_agent(room, memory, store, user)
-    harness = VoiceHarness(agent, llm=RecordingLLM(respond), preflight=preflight)  # type: ignore[arg-type]
+    harness = VoiceHarness(agent, llm=RecordingLLM(respond), preflight=preflight)
     memory.attach(harness.session)
     await memory.wait_profile()
     try:
@@ -218,9 +218,7 @@ async def test_forms_add_no_llm_request_even_submitted_during_a_reply(store, use
     assert '"theme": "dark"' in working_block(turns[2].requests[0]) and "北京" in working_block(turns[2].requests[0])
 
 
-async def test_gated_offers_a_preferences_form_to_the_gatekeeper_and_normal_stores_no_form(
-    store, user_id: str
-) -> None:
+async def test_gated_offers_a_preferences_form_to_the_gatekeeper_and_normal_stores_no_form(store, user_id: str) -> None:
     said = "我在表单「偏好设置」中填写了：theme：dark；口味：不吃辣。"
     extraction = scripted_extraction({said: [
         {"text": "用户喜欢深色主题", "category": "preferences", "slot": "theme"},
@@ -295,7 +293,9 @@ async def test_hand_off_carries_working_memory_and_the_shared_context_both_ways(
     assert '"deposit_eur": 1500' in seen["specialist_forms"][0]  # the forms survived the hand-off
     assert set(seen["instructions"]) == {1}
     # every request carried the form: user turns, tool follow-ups, each agent's first reply
-    assert len(c.harness.llm.requests) >= 8 and all('"deposit_eur": 1500' in working_block(r) for r in c.harness.llm.requests)
+    assert len(c.harness.llm.requests) >= 8 and all(
+        '"deposit_eur": 1500' in working_block(r) for r in c.harness.llm.requests
+    )
 
 
 async def test_another_users_context_is_not_found_and_forget_removes_the_users_contexts(store, user_id: str) -> None:
@@ -309,7 +309,9 @@ async def test_another_users_context_is_not_found_and_forget_removes_the_users_c
             await attempt
         assert "1500" not in str(err.value) and "deposit" not in str(err.value)
     assert [n.text for n in (await mine.fetch_context(ctx_id)).notes] == [
-        "Landlord kept the deposit of 1500 EUR", "Advised a demand letter"]  # the intruder's note never landed
+        "Landlord kept the deposit of 1500 EUR",
+        "Advised a demand letter",
+    ]  # the intruder's note never landed
 
     service = service_for(store, MemoryMode.NORMAL)
     gone = service.forget(owner.user_id)
@@ -349,9 +351,14 @@ def test_export_lists_the_users_contexts_and_the_forget_command_removes_them(
     assert working_main(["export", user_id]) == 0
     exported = json.loads(capsys.readouterr().out)
     assert exported["user_id"] == user_id
-    assert [(c["id"], [n["note"] for n in c["notes"]]) for c in exported["shared_contexts"]] == [(ctx_id, ["押金被房东扣了"])]
+    assert [(c["id"], [n["note"] for n in c["notes"]]) for c in exported["shared_contexts"]] == [
+        (ctx_id, ["押金被房东扣了"])
+    ]
     note = exported["shared_contexts"][0]["notes"][0]
-    assert note["agent"] == "receptionist" and datetime.fromisoformat(note["at"].replace("Z", "+00:00")).utcoffset().total_seconds() == 0
+    assert (
+        note["agent"] == "receptionist"
+        and datetime.fromisoformat(note["at"].replace("Z", "+00:00")).utcoffset().total_seconds() == 0
+    )
     assert forget_main([user_id]) == 0  # contexts only: something was forgotten
     assert "1 shared contexts" in capsys.readouterr().out
     assert working_main(["export", user_id]) == 0
@@ -411,12 +418,14 @@ async def test_the_worker_entrypoint_registers_the_form_method_and_starts_with_t
         room=room, job=SimpleNamespace(id="job-entry"), log_context_fields={},
         connect=nothing, wait_for_participant=the_user, add_shutdown_callback=shutdown.append,
     )  # fmt: skip
-    await worker.entrypoint(ctx)  # type: ignore[arg-type]
+    await worker.entrypoint(ctx)
     try:
         first = started["agent"]
         assert isinstance(first, Receptionist) and started["room"] is room and started["greeted"]
         form = json.dumps({"title": "行程安排", "fields": {"destination": "北京"}}, ensure_ascii=False)
-        assert json.loads(await room.local_participant.invoke(SUBMIT_FORM, form, caller=user_id))["key"] == "hitl_行程安排"
+        assert (
+            json.loads(await room.local_participant.invoke(SUBMIT_FORM, form, caller=user_id))["key"] == "hitl_行程安排"
+        )
         assert first.workspace.forms.variables["hitl_行程安排"]["fields"] == {"destination": "北京"}
         with pytest.raises(RpcError):
             await room.local_participant.invoke(SUBMIT_FORM, form, caller="another-participant")
@@ -429,7 +438,9 @@ async def test_through_the_agent_another_users_context_id_is_a_tool_error_that_r
     store, user_id: str
 ) -> None:
     owner = MemorySession(service_for(store, MemoryMode.NORMAL), user_id=f"{user_id}-owner")
-    foreign = await Workspace(owner, store, identity=f"{user_id}-owner").create_context("receptionist", "Account 4471 is overdrawn")
+    foreign = await Workspace(owner, store, identity=f"{user_id}-owner").create_context(
+        "receptionist", "Account 4471 is overdrawn"
+    )
     await owner.aclose(drain_timeout_s=0.1)
     outputs: list[tuple[bool, str]] = []
 
@@ -443,7 +454,7 @@ async def test_through_the_agent_another_users_context_id_is_a_tool_error_that_r
     async with call(store, user_id, respond, preflight=False) as c:
         await c.harness.user_types(f"Read case {foreign} to me")
         await wait_until(lambda: bool(outputs), what="the tool's output")
-    (is_error, output), = outputs
+    ((is_error, output),) = outputs
     assert is_error and "no shared context" in output and "4471" not in output and "overdrawn" not in output
 
 

@@ -64,7 +64,8 @@ async def test_a_turn_is_written_after_its_reply_starts_to_play_and_is_then_stor
     async with harness.entrypoint(userdata, user_id=user, job_id=f"job-{uuid.uuid4().hex[:8]}"):
         assert harness.session is not None
         harness.session.on(
-            "agent_state_changed", lambda ev: listening.append(time.perf_counter()) if ev.new_state == "listening" else None
+            "agent_state_changed",
+            lambda ev: listening.append(time.perf_counter()) if ev.new_state == "listening" else None,
         )
         await harness.greeted()
         turn = await harness.say(UTTERANCES["t00"])

@@ -166,9 +166,7 @@ def test_backoff_is_exponential_jittered_and_capped(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- 2
-async def test_killed_worker_pending_writes_are_replayed_once(
-    tmp_path: Path, store: MemoryStore, user_id: str
-) -> None:
+async def test_killed_worker_pending_writes_are_replayed_once(tmp_path: Path, store: MemoryStore, user_id: str) -> None:
     n = 5
     ids = [f"{user_id}-t{i}" for i in range(n)]
     journal = tmp_path / "journal.sqlite3"
@@ -178,8 +176,17 @@ async def test_killed_worker_pending_writes_are_replayed_once(
         # The child writes turn 0 to the real store, never acknowledges it, and
         # leaves turns 1..n-1 pending behind it; then it is SIGKILLed.
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(CHILD), str(journal), user_id, str(n), store.url, str(tmp_path / "child-data"),
-            stdout=asyncio.subprocess.PIPE, stderr=err, env=env, cwd=str(ROOT),
+            sys.executable,
+            str(CHILD),
+            str(journal),
+            user_id,
+            str(n),
+            store.url,
+            str(tmp_path / "child-data"),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=err,
+            env=env,
+            cwd=str(ROOT),
         )
     try:
         assert proc.stdout is not None
@@ -276,9 +283,7 @@ async def test_attempt_that_hangs_times_out_and_is_retried(
     assert any("timed out" in r.getMessage() and "(attempt 1)" in r.getMessage() for r in caplog.records)
 
 
-async def test_two_live_queues_never_take_each_others_rows(
-    tmp_path: Path, store: MemoryStore, user_id: str
-) -> None:
+async def test_two_live_queues_never_take_each_others_rows(tmp_path: Path, store: MemoryStore, user_id: str) -> None:
     journal = tmp_path / "journal.sqlite3"
     a_calls: Counter[str] = Counter()
     b_calls: Counter[str] = Counter()
@@ -390,8 +395,12 @@ async def test_bad_input_is_dead_lettered_and_later_turns_still_written(
 
 @pytest.mark.parametrize(
     ("damage", "named"),
-    [({"text": None}, "'text' is NoneType"), ({"user_id": 7}, "'user_id' is int"),
-     ({"created_at": "2026-13-45T99:00"}, "no ISO time"), ({"context": [1]}, "'context'")],
+    [
+        ({"text": None}, "'text' is NoneType"),
+        ({"user_id": 7}, "'user_id' is int"),
+        ({"created_at": "2026-13-45T99:00"}, "no ISO time"),
+        ({"context": [1]}, "'context'"),
+    ],
     ids=["null-text", "numeric-user", "bad-time", "bad-context"],
 )
 def test_a_damaged_journal_row_is_refused_by_the_field_it_got_wrong(damage: dict, named: str) -> None:
@@ -485,7 +494,9 @@ async def test_odd_input_never_blocks_the_turns_behind_it(tmp_path: Path, store:
         return await (gated if turn.session_id == "gated" else normal).remember(turn)
 
     queue = DurableWriteQueue(tmp_path / "journal.sqlite3", remember, base_backoff_s=0.05, max_backoff_s=0.2)
-    nul = dataclasses.replace(make_turn(user_id, "Please remember that my locker is number 12\x0034"), session_id="gated")
+    nul = dataclasses.replace(
+        make_turn(user_id, "Please remember that my locker is number 12\x0034"), session_id="gated"
+    )
     bad_user = make_turn("x" * 3000, "I like tea")
     good = make_turn(user_id, "My dog is called Rex")
     await write_all(queue, (nul, bad_user, good))
@@ -509,7 +520,10 @@ async def test_a_broken_transcript_is_journaled_and_stored_with_the_turns_after_
              for text in ("My sister is Anna", "She lives in Lisbon")]  # fmt: skip
     for turn in (broken, *after):
         queue.enqueue(turn)
-    assert [row[0] for row in journal_rows(tmp_path / "journal.sqlite3")] == [broken.turn_id, *(t.turn_id for t in after)]
+    assert [row[0] for row in journal_rows(tmp_path / "journal.sqlite3")] == [
+        broken.turn_id,
+        *(t.turn_id for t in after),
+    ]
     queue.start()
     try:
         assert await queue.drain(15.0) is True
@@ -540,7 +554,7 @@ async def test_a_gated_turn_replayed_after_a_kill_writes_what_was_decided_and_bl
     turn = make_turn(user_id, "By the way I really love hiking in the mountains on weekends")
     later = make_turn(user_id, "My favourite colour is green, I've always loved it")
     journal = tmp_path / "journal.sqlite3"
-    killed = DurableWriteQueue(journal, None)  # type: ignore[arg-type]
+    killed = DurableWriteQueue(journal, None)
     killed.enqueue(turn)
     first = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(scripted_extraction(
         {turn.text: [{"text": "User loves hiking in the mountains", "category": "preferences"}]})))  # fmt: skip
@@ -575,7 +589,9 @@ async def test_a_gated_turn_replayed_with_its_facts_in_another_order_loses_none(
     blue = {"text": "User's favourite colour is blue", "category": "preferences", "slot": "favorite_color"}
     store.upsert_fact(user_id, anna["text"], category=anna["category"], slot=anna["slot"],
                       write_id=f"{turn.turn_id}:0", said_at=turn.created_at)  # fmt: skip
-    replay = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(scripted_extraction({turn.text: [blue, anna]})))
+    replay = make_service(
+        store, MemoryMode.GATED, gatekeeper=Gatekeeper(scripted_extraction({turn.text: [blue, anna]}))
+    )
     report = await replay.remember(turn)
     assert sorted(w.event for w in report.writes) == ["ADD", "NOOP"]
     assert sorted(m.text for m in store.list_user(user_id)) == sorted([anna["text"], blue["text"]])
@@ -813,6 +829,6 @@ async def test_enqueue_is_idempotent_on_turn_id(tmp_path: Path, store: MemorySto
 
 
 def test_turn_round_trips_through_the_journal_format() -> None:
-    turn = Turn("u-1", "我喜欢蓝色 \"quoted\"", "s", "t-1", now_iso(), ("user: 你好", "assistant: hi"))
+    turn = Turn("u-1", '我喜欢蓝色 "quoted"', "s", "t-1", now_iso(), ("user: 你好", "assistant: hi"))
     assert decode_turn(encode_turn(turn)) == turn
     assert decode_turn(encode_turn(dataclasses.replace(turn, context=()))).context == ()

@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memory.journal.queue import DurableWriteQueue  # noqa: E402
-from memory.types import Turn  # noqa: E402
+from memory.journal.queue import DurableWriteQueue  # noqa: E402 - after the repository root is put on sys.path
+from memory.types import Turn  # noqa: E402 - after the repository root is put on sys.path
 
 
 def child_turns(
@@ -59,9 +59,7 @@ async def main(argv: list[str]) -> None:
         from memory.settings import load_settings
         from memory.storage.store import MemoryStore
 
-        settings = load_settings(
-            {"MEMORY_DATA_DIR": argv[4], "MEMORY_DATABASE_URL": argv[3]}, dotenv=False
-        )
+        settings = load_settings({"MEMORY_DATA_DIR": argv[4], "MEMORY_DATABASE_URL": argv[3]}, dotenv=False)
         service = MemoryService(MemoryStore.open(settings), settings)
 
     turns = child_turns(user_id, n)

@@ -49,11 +49,7 @@ class ScriptedSTT(stt.STT):
     def __init__(self, *, language: str = "en") -> None:
         # manual_flush: like providers with a "finalize" message, a flush is answered with a
         # final transcript; the session flushes on close and waits for that answer
-        super().__init__(
-            capabilities=stt.STTCapabilities(
-                streaming=True, interim_results=True, manual_flush=True
-            )
-        )
+        super().__init__(capabilities=stt.STTCapabilities(streaming=True, interim_results=True, manual_flush=True))
         self._language = language
         self._streams: list[ScriptedRecognizeStream] = []
         self._stream_opened = asyncio.Event()
@@ -104,9 +100,7 @@ class ScriptedSTT(stt.STT):
         try:
             return await asyncio.wait_for(_wait(), timeout)
         except TimeoutError:
-            raise AssertionError(
-                f"the session did not open an STT stream within {timeout}s"
-            ) from None
+            raise AssertionError(f"the session did not open an STT stream within {timeout}s") from None
 
     async def speak(
         self,
@@ -147,9 +141,7 @@ class ScriptedSTT(stt.STT):
             self._emit(stream, SpeechEventType.FINAL_TRANSCRIPT, text)
         self._emit(stream, SpeechEventType.END_OF_SPEECH)
 
-    def _emit(
-        self, stream: ScriptedRecognizeStream, kind: stt.SpeechEventType, text: str = ""
-    ) -> None:
+    def _emit(self, stream: ScriptedRecognizeStream, kind: stt.SpeechEventType, text: str = "") -> None:
         stream.send(_event(kind, text, self._language))
         self.emitted.append((kind, time.perf_counter(), text))
 
@@ -487,4 +479,3 @@ class RecordingTextOutput(TextOutput):
         if self._buf:
             self.segments.append("".join(self._buf))
             self._buf = []
-

@@ -154,9 +154,7 @@ class VoiceHarness:
             preflight = self.preflight
         start = len(self.events)
         n_requests = self.llm.count
-        user_item = self._future(
-            lambda e: e.name == "conversation_item_added" and e.payload["role"] == "user"
-        )
+        user_item = self._future(lambda e: e.name == "conversation_item_added" and e.payload["role"] == "user")
         self.audio_input.push_silence()
         await self.stt.speak(text, interims, interim_gap, preflight=preflight)
         await self._await(user_item, f"the user message {text!r} to be committed")
@@ -166,9 +164,7 @@ class VoiceHarness:
         """Speak one user turn that STT delivers as several final segments."""
         start = len(self.events)
         n_requests = self.llm.count
-        user_item = self._future(
-            lambda e: e.name == "conversation_item_added" and e.payload["role"] == "user"
-        )
+        user_item = self._future(lambda e: e.name == "conversation_item_added" and e.payload["role"] == "user")
         self.audio_input.push_silence()
         await self.stt.speak_segments(segments, gap)
         await self._await(user_item, f"the user message {segments!r} to be committed")
@@ -180,9 +176,7 @@ class VoiceHarness:
         request arrives), then the final words end the turn."""
         stream = await self.stt.wait_for_stream()
         start, asked = len(self.events), self.llm.count
-        user_item = self._future(
-            lambda e: e.name == "conversation_item_added" and e.payload["role"] == "user"
-        )
+        user_item = self._future(lambda e: e.name == "conversation_item_added" and e.payload["role"] == "user")
         self.audio_input.push_silence()
         self.stt._emit(stream, SpeechEventType.START_OF_SPEECH)
         self.stt._emit(stream, SpeechEventType.PREFLIGHT_TRANSCRIPT, preflight)
@@ -205,9 +199,7 @@ class VoiceHarness:
     # ------------------------------------------------------------------ waiting
 
     async def _finish_turn(self, start: int, n_requests: int) -> TurnResult:
-        handles = [
-            e.payload["handle"] for e in self.events[start:] if e.name == "speech_created"
-        ]
+        handles = [e.payload["handle"] for e in self.events[start:] if e.name == "speech_created"]
         scheduled = [h for h in handles if h.scheduled]
         if not scheduled:
             raise AssertionError(f"no speech scheduled for the turn; events: {self._tail(start)}")
@@ -249,10 +241,7 @@ class VoiceHarness:
             ) from None
 
     def _tail(self, start: int) -> list[tuple[str, dict[str, Any]]]:
-        return [
-            (e.name, {k: v for k, v in e.payload.items() if k != "handle"})
-            for e in self.events[start:]
-        ]
+        return [(e.name, {k: v for k, v in e.payload.items() if k != "handle"}) for e in self.events[start:]]
 
     # ------------------------------------------------------------------ event recording
 

@@ -76,7 +76,11 @@ class Admin:
         return self.store.rows.user_summaries()
 
     def require_known(self, user_id: str) -> None:
-        if self.store.list_user(user_id, limit=1) or self.archive.messages(user_id, limit=1) or self.journal_rows(user_id):
+        if (
+            self.store.list_user(user_id, limit=1)
+            or self.archive.messages(user_id, limit=1)
+            or self.journal_rows(user_id)
+        ):
             return
         raise Unknown(user_id)
 
@@ -101,8 +105,12 @@ class Admin:
                    "created_at": rec.created_at, "updated_at": rec.updated_at}  # fmt: skip
             if rec.category:  # a fact: its earlier values
                 doc["history"] = [
-                    {"event": h.get("event"), "old": h.get("old_memory"), "new": h.get("new_memory"),
-                     "at": h.get("created_at")}  # fmt: skip
+                    {
+                        "event": h.get("event"),
+                        "old": h.get("old_memory"),
+                        "new": h.get("new_memory"),
+                        "at": h.get("created_at"),
+                    }  # fmt: skip
                     for h in self.store.history(rec.id)
                 ]
             memories.append(doc)
@@ -122,10 +130,20 @@ class Admin:
         return {
             "user_id": user_id,
             "query": query,
-            "memories": [{"text": r.text, "score": round(r.score, 4), "category": r.category,
-                          "created_at": r.created_at} for r in recalled],  # fmt: skip
-            "archive": [{"text": m.content, "similarity": round(m.similarity, 4), "type": m.message_type,
-                         "chat_id": m.chat_id, "created_at": m.created_at} for m in matches],  # fmt: skip
+            "memories": [
+                {"text": r.text, "score": round(r.score, 4), "category": r.category, "created_at": r.created_at}
+                for r in recalled
+            ],  # fmt: skip
+            "archive": [
+                {
+                    "text": m.content,
+                    "similarity": round(m.similarity, 4),
+                    "type": m.message_type,
+                    "chat_id": m.chat_id,
+                    "created_at": m.created_at,
+                }
+                for m in matches
+            ],  # fmt: skip
             "archive_min_similarity": self.settings.archive_min_similarity,
         }
 
@@ -150,8 +168,9 @@ class Admin:
         sizes = {}
         with self.store.pool.connection() as conn:
             for name in (self.store.table, self.archive.table):
-                sizes[name] = conn.execute("SELECT pg_size_pretty(pg_total_relation_size(to_regclass(quote_ident(%s))))",
-                                           [name]).fetchone()[0]  # fmt: skip
+                sizes[name] = conn.execute(
+                    "SELECT pg_size_pretty(pg_total_relation_size(to_regclass(quote_ident(%s))))", [name]
+                ).fetchone()[0]
         journal = self.journal_rows()
         return {
             "store": where(self.settings),
@@ -191,8 +210,11 @@ def _when(value: str | None) -> datetime | None:
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true", help="JSON instead of tables")
-    ap.add_argument("--stored-id", action="store_true",
-                    help="USER is the id as the store and logs give it (lk-... for identities with spaces)")
+    ap.add_argument(
+        "--stored-id",
+        action="store_true",
+        help="USER is the id as the store and logs give it (lk-... for identities with spaces)",
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     sub.add_parser("users", help="users with counts and last activity")
     p = sub.add_parser("show", help="memories, facts with their history, summaries, recent archive")
@@ -265,36 +287,74 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
             [[u["user_id"], u["raw_turns"], u["facts"], u["archived_messages"], u["summaries"], u["last_activity"]]
              for u in rows]))  # fmt: skip
     elif cmd == "show":
-        doc = admin.show(user_id, args.recent)  # type: ignore[arg-type]
+        doc = admin.show(user_id, args.recent)
         if args.json:
             out(to_json(doc))
         else:
             out(f"user {doc['user_id']}\n\nmemories ({len(doc['memories'])})")
-            out(table(["category", "slot", "text", "updated", "earlier values"],
-                      [[m["category"], m["slot"], m["text"], m["updated_at"] or m["created_at"],
-                        "; ".join(h["old"] for h in m.get("history", []) if h.get("old"))] for m in doc["memories"]]))
+            out(
+                table(
+                    ["category", "slot", "text", "updated", "earlier values"],
+                    [
+                        [
+                            m["category"],
+                            m["slot"],
+                            m["text"],
+                            m["updated_at"] or m["created_at"],
+                            "; ".join(h["old"] for h in m.get("history", []) if h.get("old")),
+                        ]
+                        for m in doc["memories"]
+                    ],
+                )
+            )
             out(f"\nsummaries ({len(doc['summaries'])})")
-            out(table(["time", "chat", "summary"], [[s["created_at"], s["chat_id"], s["content"]] for s in doc["summaries"]],
-                      width=120))
+            out(
+                table(
+                    ["time", "chat", "summary"],
+                    [[s["created_at"], s["chat_id"], s["content"]] for s in doc["summaries"]],
+                    width=120,
+                )
+            )
             out(f"\nrecent archive ({len(doc['recent_archive'])})")
-            out(table(["time", "chat", "type", "text", "summarised"],
-                      [[r["created_at"], r["chat_id"], r["message_type"], r["content"], "yes" if r["covered_by"] else ""]
-                       for r in doc["recent_archive"]]))  # fmt: skip
+            out(
+                table(
+                    ["time", "chat", "type", "text", "summarised"],
+                    [
+                        [
+                            r["created_at"],
+                            r["chat_id"],
+                            r["message_type"],
+                            r["content"],
+                            "yes" if r["covered_by"] else "",
+                        ]
+                        for r in doc["recent_archive"]
+                    ],
+                )
+            )
             if doc["journal"]:
                 out(f"\nwaiting in this machine's journal ({len(doc['journal'])})")
-                out(table(["state", "kind", "text", "error"], [[j["state"], j["kind"], j["text"], j["error"]] for j in doc["journal"]]))
+                out(
+                    table(
+                        ["state", "kind", "text", "error"],
+                        [[j["state"], j["kind"], j["text"], j["error"]] for j in doc["journal"]],
+                    )
+                )
     elif cmd == "search":
-        doc = admin.search(user_id, args.query)  # type: ignore[arg-type]
+        doc = admin.search(user_id, args.query)
         if args.json:
             out(to_json(doc))
         else:
             out(f"memories recalled for {args.query!r}")
             out(table(["score", "category", "text"], [[m["score"], m["category"], m["text"]] for m in doc["memories"]]))
             out(f"\narchive matches (similarity >= {doc['archive_min_similarity']:g})")
-            out(table(["similarity", "time", "type", "text"],
-                      [[a["similarity"], a["created_at"], a["type"], a["text"]] for a in doc["archive"]]))
+            out(
+                table(
+                    ["similarity", "time", "type", "text"],
+                    [[a["similarity"], a["created_at"], a["type"], a["text"]] for a in doc["archive"]],
+                )
+            )
     elif cmd == "export":
-        text = to_json(admin.export(user_id))  # type: ignore[arg-type]
+        text = to_json(admin.export(user_id))
         if args.output:
             with open(args.output, "w", encoding="utf-8") as fh:
                 fh.write(text + "\n")
@@ -302,7 +362,7 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
         else:
             out(text)
     elif cmd == "forget":
-        gone = admin.service.forget(user_id)  # type: ignore[arg-type]
+        gone = admin.service.forget(user_id)
         doc = {"user_id": user_id, "memories": gone.memories, "archived": gone.archived, "journal": gone.waiting_turns}
         out(to_json(doc) if args.json else
             f"forgot {args.user}: {gone.memories} memories, {gone.archived} archived messages and summaries, "
@@ -328,10 +388,18 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
                 "else the next worker to start")  # fmt: skip
             return 0 if n else 1
         rows = [r for r in admin.journal_rows() if r["state"] == DEAD]
-        out(to_json(rows) if args.json else table(
-            ["turn id", "user", "kind", "attempts", "failed at", "error", "text"],
-            [[r["turn_id"], r["user_id"], r["kind"], r["attempts"], r["updated_at"], r["error"], r["text"]] for r in rows],
-            width=50))  # fmt: skip
+        out(
+            to_json(rows)
+            if args.json
+            else table(
+                ["turn id", "user", "kind", "attempts", "failed at", "error", "text"],
+                [
+                    [r["turn_id"], r["user_id"], r["kind"], r["attempts"], r["updated_at"], r["error"], r["text"]]
+                    for r in rows
+                ],
+                width=50,
+            )
+        )
     elif cmd == "retention":
         report = run_retention(admin.store, days=args.days, dry_run=args.dry_run)
         if not report.ran:

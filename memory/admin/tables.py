@@ -21,7 +21,7 @@ def cell(value: Any, width: int = 60) -> str:
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, width: int = 60) -> str:
     shown = [[cell(v, width) for v in row] for row in rows]
     widths = [max([len(h), *(len(r[i]) for r in shown)]) for i, h in enumerate(headers)]
-    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths, strict=True)).rstrip()  # noqa: E731
+    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths, strict=True)).rstrip()  # noqa: E731 - a one-line helper
     out = [line(headers), line(["-" * w for w in widths]), *(line(r) for r in shown)]
     return "\n".join(out)
 

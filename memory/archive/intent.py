@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 
 _EN = re.compile(
-    r"\b(?:what|which|remind me)\b.{0,40}\b(?:we|i|you)\b.{0,20}\b(?:talk(?:ed)?|chat(?:ted)?|discuss(?:ed)?|spoke|speak|said|say|told|tell|decide[d]?|agree[d]?)\b"
+    r"\b(?:what|which|remind me)\b.{0,40}\b(?:we|i|you)\b.{0,20}"
+    r"\b(?:talk(?:ed)?|chat(?:ted)?|discuss(?:ed)?|spoke|speak|said|say|told|tell|decide[d]?|agree[d]?)\b"
     r"|\b(?:last|previous|earlier|other|our)\s+(?:time|conversation|call|chat|session|talk)s?\b"
     r"|\b(?:we|i)\s+(?:talked|spoke|chatted|discussed)\b.{0,30}\b(?:before|yesterday|last|ago|earlier)\b"
     r"|\bremember\s+(?:what|when)\s+(?:we|i)\b",

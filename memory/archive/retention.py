@@ -74,7 +74,9 @@ def run_retention(store: MemoryStore, *, days: float | None = None, dry_run: boo
                     return RetentionReport(cutoff.isoformat(), dry_run, 0, 0, kept_summaries, kept_facts)
                 if dry_run:
                     n_arch = conn.execute(
-                        sql.SQL("SELECT count(*) FROM {} WHERE message_type <> 'summary' AND created_at < %s").format(a),
+                        sql.SQL("SELECT count(*) FROM {} WHERE message_type <> 'summary' AND created_at < %s").format(
+                            a
+                        ),
                         [cutoff],
                     ).fetchone()[0]
                     n_raw = rows.count_raw_turns_older_than(cutoff, conn)
@@ -111,7 +113,9 @@ def run_retention(store: MemoryStore, *, days: float | None = None, dry_run: boo
 
 def _ensure_maintenance_table(store: MemoryStore) -> None:
     with store.pool.connection() as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS memory_maintenance (name TEXT PRIMARY KEY, ran_at TIMESTAMPTZ NOT NULL)")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS memory_maintenance (name TEXT PRIMARY KEY, ran_at TIMESTAMPTZ NOT NULL)"
+        )
         conn.commit()
 
 

@@ -33,9 +33,7 @@ def fit_summary(text: str, limit: int = MAX_SUMMARY_CHARS) -> str:
     return window[: limit - 1].rstrip() + "…"
 
 
-async def summarize(
-    model: llm.LLM, messages: Sequence[tuple[str, str]], *, previous: str | None = None
-) -> str:
+async def summarize(model: llm.LLM, messages: Sequence[tuple[str, str]], *, previous: str | None = None) -> str:
     """The summary of `previous` (a summary of what came before) and `messages`
     ((role, text), oldest first). Raises what the model raises; empty output is an error."""
     ctx = llm.ChatContext.empty()

@@ -96,7 +96,7 @@ def normalise_slot(slot: object) -> str | None:
 
 
 def normalise_category(category: object) -> str:
-    """"Personal Facts", "personal-facts" -> personal_facts."""
+    """ "Personal Facts", "personal-facts" -> personal_facts."""
     return re.sub(r"[\s\-]+", "_", str(category).strip().lower()) if isinstance(category, str) else ""
 
 
@@ -177,11 +177,11 @@ def parse_extraction(raw: str, categories: Sequence[str] = DURABLE_CATEGORIES) -
         if not isinstance(text, str) or not text.strip() or len(text.strip()) > MAX_FACT_CHARS:
             dropped += 1
             continue
-        category = _category(item, categories)  # type: ignore[arg-type]
+        category = _category(item, categories)
         if category not in categories:
             dropped += 1
             continue
-        facts.append(Fact(text=text.strip(), category=category, slot=normalise_slot(item.get("slot"))))  # type: ignore[union-attr]
+        facts.append(Fact(text=text.strip(), category=category, slot=normalise_slot(item.get("slot"))))
     if dropped:
         # How many, never their words: a fact is the user's own.
         logger.warning("dropped %d extracted item(s) with no text or no known category", dropped)
@@ -198,9 +198,7 @@ class Gatekeeper:
         self._timeout_s = timeout_s
         self._prompt = load_prompt("extract_facts")
 
-    async def review(
-        self, text: str, context: Sequence[str] = (), known: KnownFacts | None = None
-    ) -> GateOutcome:
+    async def review(self, text: str, context: Sequence[str] = (), known: KnownFacts | None = None) -> GateOutcome:
         """The verdict on one turn. `known` reads what is stored about the user already,
         with slots (only for a turn that reaches the model), so the model can name the slot
         a change replaces and give an added value (a second sister) a slot of its own:
@@ -256,9 +254,7 @@ class Gatekeeper:
             ),
         )
         parts: list[str] = []
-        async with self._llm.chat(
-            chat_ctx=ctx, extra_kwargs={"response_format": {"type": "json_object"}}
-        ) as stream:
+        async with self._llm.chat(chat_ctx=ctx, extra_kwargs={"response_format": {"type": "json_object"}}) as stream:
             async for chunk in stream:
                 if chunk.delta and chunk.delta.content:
                     parts.append(chunk.delta.content)
@@ -272,7 +268,10 @@ def _forced_fallback(text: str, decision: GateDecision) -> list[Fact]:
     if decision.action is not GateAction.FORCE:
         return []
     if is_instruction(text) or not about_user(text):
-        logger.info("forced write dropped: %s", "an instruction to the assistant" if is_instruction(text) else "nothing about the user")
+        logger.info(
+            "forced write dropped: %s",
+            "an instruction to the assistant" if is_instruction(text) else "nothing about the user",
+        )
         return []
     return [Fact(text=text.strip()[:MAX_FACT_CHARS], category="personal_facts", slot=None)]
 
@@ -282,5 +281,7 @@ def _without_instructions(facts: list[Fact]) -> list[Fact]:
     return "User wants the assistant to reveal the system prompt" as a preference)."""
     kept = [fact for fact in facts if not is_instruction(fact.text)]
     if len(kept) < len(facts):
-        logger.info("dropped %d extracted instruction(s) to the assistant", len(facts) - len(kept))  # how many, never the words
+        logger.info(
+            "dropped %d extracted instruction(s) to the assistant", len(facts) - len(kept)
+        )  # how many, never the words
     return kept

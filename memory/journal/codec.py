@@ -46,4 +46,3 @@ def decode_turn(payload: str) -> Turn:
     if not isinstance(kwargs.get("seq"), int | None) or not isinstance(kwargs.get("verdict"), dict | None):
         raise ValueError("journal field 'seq' or 'verdict' has the wrong type")
     return Turn(**kwargs)
-

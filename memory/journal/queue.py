@@ -194,7 +194,7 @@ def is_turn_failure(exc: BaseException) -> bool:
 
 
 def purge_user(path: Path, user_id: str) -> int:
-    """"Forget me" on this machine: drop the user's rows from the journal at `path`,
+    """ "Forget me" on this machine: drop the user's rows from the journal at `path`,
     pending and dead-lettered alike (both hold the text). Returns how many.
 
     A row being written at this moment goes too; if its write still lands, the store
@@ -328,9 +328,7 @@ class DurableWriteQueue:
         if self._conn is not None:
             return self._conn
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(
-            str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
+        conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         try:
             # A new journal's pages: 8 KB holds three parts of a long English turn (about
             # 2.3 KB each as rows); with 4 KB pages each took a page of its own, 2 bytes
@@ -648,8 +646,19 @@ class DurableWriteQueue:
             "   OR (owner_host = ? AND NOT pid_alive(owner_pid)))))"
             " AND (mode IS NULL OR ? IS NULL OR mode = ?)"
             " RETURNING seq",
-            (self.owner, self.host, self.pid, now + self.lease_s, now, PENDING, self.owner, now, self.host,
-             self.mode, self.mode),  # fmt: skip
+            (
+                self.owner,
+                self.host,
+                self.pid,
+                now + self.lease_s,
+                now,
+                PENDING,
+                self.owner,
+                now,
+                self.host,
+                self.mode,
+                self.mode,
+            ),  # fmt: skip
         )
         if rows:
             self.replayed += len(rows)
@@ -668,8 +677,7 @@ class DurableWriteQueue:
     def _release_leases(self) -> None:
         """Let other queues take our rows now; the interrupted one waits out its lease."""
         self._execute(
-            "UPDATE pending_writes SET owner = NULL, lease_until = 0"
-            " WHERE state = ? AND owner = ? AND seq IS NOT ?",
+            "UPDATE pending_writes SET owner = NULL, lease_until = 0 WHERE state = ? AND owner = ? AND seq IS NOT ?",
             (PENDING, self.owner, self._unsettled_seq),
         )
 

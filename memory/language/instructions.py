@@ -20,10 +20,12 @@ _OBLIGATION = (
 )
 _EN = re.compile(
     rf"\b{_ASSISTANT}\s+{_OBLIGATION}\b"
-    r"|\b(?:from now on|going forward|from this point on|in (?:all |every )?(?:future|later) (?:replies|answers|responses|conversations|chats)"
+    r"|\b(?:from now on|going forward|from this point on"
+    r"|in (?:all |every )?(?:future|later) (?:replies|answers|responses|conversations|chats)"
     r"|in (?:every|each|all) (?:reply|replies|answer|answers|response|responses))\b"
     r"|\b(?:ignore|disregard|forget|override|bypass|overrule)\b[^.!?\n]{0,40}\b(?:instructions?|rules?|prompts?|guidelines?|polic(?:y|ies)|guardrails?)\b"
-    r"|\b(?:reveal|print|show|repeat|leak|output|disclose|dump)\b[^.!?\n]{0,40}\b(?:system prompt|instructions|prompt|developer message|hidden rules)\b"
+    r"|\b(?:reveal|print|show|repeat|leak|output|disclose|dump)\b[^.!?\n]{0,40}"
+    r"\b(?:system prompt|instructions|prompt|developer message|hidden rules)\b"
     r"|\bsystem prompt\b"
     r"|\b(?:answer|reply|respond|speak|talk|write)\s+(?:only|exclusively|always|solely)\b"
     rf"|\b(?:wants?|asks?|tells?|told|instructs?|orders?|requires?)\s+{_ASSISTANT}\s+to\b"
@@ -39,11 +41,14 @@ _ZH = re.compile(
     r"|扮演|假装你是|开发者模式|越狱",
     re.IGNORECASE,
 )
-_FIRST_PERSON_EN = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|im|me|my|mine|myself|we|our|us)\b|\buser(?:'s)?\b", re.IGNORECASE)
+_FIRST_PERSON_EN = re.compile(
+    r"\b(?:i|i'm|i've|i'd|i'll|im|me|my|mine|myself|we|our|us)\b|\buser(?:'s)?\b", re.IGNORECASE
+)
 _FIRST_PERSON_ZH = re.compile(r"我|咱|用户")
 # The request itself, taken off before asking what is to be remembered.
 _FRAME = re.compile(
-    r"^\s*(?:please\s+|pls\s+|can you\s+|could you\s+|would you\s+)?(?:remember|memori[sz]e|note|keep in mind|don't forget|do not forget)"
+    r"^\s*(?:please\s+|pls\s+|can you\s+|could you\s+|would you\s+)?"
+    r"(?:remember|memori[sz]e|note|keep in mind|don't forget|do not forget)"
     r"(?:\s+(?:this|that|for me|for later))*\s*[:,-]?\s*(?:that\s+)?"
     r"|^\s*(?:请|麻烦|帮我)?(?:你)?(?:记住|记下|记得|别忘了|不要忘记)(?:一下)?[:：,，]?",
     re.IGNORECASE,

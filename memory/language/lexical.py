@@ -106,7 +106,7 @@ _jieba_lock = threading.Lock()
 _jieba_ready = False
 
 
-def _jieba():  # type: ignore[no-untyped-def]
+def _jieba():
     """jieba, initialised once per process (loading its dictionary takes about a second)."""
     global _jieba_ready
     with warnings.catch_warnings():  # jieba 0.42 has invalid escapes in its regexes
@@ -243,9 +243,7 @@ def keywords(text: str, *, pronouns: bool = True) -> list[str]:
 
 # Question words after which the next word names what is asked for: "什么颜色",
 # "是啥职位", "哪种运动", "多大年纪", "what colour", "which city".
-_WH: frozenset[str] = frozenset(
-    "什么 啥 哪 哪儿 哪里 哪个 哪些 哪种 哪家 哪位 多少 几 多大 what which whose".split()
-)
+_WH: frozenset[str] = frozenset("什么 啥 哪 哪儿 哪里 哪个 哪些 哪种 哪家 哪位 多少 几 多大 what which whose".split())
 
 
 def question_focus(text: str, *, pronouns: bool = True) -> frozenset[str]:

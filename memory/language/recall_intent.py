@@ -55,7 +55,12 @@ from memory.language.prefilter import KIN_EN, KIN_ZH, normalise
 __all__ = ["needs_memory", "recall_reason", "RECALL_REASONS"]
 
 RECALL_REASONS = (
-    "recall_request", "about_me", "personal_question", "advice_request", "relation_question", "own_reference",
+    "recall_request",
+    "about_me",
+    "personal_question",
+    "advice_request",
+    "relation_question",
+    "own_reference",
 )
 
 # Explicit requests to recall. "remember that/this ..." (an order to store) is not one.
@@ -108,11 +113,14 @@ _QUESTION_ZH = re.compile(  # 啥 is everyday spoken 什么 (我叫啥, 我爱�
 _FP_EN = re.compile(r"\b(?:i|me|my|mine|myself|we|us|our|ours|i'm|im|i've|i'd|i'll|we're|we've)\b")
 _NOT_FP_EN = re.compile(
     r"\b(?:tell|show|give|send|help|let|teach|get|find|play|read|sing|excuse|pardon|make) me\b"
-    r"|\b(?:can|could|may|might) i\b(?! (?:eat|drink|have|take|try|wear|bring)\b)|\blet's\b|\blet us\b|\b(?:oh )?my (?:god|gosh|goodness|bad|pleasure)\b"
+    r"|\b(?:can|could|may|might) i\b(?! (?:eat|drink|have|take|try|wear|bring)\b)|\blet's\b|\blet us\b"
+    r"|\b(?:oh )?my (?:god|gosh|goodness|bad|pleasure)\b"
     r"|\bi (?:wonder|was wondering)\b|\bi mean\b"
 )
 _FP_ZH = re.compile(r"我|咱|俺")
-_NOT_FP_ZH = re.compile(r"(?:帮|给|告诉|跟|为|替|教|陪)我(?!们?的)(?=[\u3400-\u9fff])|我想问|我(?:能|可以)(?!(?:不能|不可以)?[吃喝用戴穿带])|请问")
+_NOT_FP_ZH = re.compile(
+    r"(?:帮|给|告诉|跟|为|替|教|陪)我(?!们?的)(?=[\u3400-\u9fff])|我想问|我(?:能|可以)(?!(?:不能|不可以)?[吃喝用戴穿带])|请问"
+)
 # What is asked of someone in the user's life: their contact details, birthday, job...
 # ("what's Anna's number?", 上司的邮箱地址是多少). Not asked of the assistant ("your").
 _PERSONAL_ATTRIBUTE = re.compile(
@@ -137,9 +145,55 @@ _KNOWN_ZH = re.compile(r"(?<![你您])(?:那|这)(?:个|位|家|次|款|场)|(?<
 # Statements about the user's own people or things.
 _OWN_EN = re.compile(r"\b(?:my|our)\b (?!(?:god|gosh|goodness|bad|pleasure|word|lord)\b)")
 _KIN_ZH = (
-    "妈", "爸", "父", "母", "老公", "老婆", "丈夫", "妻子", "太太", "儿子", "女儿", "孩子", "宝宝", "哥", "姐", "弟", "妹",
-    "爷爷", "奶奶", "外公", "外婆", "姥", "舅", "叔", "婶", "姨", "姑", "表", "堂", "侄", "男朋友", "女朋友", "男友",
-    "女友", "对象", "未婚", "室友", "邻居", "同事", "领导", "老板", "上司", "同学", "闺蜜", "朋友", "家", "狗", "猫", "宠物",
+    "妈",
+    "爸",
+    "父",
+    "母",
+    "老公",
+    "老婆",
+    "丈夫",
+    "妻子",
+    "太太",
+    "儿子",
+    "女儿",
+    "孩子",
+    "宝宝",
+    "哥",
+    "姐",
+    "弟",
+    "妹",
+    "爷爷",
+    "奶奶",
+    "外公",
+    "外婆",
+    "姥",
+    "舅",
+    "叔",
+    "婶",
+    "姨",
+    "姑",
+    "表",
+    "堂",
+    "侄",
+    "男朋友",
+    "女朋友",
+    "男友",
+    "女友",
+    "对象",
+    "未婚",
+    "室友",
+    "邻居",
+    "同事",
+    "领导",
+    "老板",
+    "上司",
+    "同学",
+    "闺蜜",
+    "朋友",
+    "家",
+    "狗",
+    "猫",
+    "宠物",
 )
 _OWN_ZH = re.compile(r"我们?的|我们?家|咱们?(?:的|家)|我(?:" + "|".join(map(re.escape, _KIN_ZH)) + ")")
 

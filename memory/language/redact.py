@@ -91,14 +91,16 @@ _BARE_CODE = re.compile(rf"(?:\bPIN|\b[Cc][Vv][Vv]2?|\b[Cc][Vv][Cc]2?)\s*:?\s*({
 # Simplified and traditional keywords; "is", or "changed / set to" (密码改成了 abc123).
 _ZH_SECRET_WORD = r"(?:密码|密碼|口令|验证码|驗證碼|校验码|校驗碼|安全码|安全碼|PIN码?|PIN碼|CVV)"
 _ZH_SECRET = re.compile(
-    _ZH_SECRET_WORD + r"[^\s，。！？,.!?]{0,6}?(?:是|为|為|:|：|=|改成了?|改为|改為|设成了?|設成了?|设为|設為|设置为|設置為)\s*"
+    _ZH_SECRET_WORD
+    + r"[^\s，。！？,.!?]{0,6}?(?:是|为|為|:|：|=|改成了?|改为|改為|设成了?|設成了?|设为|設為|设置为|設置為)\s*"
     r"([A-Za-z0-9!@#$%^&*._\-]+(?:\s+[A-Za-z0-9!@#$%^&*._\-]+)*|[零〇一二三四五六七八九两兩幺]{3,})",
     re.IGNORECASE,
 )
 # The value straight after the word, with no "is" (银行卡密码839201, 验证码 4711): digits
 # in it, four or more characters, so "密码有8位" is left alone.
 _ZH_SECRET_BARE = re.compile(
-    _ZH_SECRET_WORD + r"\s*((?=[A-Za-z0-9!@#$%^&*._\-]*\d)[A-Za-z0-9!@#$%^&*._\-]{4,}|[零〇一二三四五六七八九两兩幺]{4,})",
+    _ZH_SECRET_WORD
+    + r"\s*((?=[A-Za-z0-9!@#$%^&*._\-]*\d)[A-Za-z0-9!@#$%^&*._\-]{4,}|[零〇一二三四五六七八九两兩幺]{4,})",
     re.IGNORECASE,
 )
 

@@ -32,4 +32,3 @@ class MemoryAgent(Agent):
         ctx = await self.prepare_request(chat_ctx)
         async for chunk in Agent.default.llm_node(self, ctx, tools, model_settings):
             yield chunk
-

@@ -97,7 +97,7 @@ class ArchiveSession:
         self._zone = ZoneInfo(self.settings.timezone)
 
     @property
-    def archive(self):  # type: ignore[no-untyped-def]
+    def archive(self):
         return archive_for(self.memory.service.store)
 
     def attach(self, session: AgentSession) -> None:
@@ -120,8 +120,14 @@ class ArchiveSession:
         msg = _Message(item.id, f"{self.chat_id}:{item.id}", item.role, kept)
         self.messages.append(msg)
         self.memory.queue.enqueue(
-            archive_turn(message_id=msg.archive_id, chat_id=self.chat_id, user_id=self.user_id, text=kept,
-                         message_type=item.role, created_at=now_iso())  # fmt: skip
+            archive_turn(
+                message_id=msg.archive_id,
+                chat_id=self.chat_id,
+                user_id=self.user_id,
+                text=kept,
+                message_type=item.role,
+                created_at=now_iso(),
+            )  # fmt: skip
         )
         self.stats.archived += 1
         self._maybe_summarize()
@@ -146,7 +152,7 @@ class ArchiveSession:
         started = time.perf_counter()
         try:
             text = await asyncio.wait_for(
-                summarize(self.summarizer, [(m.role, m.text) for m in older],  # type: ignore[arg-type]
+                summarize(self.summarizer, [(m.role, m.text) for m in older],
                           previous=previous.text if previous else None),
                 END_SUMMARY_TIMEOUT_S if end else SUMMARY_TIMEOUT_S,
             )  # fmt: skip
@@ -162,13 +168,22 @@ class ArchiveSession:
         items = frozenset(m.item_id for m in older) | (previous.items if previous else frozenset())
         self.summary = _Summary(archive_id, text, items, covers)
         self.memory.queue.enqueue(
-            archive_turn(message_id=archive_id, chat_id=self.chat_id, user_id=self.user_id, text=text,
-                         message_type="summary", created_at=now_iso(), covers=covers,
-                         metadata={"session_end": end, "messages": len(items)})  # fmt: skip
+            archive_turn(
+                message_id=archive_id,
+                chat_id=self.chat_id,
+                user_id=self.user_id,
+                text=text,
+                message_type="summary",
+                created_at=now_iso(),
+                covers=covers,
+                metadata={"session_end": end, "messages": len(items)},
+            )  # fmt: skip
         )
         self.stats.summaries += 1
-        logger.info("conversation summarised", extra={"covers": len(items), "chars": len(text),
-                                                     "took_ms": round((time.perf_counter() - started) * 1000)})  # fmt: skip
+        logger.info(
+            "conversation summarised",
+            extra={"covers": len(items), "chars": len(text), "took_ms": round((time.perf_counter() - started) * 1000)},
+        )
         if not end:
             self._maybe_summarize()  # messages that came while the model wrote
 
@@ -191,7 +206,7 @@ class ArchiveSession:
         last_user = answered_turn(ctx.items)
         if last_user is None:
             return
-        text = ctx.items[last_user].text_content or ""  # type: ignore[union-attr]
+        text = ctx.items[last_user].text_content or ""
         if not asks_about_past_conversations(text):
             return
         task = self._past.get(text.strip()) or self._start_past(text)
@@ -258,7 +273,7 @@ class ArchiveSession:
         if not task.done():
             try:
                 await asyncio.wait_for(asyncio.shield(task), self.memory.recaller.budget_s)
-            except (TimeoutError, Exception):  # noqa: BLE001
+            except (TimeoutError, Exception):  # noqa: BLE001 - any failure here is reported, never raised
                 self._last_task = None if not task.done() else task  # not again on every reply
                 return
         line = self._last_line
@@ -267,8 +282,11 @@ class ArchiveSession:
         for i, item in enumerate(ctx.items):
             if item.id == PROFILE_MESSAGE_ID and isinstance(item, llm.ChatMessage):
                 block = item.text_content or ""
-                ctx.items[i] = llm.ChatMessage(role="system", id=PROFILE_MESSAGE_ID,
-                                               content=[block.replace("</user_profile>", f"{line}\n</user_profile>")])  # fmt: skip
+                ctx.items[i] = llm.ChatMessage(
+                    role="system",
+                    id=PROFILE_MESSAGE_ID,
+                    content=[block.replace("</user_profile>", f"{line}\n</user_profile>")],
+                )
                 return
         pos = 0
         while pos < len(ctx.items) and getattr(ctx.items[pos], "role", None) in ("system", "developer"):
@@ -295,4 +313,3 @@ class ArchiveSession:
 def _one_line(text: str) -> str:
     """Stored text as data: on one line, no tag it could close."""
     return " ".join(text.replace("<", "‹").replace(">", "›").split())
-

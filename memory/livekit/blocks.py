@@ -76,4 +76,3 @@ def format_memories(
     """One memory a line, with its category and date (in `zone`), bounded in length."""
     shown = records if max_chars is None else fit_memories(records, max_chars, line_max=line_max)
     return "\n".join(_memory_line(rec, line_max, zone) for rec in shown)
-

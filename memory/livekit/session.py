@@ -402,7 +402,7 @@ class MemorySession:
         items = ctx.items
         last_user = answered_turn(items)
         item_id = items[last_user].id if last_user is not None else None
-        said = items[last_user].text_content or "" if last_user is not None else ""  # type: ignore[union-attr]
+        said = items[last_user].text_content or "" if last_user is not None else ""
         # A 5 MB typed message is looked up by its last words, as the embedder reads it.
         log = TurnLog(text=query_text(said, self.service.settings.max_turn_chars))
 
@@ -535,5 +535,3 @@ class MemorySession:
                 "drained": drained,
             },
         )
-
-

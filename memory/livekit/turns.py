@@ -97,4 +97,3 @@ def turn_parts(turn: Turn, max_chars: int) -> list[Turn]:
         )
         for n, part in enumerate(parts)
     ]
-

@@ -29,7 +29,8 @@ PROFILES = Counter("memory_profiles_injected_total", "LLM requests that carried 
 GATE = Counter("memory_gate_decisions_total", "Gatekeeper pre-filter decisions.", ["action", "reason"])
 WRITES = Counter("memory_writes_total", "Store writes by event (ADD, UPDATE, NOOP).", ["event"])
 QUEUE_PENDING = Gauge(
-    "memory_write_queue_pending", "Turns waiting to be written, per process (a store outage shows here).",
+    "memory_write_queue_pending",
+    "Turns waiting to be written, per process (a store outage shows here).",
     multiprocess_mode="livesum",
 )
 WRITE_RETRIES = Counter("memory_write_retries_total", "Store write attempts that failed and will be retried.")

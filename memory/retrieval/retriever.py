@@ -439,9 +439,7 @@ class Retriever:
                 self._refreshing.pop(user_id, None)
 
     # ---------------------------------------------------------------- stages
-    def _lexical_recall(
-        self, scope: Scope, words: Sequence[str], pool: int, top_k: int
-    ) -> dict[str, Candidate]:
+    def _lexical_recall(self, scope: Scope, words: Sequence[str], pool: int, top_k: int) -> dict[str, Candidate]:
         """Ids found by full text, then by substring when full text found under top_k / 2."""
         s = self.settings
         found: dict[str, Candidate] = {}
@@ -561,18 +559,18 @@ class Retriever:
         if not head:
             return ranked
         by_turn = {c.turn: c for c in ranked if c.turn is not None}
-        wanted = {(session, seq + d) for session, seq in (c.turn for c in head) for d in (-1, 1)}  # type: ignore[misc]
+        wanted = {(session, seq + d) for session, seq in (c.turn for c in head) for d in (-1, 1)}
         missing = [t for t in wanted if t not in by_turn]
         if missing:
             extra = self.fetch_turns(scope.user_id, missing, q.vector)
-            extra = [c for c in extra if scope.exclude_session is None or c.turn[0] != scope.exclude_session]  # type: ignore[index]
+            extra = [c for c in extra if scope.exclude_session is None or c.turn[0] != scope.exclude_session]
             if q.words:
                 self._score_lexically(q, extra)
             floor, ceil, w = s.retrieval.cos_floor, s.retrieval.cos_ceil, s.retrieval.lexical_weight
             for cand in extra:
                 cand.score = (1.0 - w) * calibrated_cosine(cand.cosine, floor, ceil) + w * cand.lexical
                 cand.stages.add("neighbour")
-                by_turn[cand.turn] = cand  # type: ignore[index]
+                by_turn[cand.turn] = cand
             ranked = ranked + extra
         own = {c.id: c.score for c in ranked}
         for cand in ranked:

@@ -214,9 +214,9 @@ class ArchiveStore:
             return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(query).fetchall()}
 
     def counts(self) -> dict[str, int]:
-        query = sql.SQL(
-            "SELECT message_type, count(*), count(covered_by) FROM {} GROUP BY message_type"
-        ).format(sql.Identifier(self.table))
+        query = sql.SQL("SELECT message_type, count(*), count(covered_by) FROM {} GROUP BY message_type").format(
+            sql.Identifier(self.table)
+        )
         out = {t: 0 for t in MESSAGE_TYPES} | {"covered": 0}
         with self.pool.connection() as conn:
             for kind, n, covered in conn.execute(query).fetchall():

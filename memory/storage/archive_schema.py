@@ -77,7 +77,9 @@ def ensure_archive_schema(pool: ConnectionPool, collection: str, dims: int, defa
                 )
             )
         # When fleet-wide upkeep (retention) last ran: one run per period, whoever runs it.
-        conn.execute("CREATE TABLE IF NOT EXISTS memory_maintenance (name TEXT PRIMARY KEY, ran_at TIMESTAMPTZ NOT NULL)")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS memory_maintenance (name TEXT PRIMARY KEY, ran_at TIMESTAMPTZ NOT NULL)"
+        )
         conn.execute(
             sql.SQL(
                 """CREATE OR REPLACE FUNCTION {fn}(query_embedding vector({dims}), match_count integer, filter jsonb)

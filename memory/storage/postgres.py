@@ -72,8 +72,6 @@ def embedded_url(pgdata: Path) -> str:
     return server.get_uri()
 
 
-
-
 def _forget_failed_start(pgdata: Path) -> None:
     """Drop the half-built server the library cached for `pgdata` when its start failed.
     The library keeps it before starting and hands it out again on every later call,

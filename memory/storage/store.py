@@ -307,7 +307,7 @@ class MemoryStore:
         self.mem0.delete(memory_id)
 
     def delete_user(self, user_id: str) -> int:
-        """"Forget me": every memory of the user, everywhere it is kept; returns how many.
+        """ "Forget me": every memory of the user, everywhere it is kept; returns how many.
 
         - The request is recorded first (`{table}_forgets`), in its own commit: a turn
           said before it that is still on its way (a worker's journal during an outage,

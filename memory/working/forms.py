@@ -72,7 +72,9 @@ def _check_scalar(name: str, value: object, where: str) -> Scalar:
     if isinstance(value, float) and math.isfinite(value):
         return value
     kind = "null" if value is None else "object" if isinstance(value, dict) else type(value).__name__
-    raise FormError(FormError.INVALID, f"field {name[:40]!r}{where} is {kind}; allowed: string, number, bool, or a list of those")
+    raise FormError(
+        FormError.INVALID, f"field {name[:40]!r}{where} is {kind}; allowed: string, number, bool, or a list of those"
+    )
 
 
 def parse_form(payload: str) -> Form:
@@ -84,7 +86,9 @@ def parse_form(payload: str) -> Form:
     except (ValueError, TypeError) as exc:
         raise FormError(FormError.INVALID, f"payload is not valid JSON ({exc})"[:200]) from None
     if not isinstance(data, dict):
-        raise FormError(FormError.INVALID, f"payload must be a JSON object with title and fields, not {type(data).__name__}")
+        raise FormError(
+            FormError.INVALID, f"payload must be a JSON object with title and fields, not {type(data).__name__}"
+        )
     unknown = sorted(set(data) - {"title", "fields", "durable"})
     if unknown:
         names = ", ".join(repr(k[:40]) for k in unknown[:3])
@@ -116,7 +120,9 @@ def parse_form(payload: str) -> Form:
             raise FormError(FormError.INVALID, f"field name {name[:20]!r}... is over {MAX_FIELD_NAME_CHARS} characters")
         if isinstance(value, list):
             if len(value) > MAX_LIST_ITEMS:
-                raise FormError(FormError.INVALID, f"field {name[:40]!r} has {len(value)} items; the limit is {MAX_LIST_ITEMS}")
+                raise FormError(
+                    FormError.INVALID, f"field {name[:40]!r} has {len(value)} items; the limit is {MAX_LIST_ITEMS}"
+                )
             checked[name] = [_check_scalar(name, v, f" item {i}") for i, v in enumerate(value)]
         else:
             checked[name] = _check_scalar(name, value, "")

@@ -15,7 +15,7 @@ class Receptionist(WorkingAgent):
     """Greets the caller, notes the case, and passes them to the specialist."""
 
     def __init__(self, workspace: Workspace, **kwargs: object) -> None:
-        super().__init__(workspace, role="receptionist", **kwargs)  # type: ignore[arg-type]
+        super().__init__(workspace, role="receptionist", **kwargs)
 
     @function_tool()
     async def transfer_to_specialist(self) -> Agent:
@@ -27,7 +27,7 @@ class Specialist(WorkingAgent):
     """Works on the case from the shared context, and hands the caller back."""
 
     def __init__(self, workspace: Workspace, **kwargs: object) -> None:
-        super().__init__(workspace, role="specialist", **kwargs)  # type: ignore[arg-type]
+        super().__init__(workspace, role="specialist", **kwargs)
 
     @function_tool()
     async def transfer_to_receptionist(self) -> Agent:

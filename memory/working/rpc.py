@@ -42,7 +42,9 @@ def register_form_rpc(participant: LocalParticipantLike, workspace: Workspace) -
         except FormError as exc:
             # LiveKit's clients cut an error message to 256 bytes: the message says what was
             # wrong in its first words, and `data` carries it whole.
-            raise rtc.RpcError(exc.code, fit_bytes(str(exc)), json.dumps({"error": str(exc)}, ensure_ascii=False)) from None
+            raise rtc.RpcError(
+                exc.code, fit_bytes(str(exc)), json.dumps({"error": str(exc)}, ensure_ascii=False)
+            ) from None
         return json.dumps(
             {"key": done.key, "evicted": done.evicted, "size": done.size, "limit": done.limit},
             ensure_ascii=False,

@@ -56,7 +56,9 @@ class Workspace:
     def submit_form(self, payload: str, *, caller: str) -> tuple[Form, Submitted]:
         """A form from the frontend; `FormError` (nothing changed) when refused."""
         if caller != self.identity:
-            raise FormError(FormError.FORBIDDEN, f"not this session's user: participant {caller[:40]!r} may not submit forms here")
+            raise FormError(
+                FormError.FORBIDDEN, f"not this session's user: participant {caller[:40]!r} may not submit forms here"
+            )
         form = parse_form(payload)
         done = self.forms.submit(form)
         if done.evicted:
