@@ -10,6 +10,7 @@ is and any other exception as APPLICATION_ERROR.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -61,6 +62,15 @@ class FakeRoom:
         self.local_participant = FakeLocalParticipant(agent_identity)
 
 
+class _NoRemoteSessionEvents(logging.Filter):
+    """LiveKit sends each session event to remote consoles over the room; an unconnected
+    room refuses every one, and each refusal is a warning with a traceback, formatted on
+    the event loop. In a room they are sent; here they are dropped unformatted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "failed to send session event"
+
+
 class UnconnectedRoom(rtc.Room):
     """The job's room: a real `rtc.Room` that never connects (so LiveKit's room IO
     publishes nothing), whose local participant is the stand-in. Without one, reading
@@ -71,6 +81,9 @@ class UnconnectedRoom(rtc.Room):
     def __init__(self, agent_identity: str = "agent") -> None:
         super().__init__()
         self._stand_in = FakeLocalParticipant(agent_identity)
+        livekit_log = logging.getLogger("livekit.agents")
+        if not any(isinstance(f, _NoRemoteSessionEvents) for f in livekit_log.filters):
+            livekit_log.addFilter(_NoRemoteSessionEvents())
 
     @property
     def local_participant(self) -> Any:
