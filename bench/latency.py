@@ -335,25 +335,27 @@ def journal_backlog(store: MemoryStore, settings: MemorySettings, turns: int, ch
                          [BACKLOG_USER])  # fmt: skip
 
 
-class _Sessions:
-    """Catches the MemorySession agent.entrypoint makes (the bench reads its turn logs)."""
+class Caught:
+    """Catches the objects of `cls` (MemorySession, ArchiveSession) that agent.entrypoint
+    attaches to its session: the bench reads their turn logs and stats."""
 
-    def __init__(self) -> None:
-        self.made: list[MemorySession] = []
-        self._real = MemorySession.attach
+    def __init__(self, cls: Any) -> None:
+        self.cls = cls
+        self.made: list[Any] = []
+        self._real = cls.attach
 
-    def __enter__(self) -> _Sessions:
+    def __enter__(self) -> Caught:
         made, real = self.made, self._real
 
-        def attach(memory: MemorySession, session: Any) -> None:
-            made.append(memory)
-            real(memory, session)
+        def attach(obj: Any, session: Any) -> None:
+            made.append(obj)
+            real(obj, session)
 
-        MemorySession.attach = attach
+        self.cls.attach = attach
         return self
 
     def __exit__(self, *exc: object) -> None:
-        MemorySession.attach = self._real
+        self.cls.attach = self._real
 
 
 async def run_scenario(
@@ -419,7 +421,7 @@ async def _one_session(
     userdata = {"settings": settings or store.settings, "store": store, "retriever": retriever}
     # Memory off is the same entrypoint, room and greeting with memory taken out: no
     # events subscribed, no writes, no profile, no injection.
-    with _Sessions() as sessions, _null() if settings is not None else _memory_off(), record_work() as work:
+    with Caught(MemorySession) as sessions, _null() if settings is not None else _memory_off(), record_work() as work:
         async with h.entrypoint(userdata, user_id=BENCH_USER, job_id=f"bench-{uuid.uuid4().hex[:8]}"):
             memory = sessions.made[0] if settings is not None else None
             await _turns(h, utterances, result, memory, refs, own_ids, pending, work)

@@ -44,9 +44,9 @@ from typing import Any
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 from bench.latency import (
     BENCH_USER,
+    Caught,
     _memory_off,
     _null,
-    _Sessions,
     bench_utterances,
     forget_sessions,
     full_passes,
@@ -57,6 +57,7 @@ from bench.latency import (
 from harness import LLMRequest, PipelineHarness, ScriptedLLM, Utterance
 from memory.language import lexical
 from memory.livekit.archive import ArchiveSession
+from memory.livekit.session import MemorySession
 from memory.ops import heap
 from memory.retrieval.retriever import Retriever
 from memory.settings import MemoryMode, MemorySettings, load_settings
@@ -133,27 +134,6 @@ def counting_invalidations() -> Iterator[_Preemptive]:
         log.setLevel(level)
 
 
-class _Archives:
-    """Catches the ArchiveSession agent.entrypoint makes (its stats: summaries, swaps)."""
-
-    def __init__(self) -> None:
-        self.made: list[ArchiveSession] = []
-        self._real = ArchiveSession.attach
-
-    def __enter__(self) -> _Archives:
-        made, real = self.made, self._real
-
-        def attach(archive: ArchiveSession, session: Any) -> None:
-            made.append(archive)
-            real(archive, session)
-
-        ArchiveSession.attach = attach
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        ArchiveSession.attach = self._real
-
-
 def _conversation(role: str, text: str) -> bool:
     """A message of the conversation itself (or the summary standing for its older part),
     not a memory block (those go in the assistant's role too, as tagged data)."""
@@ -175,7 +155,7 @@ async def one_session(
     h.plugins.memory_llm = ScriptedLLM(_summary_or_facts, ttft=SUMMARY_TTFT_S)
     userdata = {"settings": settings or store.settings, "store": store, "retriever": retriever}
     speeches: list[Any] = []
-    with _Sessions() as sessions, _Archives() as archives, counting_invalidations() as invalid, \
+    with Caught(MemorySession) as sessions, Caught(ArchiveSession) as archives, counting_invalidations() as invalid, \
             (_null() if settings is not None else _memory_off()):  # fmt: skip
         async with h.entrypoint(userdata, user_id=BENCH_USER, job_id=f"bench-swap-{uuid.uuid4().hex[:8]}"):
             assert h.session is not None
