@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import sys
 import time
 import uuid
@@ -28,7 +27,7 @@ from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from memory.types import Turn
 from tests.conftest import make_service
-from tests.test_write_queue import CHILD, ROOT, journal_rows, make_turn, stored_write_ids
+from tests.test_write_queue import CHILD, ROOT, journal_rows, kill_when_ready, make_turn, stored_write_ids
 
 UTTERANCES = load_utterances()
 
@@ -149,16 +148,7 @@ async def test_a_worker_killed_while_its_writes_are_held_loses_none(
             sys.executable, str(CHILD), str(journal), user_id, str(n), store.url, str(tmp_path / "child-data"),
             stdout=asyncio.subprocess.PIPE, stderr=err, env=env, cwd=str(ROOT),
         )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
-        assert line.strip() == b"ready", err_path.read_text()[-3000:]
-        proc.send_signal(signal.SIGKILL)
-        await asyncio.wait_for(proc.wait(), timeout=30)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+    await kill_when_ready(proc, err_path)
     assert [r[0] for r in journal_rows(journal)] == ids
     assert stored_write_ids(store, user_id) == Counter()  # held: nothing reached the store
 

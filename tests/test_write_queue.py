@@ -89,6 +89,21 @@ def counting(handler: Callable, calls: Counter[str]) -> Callable:
 
 
 # --------------------------------------------------------------------------- 1
+async def kill_when_ready(proc: asyncio.subprocess.Process, err_path: Path) -> None:
+    """Kill -9 the child once it prints "ready" (its turns are on disk), as the OOM killer
+    would; its stderr is shown if it never gets there."""
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
+        assert line.strip() == b"ready", err_path.read_text()[-3000:]
+        proc.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(proc.wait(), timeout=30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
 async def test_store_outage_mid_session_loses_no_write(
     tmp_path: Path, store: MemoryStore, user_id: str, caplog
 ) -> None:
@@ -188,16 +203,7 @@ async def test_killed_worker_pending_writes_are_replayed_once(tmp_path: Path, st
             env=env,
             cwd=str(ROOT),
         )
-    try:
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
-        assert line.strip() == b"ready", err_path.read_text()[-3000:]
-        proc.send_signal(signal.SIGKILL)
-        await asyncio.wait_for(proc.wait(), timeout=30)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+    await kill_when_ready(proc, err_path)
     assert proc.returncode == -signal.SIGKILL
 
     rows = journal_rows(journal)
