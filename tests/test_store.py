@@ -9,6 +9,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -320,3 +321,27 @@ def test_an_identity_shaped_like_a_hashed_one_is_not_given_its_memories(store: M
     assert impostor != victim
     assert store.list_user(impostor) == []
     assert memory_user_id("lk-guest-7") == "lk-guest-7"  # other "lk-" identities unchanged
+
+
+def test_mem0_telemetry_is_off_whenever_the_store_loads_mem0(store: MemoryStore, tmp_path: Path) -> None:
+    # With telemetry on, Mem0 opens a second store and calls the network on every add. It
+    # reads the switch once, when it is imported; the store loads it only through
+    # `settings.tell_libraries`, so an operator's environment without the variable is safe.
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from memory.settings import load_settings; from memory.storage.store import MemoryStore; "
+        "s = MemoryStore.open(load_settings({'MEMORY_DATABASE_URL': sys.argv[1], 'MEMORY_DATA_DIR': sys.argv[2], "
+        f"'MEMORY_COLLECTION': '{store.settings.collection}'}}, dotenv=False)); "
+        "import mem0.memory.telemetry as t; print(t.MEM0_TELEMETRY); s.close()"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MEM0_TELEMETRY"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)  # cwd: away from any .env
+    run = subprocess.run(
+        [sys.executable, "-c", probe, store.url, str(tmp_path)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == "False"
