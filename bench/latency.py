@@ -335,6 +335,23 @@ def journal_backlog(store: MemoryStore, settings: MemorySettings, turns: int, ch
                          [BACKLOG_USER])  # fmt: skip
 
 
+def warm_like_prewarm(settings: MemorySettings) -> Any:
+    """What `agent.prewarm` loads before a job process takes a session: both embedder
+    handles, the Chinese segmenter, the VAD, the OpenAI plugins (their constructors and
+    first-use imports). Returns the VAD. The caller settles the heap last, as prewarm does."""
+    from livekit.plugins import silero
+
+    import agent
+
+    embedder_mod.local_model()
+    embedder_mod.write_model()
+    lexical.warm_up()
+    vad = silero.VAD.load()
+    agent.make_plugins(settings, vad, env={"OPENAI_API_KEY": "sk-bench-offline"})
+    agent._warm_first_use_imports()
+    return vad
+
+
 class Caught:
     """Catches the objects of `cls` (MemorySession, ArchiveSession) that agent.entrypoint
     attaches to its session: the bench reads their turn logs and stats."""
@@ -608,9 +625,6 @@ def summarise(res: ScenarioResult, baseline: ScenarioResult) -> dict[str, Any]:
 
 
 async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, int]]:
-    from livekit.plugins import silero
-
-    import agent  # the shipped wiring; sets the realtime plugin's interim pace (as prewarm does)
 
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -622,13 +636,7 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
     base = load_settings(env, dotenv=False)
     store = MemoryStore.open(base)
     preload(store, args.user_memories, args.total_memories)
-    # As the worker's prewarm does: models loaded, plugins made, then the heap frozen.
-    embedder_mod.local_model()
-    embedder_mod.write_model()
-    lexical.warm_up()
-    vad = silero.VAD.load()
-    agent.make_plugins(base, vad, env={"OPENAI_API_KEY": "sk-bench-offline"})
-    agent._warm_first_use_imports()
+    vad = warm_like_prewarm(base)  # then the heap is frozen, as prewarm ends
     gc_info: dict[str, Any] = {"mode": args.gc, "full_pass_ms_unfrozen": round(heap.full_pass_ms(), 1)}
     if args.gc == "frozen":
         gc_info["frozen_objects"] = heap.settle()

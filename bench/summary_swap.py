@@ -53,15 +53,14 @@ from bench.latency import (
     pct,
     preload,
     store_size,
+    warm_like_prewarm,
 )
 from harness import LLMRequest, PipelineHarness, ScriptedLLM, Utterance
-from memory.language import lexical
 from memory.livekit.archive import ArchiveSession
 from memory.livekit.session import MemorySession
 from memory.ops import heap
 from memory.retrieval.retriever import Retriever
 from memory.settings import MemoryMode, MemorySettings, load_settings
-from memory.storage import embedder as embedder_mod
 from memory.storage.store import MemoryStore
 
 SUMMARY_TTFT_S = 0.5
@@ -243,9 +242,6 @@ def summarise(res: SwapResult, baseline: SwapResult, archive_off: SwapResult | N
 
 
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
-    from livekit.plugins import silero
-
-    import agent  # the shipped wiring (and the realtime plugin's interim pace)
 
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -254,12 +250,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     base = load_settings(env, dotenv=False)
     store = MemoryStore.open(base)
     preload(store, args.user_memories, args.total_memories)
-    embedder_mod.local_model()
-    embedder_mod.write_model()
-    lexical.warm_up()
-    vad = silero.VAD.load()
-    agent.make_plugins(base, vad, env={"OPENAI_API_KEY": "sk-bench-offline"})
-    agent._warm_first_use_imports()
+    vad = warm_like_prewarm(base)
     heap.settle()
 
     normal = dataclasses.replace(base, mode=MemoryMode.NORMAL)
