@@ -242,7 +242,11 @@ async def entrypoint(ctx: JobContext) -> None:
     user_id = participant.identity
     ctx.log_context_fields = {"room": ctx.room.name, "user_id": user_id}
 
-    gatekeeper = Gatekeeper(plugins.memory_llm) if settings.mode is MemoryMode.GATED and plugins.memory_llm else None
+    gatekeeper = (
+        Gatekeeper(plugins.memory_llm, learned=settings.gate_model)
+        if settings.mode is MemoryMode.GATED and plugins.memory_llm
+        else None
+    )
     service = MemoryService(store, settings, gatekeeper=gatekeeper, retriever=ctx.proc.userdata["retriever"])
     memory = MemorySession(service, user_id=user_id, session_id=ctx.job.id)
 

@@ -31,9 +31,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import stats
+from bench import gate_model, stats
 from bench.evaldata import EvalDataError, GateFile, default_eval_dir, load_gate
 from bench.gate_cv import DEFAULT_TARGET, cross_validate, format_cv
+from bench.holdout import PARTS, select_gate
+from memory.language.gate_model import gate as gated_prefilter
 from memory.language.prefilter import GateAction, GateDecision, prefilter
 
 DEFAULT_FILES = ("msc_gate.balanced.dev.json", "msc_gate.realistic.dev.json", "zh_gate.smoke.dev.json")
@@ -165,7 +167,10 @@ def run_method(gate: GateFile, decide: Decide) -> MethodReport:
     )
 
 
-METHODS: dict[str, Decide] = {"prefilter": prefilter, "baseline": baseline}
+# "gate" is what GATED runs: the rules, then the learned stage on English turns
+# (memory/language/gate_model.py; trained on the development part, so on that part its
+# figures are training figures: the cross-validated ones are under --cv).
+METHODS: dict[str, Decide] = {"gate": gated_prefilter, "prefilter": prefilter, "baseline": baseline}
 
 
 def evaluate(gate: GateFile, methods: dict[str, Decide] | None = None) -> dict[str, MethodReport]:
@@ -255,13 +260,19 @@ def main(argv: Iterable[str] | None = None) -> int:
         metavar="R",
         help=f"recall the rule selection must keep on the training folds (default {DEFAULT_TARGET})",
     )
+    ap.add_argument(
+        "--part",
+        choices=PARTS,
+        default="all",
+        help="MSC conversations of bench/data/holdout.json's development part, its held-out part, or all",
+    )
     args = ap.parse_args(list(argv) if argv is not None else None)
 
     paths = args.data or _default_paths()
     results: dict[str, Any] = {}
     for path in paths:
         try:
-            gate = load_gate(path)
+            gate = select_gate(load_gate(path), args.part)
         except EvalDataError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -281,6 +292,12 @@ def main(argv: Iterable[str] | None = None) -> int:
             print(format_cv(gate, cv))
             print()
             results[key]["cv"] = asdict(cv)
+            if gate.name == "msc_gate.realistic.dev" and args.part != "holdout":
+                model_cv = gate_model.cross_validate(*gate_model.dev_items(path.parent, args.part), args.cv,
+                                                     gate_model.TARGET)  # fmt: skip
+                print(gate_model.format_cv(gate.name, model_cv))
+                print()
+                results[key]["model_cv"] = model_cv
     print(json.dumps({"bench": "gate", "files": results}, ensure_ascii=False, sort_keys=False))
     return 0
 

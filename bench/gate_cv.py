@@ -41,7 +41,7 @@ import numpy as np
 
 from bench import stats
 from bench.evaldata import GateFile, GateItem
-from memory.language.prefilter import REASONS, GateAction, prefilter
+from memory.language.prefilter import REASONS, GateAction, fired_rules
 
 #: Product behaviour with tests of its own: never dropped by the selection.
 FIXED_RULES: tuple[str, ...] = ("explicit_remember", "remember_request", "correction", "change", "change_of_known_fact")
@@ -66,19 +66,6 @@ def group_of(item: GateItem) -> str:
         if m:
             return "-".join(m.groups())
     return item.id
-
-
-def fired_rules(text: str, context: Sequence[str]) -> frozenset[str]:
-    """Every rule that would pass this item: the pre-filter asked again with each rule
-    it used switched off, until it skips."""
-    off: set[str] = set()
-    while True:
-        d = prefilter(text, context, off=frozenset(off))
-        if d.action is GateAction.SKIP or d.reason in off:
-            return frozenset(off)
-        off.add(d.reason)
-        if d.action is GateAction.FORCE:  # an explicit request cannot be switched off
-            return frozenset(off)
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,14 @@ a side; the default is the whole file, as before.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
 import sys
 from pathlib import Path
 
-from bench.evaldata import default_eval_dir
+from bench.evaldata import GateFile, RetrievalFile, default_eval_dir
 
 SEED = 32
 SPLIT_PATH = Path(__file__).resolve().parent / "data" / "holdout.json"
@@ -80,6 +81,32 @@ def store_side(file_name: str, store_id: str, split: dict | None = None) -> str:
     split = split or load()
     held = split["retrieval_stores"].get(file_name, [])
     return "holdout" if store_id in held else "dev"
+
+
+def select_retrieval(data: RetrievalFile, part: str, split: dict | None = None) -> RetrievalFile:
+    """The file with only the stores (and their queries) of `part` (``all``: unchanged)."""
+    if part == "all":
+        return data
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
+    split = split or load()
+    name = data.name
+    keep = {s.store_id for s in data.stores if store_side(name, s.store_id, split) == part}
+    return dataclasses.replace(
+        data,
+        stores=tuple(s for s in data.stores if s.store_id in keep),
+        queries=tuple(q for q in data.queries if q.store_id in keep),
+    )
+
+
+def select_gate(gate: GateFile, part: str, split: dict | None = None) -> GateFile:
+    """The file with only the items of `part` (MSC by conversation; others are all ``dev``)."""
+    if part == "all":
+        return gate
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
+    split = split or load()
+    return dataclasses.replace(gate, items=tuple(it for it in gate.items if gate_side(it.id, split) == part))
 
 
 def main(argv: list[str] | None = None) -> int:

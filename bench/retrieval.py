@@ -38,16 +38,21 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from bench import stats
+from bench.embed_cache import cached_passages
 from bench.evaldata import EvalDataError, Query, RetrievalFile, Store, load_retrieval
+from bench.holdout import PARTS, select_retrieval
 from memory.language import lexical
+from memory.language.indexing import INDEX_VERSION
 from memory.ops import heap
 from memory.retrieval.retriever import Retriever
 from memory.settings import MemorySettings, RetrievalSettings, load_settings
 from memory.storage.store import MemoryStore
+from memory.types import parse_time
 
 # Named configurations: "dense" is retrieval before this work, "full" the defaults,
 # the others switch one stage or choice off (the ablation).
@@ -70,7 +75,16 @@ METHODS: dict[str, dict[str, Any]] = {
     "no-context": {"retrieval_context_turns": 0},
     "no-neighbours": {"retrieval_neighbours": 0.0},
     "flat-keywords": {"retrieval_head_weight": 1.0},
+    # Structure (issue 32): each switch alone on top of `full`, and all of them.
+    "ctx": {"retrieval_index_context": True},
+    "dates": {"retrieval_index_dates": True},
+    "time": {"retrieval_time_weight": 0.1},
+    "when": {"retrieval_when_weight": 0.1},
+    "sessions": {"retrieval_sessions": 0.1},
 }
+# Settings that change what is written (the index), not how it is searched: each
+# combination is a collection of its own, loaded once.
+WRITE_KNOBS = ("retrieval_index_context", "retrieval_index_dates")
 DEFAULT_DATA_DIR = Path("/tmp/bench-memory")
 KS = (1, 5, 10)
 CLOSE_EPS = 0.001  # "decided by less than this": see `close_calls`
@@ -98,32 +112,61 @@ def parse_method(spec: str) -> tuple[str, dict[str, Any]]:
 
 
 # ------------------------------------------------------------------ loading
-def collection_for(data: RetrievalFile) -> str:
-    return "bench_" + re.sub(r"\W+", "_", data.name).strip("_").lower()
+def collection_for(data: RetrievalFile, write: tuple[bool, ...] = (False, False)) -> str:
+    suffix = "".join(f"_{k.removeprefix('retrieval_index_')}" for k, on in zip(WRITE_KNOBS, write, strict=True) if on)
+    return "bench_" + re.sub(r"\W+", "_", data.name).strip("_").lower() + suffix
 
 
 def user_for(store_id: str) -> str:
     return f"bench:{store_id}"
 
 
-def open_store(data: RetrievalFile, data_dir: Path) -> MemoryStore:
+def bench_env(data_dir: Path) -> dict[str, str]:
+    """The environment's MEMORY_/OPENAI_ variables, pointed at the bench's own data dir."""
     env = {k: v for k, v in os.environ.items() if k.startswith(("MEMORY_", "OPENAI_"))}
-    env.update(MEMORY_DATA_DIR=str(data_dir), MEMORY_COLLECTION=collection_for(data))
     env.pop("MEMORY_DATABASE_URL", None)  # never a real database
+    env["MEMORY_DATA_DIR"] = str(data_dir)
+    return env
+
+
+def open_store(data: RetrievalFile, data_dir: Path, write: tuple[bool, ...] | None = None) -> MemoryStore:
+    """The bench store of the file, for one combination of the write-side switches
+    (`WRITE_KNOBS`; default: as the environment sets them), in a collection of its own."""
+    env = bench_env(data_dir)
+    if write is None:
+        write = write_side(load_settings(env, dotenv=False))
+    for knob, on in zip(WRITE_KNOBS, write, strict=True):
+        env["MEMORY_" + knob.upper()] = "on" if on else "off"
+    env["MEMORY_COLLECTION"] = collection_for(data, write)
     return MemoryStore.open(load_settings(env, dotenv=False))
 
 
+def write_side(settings: MemorySettings) -> tuple[bool, ...]:
+    return tuple(bool(getattr(settings.retrieval, k.removeprefix("retrieval_"))) for k in WRITE_KNOBS)
+
+
 def fingerprint(s: Store) -> str:
-    """What a store holds (ids and texts): rows loaded from another version of the file
-    with as many memories must not be reused."""
-    digest = hashlib.sha256()
+    """What a store holds (ids and texts, and the version of the index form): rows loaded
+    from another version of the file with as many memories must not be reused."""
+    digest = hashlib.sha256(f"index {INDEX_VERSION}\x00".encode())
     for m in s.memories:
         digest.update(f"{m.id}\x00{m.text}\x00".encode())
     return digest.hexdigest()[:16]
 
 
-def load(store: MemoryStore, data: RetrievalFile, *, reload: bool = False) -> None:
-    """Write every store's memories through `add_raw`, unless they are already there."""
+def load(store: MemoryStore, data: RetrievalFile, *, reload: bool = False, cache: Path | None = None) -> None:
+    """Write every store's memories through `add_raw`, unless they are already there;
+    passage vectors from the disk cache `cache` when it has them."""
+    if cache is None:
+        _load(store, data, reload=reload)
+        return
+    with cached_passages(store, cache) as cached:
+        _load(store, data, reload=reload)
+    if cached.hits or cached.misses:
+        print(f"  embeddings: {cached.hits} from the cache, {cached.misses} computed", file=sys.stderr)
+
+
+def _load(store: MemoryStore, data: RetrievalFile, *, reload: bool) -> None:
     counts = _counts(store)
     for s in data.stores:
         user = user_for(s.store_id)
@@ -136,6 +179,7 @@ def load(store: MemoryStore, data: RetrievalFile, *, reload: bool = False) -> No
             continue
         _delete_user_rows(store, user)
         started = time.perf_counter()
+        before: dict[object, str] = {}  # the turn before each, per session: what it answers
         for i, m in enumerate(s.memories, 1):
             meta = {
                 "memory_id": m.id,
@@ -146,7 +190,10 @@ def load(store: MemoryStore, data: RetrievalFile, *, reload: bool = False) -> No
                 "bench_store": stamp,
                 **turns.get(m.id, {}),
             }
-            store.add_raw(user, m.text, metadata={k: v for k, v in meta.items() if v is not None})
+            context = [before[m.session]] if m.session is not None and m.session in before else []
+            store.add_raw(user, m.text, metadata={k: v for k, v in meta.items() if v is not None}, context=context)
+            if m.session is not None:
+                before[m.session] = m.text
             if i % 250 == 0 or i == len(s.memories):
                 rate = i / (time.perf_counter() - started)
                 print(f"  loading {s.store_id}: {i}/{len(s.memories)} ({rate:.0f}/s)", file=sys.stderr)
@@ -230,7 +277,30 @@ class QueryResult:
     scores: list[float] = dataclasses.field(default_factory=list)  # fused scores, same order
 
 
-def run_method(store: MemoryStore, settings: MemorySettings, queries: Sequence[Query], k: int) -> list[QueryResult]:
+def asked_at(data: RetrievalFile) -> dict[str, datetime]:
+    """When each query is asked: its own time, else just after the store's last memory
+    (LoCoMo and MADial ask after the conversations)."""
+    last: dict[str, datetime] = {}
+    for s in data.stores:
+        times = [t for t in (parse_time(m.timestamp) for m in s.memories) if t is not None]
+        if times:
+            last[s.store_id] = max(times)
+    out = {}
+    for q in data.queries:
+        when = parse_time(q.timestamp) or last.get(q.store_id)
+        if when is not None:
+            out[q.id] = when
+    return out
+
+
+def run_method(
+    store: MemoryStore,
+    settings: MemorySettings,
+    queries: Sequence[Query],
+    k: int,
+    now: dict[str, datetime] | None = None,
+) -> list[QueryResult]:
+    now = now or {}
     retriever = Retriever(store, settings)
     retriever.warm_up()
     for user in sorted({user_for(q.store_id) for q in queries}):
@@ -249,7 +319,9 @@ def run_method(store: MemoryStore, settings: MemorySettings, queries: Sequence[Q
                 for turn in context[-settings.retrieval.context_turns :]:
                     store.mem0.embedding_model.embed(retriever.embedding_text(turn), "search")
         started = time.perf_counter()
-        records = retriever.retrieve(user_for(q.store_id), q.query, top_k=max(k, 10), context=context)
+        records = retriever.retrieve(
+            user_for(q.store_id), q.query, top_k=max(k, 10), context=context, now=now.get(q.id)
+        )
         ms = (time.perf_counter() - started) * 1000
         out.append(QueryResult(q, [str(r.metadata.get("memory_id")) for r in records], ms, [r.score for r in records]))
     return out
@@ -433,6 +505,45 @@ def print_table(name: str, k: int, summaries: dict[str, dict[str, Any]]) -> None
 
 
 # -------------------------------------------------------------------- main
+def store_folds(results: Sequence[QueryResult], k: int, seed: int = stats.SEED) -> list[list[str]]:
+    """The stores of the results in `k` folds (whole stores, shuffled with a fixed seed)."""
+    import random
+
+    names = sorted({r.query.store_id for r in results})
+    random.Random(seed).shuffle(names)
+    k = min(k, len(names))
+    return [sorted(names[i::k]) for i in range(k)] if k >= 2 else []
+
+
+def fold_figures(
+    results: Sequence[QueryResult], base: Sequence[QueryResult] | None, folds: Sequence[Sequence[str]]
+) -> list[dict[str, Any]]:
+    """hit@5 in each fold of stores, and the difference from `base` there."""
+    out = []
+    for stores in folds:
+        idx = [i for i, r in enumerate(results) if r.query.store_id in stores]
+        hits = [per_query_hits(results, 5)[i] for i in idx]
+        row: dict[str, Any] = {"stores": list(stores), "n": len(idx), "hit@5": round(sum(hits) / len(idx), 4)}
+        if base is not None:
+            base_hits = [per_query_hits(base, 5)[i] for i in idx]
+            row["diff"] = round((sum(hits) - sum(base_hits)) / len(idx), 4)
+        out.append(row)
+    return out
+
+
+def print_folds(summaries: dict[str, dict[str, Any]]) -> None:
+    rows = [(m, s["folds"]) for m, s in summaries.items() if s.get("folds")]
+    if not rows:
+        return
+    print("\nhit@5 per fold of stores (difference from the first method)")
+    for method, folds in rows:
+        cells = "  ".join(
+            f"{'+'.join(f['stores'])}: {f['hit@5']:.3f}" + (f" ({f['diff']:+.3f})" if "diff" in f else "")
+            for f in folds
+        )
+        print(f"  {method:<28} {cells}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.retrieval", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="a retrieval file (see ../shared/eval/README.md)")
@@ -442,10 +553,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="bench data dir (not a user's)")
     ap.add_argument("--reload", action="store_true", help="write the memories again even if loaded")
     ap.add_argument("--calibrate", action="store_true", help="also report score quantiles for the threshold")
+    ap.add_argument(
+        "--part",
+        choices=PARTS,
+        default="all",
+        help="the stores of bench/data/holdout.json's development part, its held-out part, or all",
+    )
+    ap.add_argument("--folds", type=int, default=5, help="report hit@5 per fold of stores (default 5; 0: none)")
+    ap.add_argument("--embed-cache", type=Path, default=None,
+                    help="passage vectors cached on disk between runs (default: DATA_DIR/passages.sqlite; "
+                         "'none': off)")  # fmt: skip
     args = ap.parse_args(argv)
 
     try:
-        data = load_retrieval(args.data)
+        data = select_retrieval(load_retrieval(args.data), args.part)
     except EvalDataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -454,30 +575,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     methods = [parse_method(m) for m in args.method]
     queries = list(data.queries[: args.limit_queries] if args.limit_queries else data.queries)
-    store = open_store(data, args.data_dir)
+    cache = None if str(args.embed_cache) == "none" else (args.embed_cache or args.data_dir / "passages.sqlite")
+    now = asked_at(data)
+    stores: dict[tuple[bool, ...], MemoryStore] = {}
     try:
-        started = time.perf_counter()
-        load(store, data, reload=args.reload)
-        print(f"store ready in {time.perf_counter() - started:.1f}s ({store.table})", file=sys.stderr)
         summaries: dict[str, dict[str, Any]] = {}
         first: list[QueryResult] | None = None
+        folds: list[list[str]] = []
+        defaults = load_settings(bench_env(args.data_dir), dotenv=False)
         for spec, overrides in methods:
+            write = write_side(defaults.tuned(**overrides))
+            if write not in stores:
+                stores[write] = open_store(data, args.data_dir, write)
+                started = time.perf_counter()
+                load(stores[write], data, reload=args.reload, cache=cache)
+                print(f"store ready in {time.perf_counter() - started:.1f}s ({stores[write].table})", file=sys.stderr)
+            store = stores[write]
             settings = store.settings.tuned(**overrides)
-            results = run_method(store, settings, queries, args.k)
+            results = run_method(store, settings, queries, args.k, now)
             summaries[spec] = summarise(results)
             if first is None:
                 first = results
+                folds = store_folds(results, args.folds) if args.folds else []
             else:
                 summaries[spec][f"vs {methods[0][0]}"] = compare(first, results)
+            if folds:
+                summaries[spec]["folds"] = fold_figures(results, None if results is first else first, folds)
             if args.calibrate and settings.retrieval.lexical:
                 summaries[spec]["calibration"] = calibration(store, settings, data, results, args.k)
             o = summaries[spec]
             print(f"  {spec}: hit@5 {o['overall']['hit@5']:.3f}  p95 {o.get('p95_ms', 0):.1f} ms", file=sys.stderr)
     finally:
-        store.close()
-    print_table(f"{data.name}: {len(queries)} queries, {sum(len(s.memories) for s in data.stores)} memories", args.k,
-                summaries)  # fmt: skip
-    print(json.dumps({"file": data.name, "k": args.k, "queries": len(queries), "methods": summaries}))
+        for store in stores.values():
+            store.close()
+    print_table(f"{data.name} ({args.part}): {len(queries)} queries, {sum(len(s.memories) for s in data.stores)} "
+                "memories", args.k, summaries)  # fmt: skip
+    print_folds(summaries)
+    load_avg = [round(x, 2) for x in os.getloadavg()]
+    print(f"\nload average {load_avg[0]} {load_avg[1]} {load_avg[2]}")
+    print(json.dumps({"file": data.name, "part": args.part, "k": args.k, "queries": len(queries),
+                      "load_avg": load_avg, "methods": summaries}))  # fmt: skip
     return 0
 
 

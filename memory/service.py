@@ -458,6 +458,8 @@ class MemoryService:
                     metadata=meta,
                     write_id=turn.turn_id,
                     said_at=turn.created_at,
+                    # What the turn answers indexes it (MEMORY_RETRIEVAL_INDEX_CONTEXT).
+                    context=[redact_secrets(clean_text(t))[0] for t in turn.context[-1:]],
                 )
             except InvalidMemoryText as exc:
                 report.dropped = str(exc)

@@ -122,6 +122,15 @@ class RetrievalSettings:
     focus_weight: float = 0.25  # weight of the word a question asks for ("啥职位", "what colour"); 1: off
     rarity: float = 1.0  # exponent of a keyword's rarity in everyday language in its weight (0: off)
     density: float = 0.4  # hubness correction: share of a memory's neighbourhood density off its cosine (0: off)
+    # Structure (issue 32). Write time: what a memory is indexed under beside its text.
+    index_context: bool = False  # a raw turn indexed with the turn it answers (lexical and vector)
+    index_dates: bool = False  # relative dates ("yesterday", 上周五) resolved to days in the index
+    context_share: float = 0.5  # a keyword found only in that context counts this share of a match
+    # Read time.
+    time_weight: float = 0.0  # added to memories of the days the query names ("last week", 上个月) (0: off)
+    when_weight: float = 0.0  # added to memories that name a day when the query asks when (0: off)
+    sessions: float = 0.0  # conversation first: share of its session's match a raw turn gets (0: off)
+    entities: float = 0.0  # the same person or thing across memories (0: off)
 
 
 @dataclass(frozen=True)
@@ -154,6 +163,9 @@ class MemorySettings:
     # LiveKit logs every raw user transcript at DEBUG (`lk.pii.user_transcript`; `dev`
     # runs at DEBUG): off by default, or "redacted" (secrets replaced) for debugging.
     log_transcripts: str = "off"
+    # GATED: the pre-filter's learned stage decides English turns (memory/language/gate_model.py);
+    # off: the rules alone (MEMORY_GATE_MODEL).
+    gate_model: bool = True
     # Look-ups one process runs at once; more wait for a slot no longer than the budget.
     max_reads_in_flight: int = 3
     durable_categories: tuple[str, ...] = field(default=DURABLE_CATEGORIES)
@@ -317,6 +329,13 @@ def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
         focus_weight=_number(env, "MEMORY_RETRIEVAL_FOCUS_WEIGHT", d.focus_weight, lo=0.0, hi=1.0),
         rarity=_number(env, "MEMORY_RETRIEVAL_RARITY", d.rarity, lo=0.0, hi=4.0),
         density=_number(env, "MEMORY_RETRIEVAL_DENSITY", d.density, lo=0.0, hi=2.0),
+        index_context=_flag(env, "MEMORY_RETRIEVAL_INDEX_CONTEXT", d.index_context),
+        index_dates=_flag(env, "MEMORY_RETRIEVAL_INDEX_DATES", d.index_dates),
+        context_share=_number(env, "MEMORY_RETRIEVAL_CONTEXT_SHARE", d.context_share, lo=0.0, hi=1.0),
+        time_weight=_number(env, "MEMORY_RETRIEVAL_TIME_WEIGHT", d.time_weight, lo=0.0, hi=1.0),
+        when_weight=_number(env, "MEMORY_RETRIEVAL_WHEN_WEIGHT", d.when_weight, lo=0.0, hi=1.0),
+        sessions=_number(env, "MEMORY_RETRIEVAL_SESSIONS", d.sessions, lo=0.0, hi=1.0),
+        entities=_number(env, "MEMORY_RETRIEVAL_ENTITIES", d.entities, lo=0.0, hi=1.0),
     )
 
 
@@ -381,6 +400,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         max_stored_turn_chars=_integer(env, "MEMORY_MAX_TURN_CHARS", 20_000, lo=100, hi=10_000_000),
         spill_dir=_spill_dir(env),
         log_transcripts=_log_transcripts(env),
+        gate_model=_flag(env, "MEMORY_GATE_MODEL", True),
         max_reads_in_flight=_integer(env, "MEMORY_MAX_READS_IN_FLIGHT", 3, lo=1, hi=64),
         working_max_chars=_integer(env, "MEMORY_WORKING_MAX_CHARS", 2000, lo=200, hi=50_000),
         context_max_chars=_integer(env, "MEMORY_CONTEXT_MAX_CHARS", 4000, lo=500, hi=100_000),

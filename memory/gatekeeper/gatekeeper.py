@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from livekit.agents import APIStatusError, llm
 from pydantic import BaseModel, Field
 
+from memory.language.gate_model import gate
 from memory.language.instructions import about_user, is_instruction
 from memory.language.prefilter import GateAction, GateDecision, anchored_in, prefilter
 from memory.prompts import load_prompt
@@ -191,11 +192,13 @@ def parse_extraction(raw: str, categories: Sequence[str] = DURABLE_CATEGORIES) -
 class Gatekeeper:
     """Pre-filter, then (only if needed) one structured LLM extraction call."""
 
-    def __init__(self, extraction_llm: llm.LLM | None, *, timeout_s: float = 8.0) -> None:
+    def __init__(self, extraction_llm: llm.LLM | None, *, timeout_s: float = 8.0, learned: bool = True) -> None:
         # Under the write queue's 10 s per attempt, so a slow model ends as this call's
         # own, named timeout (ExtractionUnavailable) with time left for the writes.
         self._llm = extraction_llm
         self._timeout_s = timeout_s
+        # MEMORY_GATE_MODEL: the learned stage decides English turns (gate_model.py); off: rules alone.
+        self._decide = gate if learned else prefilter
         self._prompt = load_prompt("extract_facts")
 
     async def review(self, text: str, context: Sequence[str] = (), known: KnownFacts | None = None) -> GateOutcome:
@@ -203,7 +206,7 @@ class Gatekeeper:
         with slots (only for a turn that reaches the model), so the model can name the slot
         a change replaces and give an added value (a second sister) a slot of its own:
         blind to them, "I have a sister called Lisa too" replaced Anna."""
-        decision = prefilter(text, context)
+        decision = self._decide(text, context)
         facts_known: Sequence[KnownFact] | None = None
         if decision.reason == "unanchored_change" and known is not None:
             # A change that names nothing said in this session ("dentist appointment moved

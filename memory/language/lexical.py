@@ -385,12 +385,14 @@ def weighted_mean(levels: Sequence[float], weights: Sequence[float] | None = Non
     return sum(w * lv for w, lv in zip(weights, levels, strict=True)) / total if total > 0 else 0.0
 
 
-def lex_fields(text: str) -> dict[str, object]:
-    """Payload keys the store writes with each memory: `lex` (see `index_text`) and its
-    version `lex_v`. Never raises: a memory is worth more than its lexical index, and
-    rows without `lex` are still found by the substring and vector stages."""
+def lex_fields(text: str, extra: str = "") -> dict[str, object]:
+    """Payload keys the store writes with each memory: `lex` (see `index_text`) of the
+    text and of the words it is indexed under beside it (`extra`: the turn it answers,
+    its resolved dates), and its version `lex_v`. Never raises: a memory is worth more
+    than its lexical index, and rows without `lex` are still found by the substring and
+    vector stages."""
     try:
-        return {"lex": index_text(text), "lex_v": LEX_VERSION}
+        return {"lex": index_text(f"{text}\n{extra}" if extra else text), "lex_v": LEX_VERSION}
     except Exception:  # noqa: BLE001 - the write must not fail because of the index
         import logging
 

@@ -102,6 +102,8 @@ __all__ = [
     "REASONS",
     "MAX_CHARS",
     "anchored_in",
+    "cues",
+    "fired_rules",
 ]
 
 
@@ -1410,3 +1412,59 @@ def prefilter(text: str, context: Sequence[str] = (), *, off: frozenset[str] = f
     if zh_content:
         return GateDecision(GateAction.SKIP, "generic_statement")
     return GateDecision(GateAction.SKIP, "no_self_reference")
+
+
+# ==================================================================================
+# The cues, for the learned stage (memory/language/gate_model.py)
+# ==================================================================================
+
+
+def fired_rules(text: str, context: Sequence[str] = ()) -> frozenset[str]:
+    """Every rule that would pass this turn, not only the first: the pre-filter asked
+    again with each rule it used switched off, until it skips."""
+    off: set[str] = set()
+    while True:
+        d = prefilter(text, context, off=frozenset(off))
+        if d.action is GateAction.SKIP or d.reason in off:
+            return frozenset(off)
+        off.add(d.reason)
+        if d.action is GateAction.FORCE:  # an explicit request cannot be switched off
+            return frozenset(off)
+
+
+def cues(text: str, context: Sequence[str] = ()) -> frozenset[str]:
+    """What the rules read in a turn, clause by clause, as names: how many statements and
+    questions; for each statement its cue (``d:<tag>``), frame, whether it says anything,
+    first person, addresses the listener, or only acknowledges; for questions whether they
+    are about the speaker or the listener; and what the turn before asked. The grammar the
+    rules are written in, without their order of precedence, for a model to weigh."""
+    t = normalise(text)
+    out: set[str] = set()
+    clauses = _clauses(t)
+    questions = sum(c.question for c in clauses)
+    out.add(f"questions:{min(questions, 2)}")
+    out.add(f"statements:{min(len(clauses) - questions, 3)}")
+    for c in clauses:
+        if c.question:
+            if _first_person(c.text):
+                out.add("question:first_person")
+            if _YOU_EN.search(c.text) or _YOU_ZH.search(c.text):
+                out.add("question:you")
+            continue
+        r = _read(c.text)
+        out.update((f"d:{r.disclosure}", f"frame:{r.frame}", f"content:{r.content}"))
+        if _first_person(c.text):
+            out.add("statement:first_person")
+        if _about_listener(c.text):
+            out.add("statement:you")
+        if _is_ack(c.text):
+            out.add("statement:ack")
+    prev = _prev(context)
+    if prev:
+        if _PREV_QUESTION.search(prev):
+            out.add("prev:asks")
+        if _YES_NO_QUESTION.search(prev):
+            out.add("prev:yes_no")
+        if _YOUR_NOUN.search(prev):
+            out.add("prev:your_noun")
+    return frozenset(out)

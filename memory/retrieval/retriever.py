@@ -38,6 +38,7 @@ use the user index. Same table, same operator, same iterative HNSW settings; abo
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
@@ -48,11 +49,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from memory.language import hanzi, lexical
+from memory.language import dates, hanzi, lexical
 from memory.language.prefilter import is_acknowledgement
+from memory.retrieval import structure
 from memory.settings import EmbedderKind, MemorySettings
 from memory.storage.embedder import local_model
 from memory.storage.mem0_table import Scope
@@ -72,7 +75,7 @@ _DENSITY_MAX = 20_000
 _DENSITY_K = 10
 
 # Payload keys that are ours, not the caller's metadata.
-_INTERNAL_KEYS = ("lex", "lex_v")
+_INTERNAL_KEYS = ("lex", "lex_v", "idx_v", "ctx")
 # The neutral pronoun forms match nearly every memory: useless as LIKE patterns.
 _NEUTRAL = frozenset({lexical.USER_ZH, lexical.USER_EN})
 # Most rows the substring stage examines per query (see `_substring`).
@@ -136,6 +139,8 @@ class _Density:
     of: Mapping[str, float] = field(default_factory=dict)  # memory id -> density
     mean: float = 0.0
     weight: float = 0.0
+    # The user's conversations (`structure.Sessions`), from the same read of the vectors.
+    sessions: structure.Sessions = structure.NO_SESSIONS
 
     def adjust(self, mem_id: str, cos: float | None) -> float | None:
         """The cosine, less the memory's excess density."""
@@ -183,6 +188,7 @@ class Retriever:
         self._densities: dict[str, tuple[float, _Density]] = {}
         self._refreshing: dict[str, Future[_Density]] = {}
         self._densities_lock = threading.Lock()
+        self._zone = ZoneInfo(settings.timezone)
         # Load the segmenter (about a second) now, off the caller's thread, not on the first turn.
         _WORKERS.submit(lexical.warm_up)
 
@@ -196,6 +202,7 @@ class Retriever:
         categories: Sequence[str] | None = None,
         context: Sequence[str] = (),
         exclude_session: str | None = None,
+        now: datetime | None = None,
     ) -> list[MemoryRecord]:
         """The top memories for `query`, best first.
 
@@ -203,7 +210,8 @@ class Retriever:
         turn often leans on them ("what should I wear to it?"); the last
         `retrieval_context_turns` add their keywords and their vector to the query's,
         at `retrieval_context_weight`. `exclude_session`: memories written in this
-        session are left out; they are in the conversation already.
+        session are left out; they are in the conversation already. `now`: when the
+        query is asked (default: now), for the days it names ("last week").
         """
         if not query.strip():
             return []
@@ -214,12 +222,30 @@ class Retriever:
             return [h for h in hits if exclude_session is None or h.metadata.get("session_id") != exclude_session]
         scope = Scope(user_id, categories, exclude_session)
         cands, q = self._candidates(scope, query, top_k=k, context=context)
-        ranked = self.rank(cands)
+        ranked = self.with_structure(user_id, self.rank(cands), q, query, now)
         if s.retrieval.neighbours > 0 and s.retrieval.fusion == "weighted":
             ranked = self.with_neighbours(scope, ranked, q, top_k=k)
         # The threshold is calibrated on the weighted score; RRF scores are ranks only.
         floor = s.retrieval.threshold if s.retrieval.fusion == "weighted" else 0.0
         return [c.record() for c in worth_showing(c for c in ranked if c.score >= floor)][:k]
+
+    def with_structure(
+        self, user_id: str, ranked: list[Candidate], q: _Query, query: str, now: datetime | None
+    ) -> list[Candidate]:
+        """The fused scores plus what structure says (`structure`): the conversation a
+        turn is in, the days the query names, a day said where the query asks when."""
+        r = self.settings.retrieval
+        if r.fusion != "weighted" or not ranked or (r.sessions <= 0 and r.time_weight <= 0 and r.when_weight <= 0):
+            return ranked
+        if r.sessions > 0 and q.vector is not None:
+            sessions = self.density(user_id).sessions
+            structure.session_bonus(ranked, sessions.similarities(q.vector), r.sessions)
+        if r.time_weight > 0:
+            today = (now or datetime.now(self._zone)).astimezone(self._zone).date()
+            structure.time_bonus(ranked, dates.query_span(query, today), r.time_weight, self._zone)
+        if r.when_weight > 0 and dates.asks_when(query):
+            structure.when_bonus(ranked, r.when_weight)
+        return sorted(ranked, key=_best_first)
 
     def warm_up(self) -> None:
         """Load the segmenter before the first turn (it takes about a second)."""
@@ -371,7 +397,7 @@ class Retriever:
         """The user's densities as a future: done when cached and fresh, else the
         computation (started if none is running). Session start awaits it
         (`MemoryService.prepare`) without holding a memory read slot."""
-        if self.settings.retrieval.density <= 0:
+        if not self._per_user():
             return _done(_NO_DENSITY)
         with self._densities_lock:
             cached = self._densities.get(user_id)
@@ -388,13 +414,18 @@ class Retriever:
         used while fresh ones are computed in the background: they move little when a
         few memories are added.
         """
-        if self.settings.retrieval.density <= 0:
+        if not self._per_user():
             return _NO_DENSITY
         with self._densities_lock:
             cached = self._densities.get(user_id)
             if cached is None or time.monotonic() - cached[0] >= _DENSITY_TTL:
                 self._start_density(user_id)
         return cached[1] if cached is not None else _NO_DENSITY
+
+    def _per_user(self) -> bool:
+        """Is anything kept per user (densities, conversations)?"""
+        r = self.settings.retrieval
+        return r.density > 0 or (r.sessions > 0 and r.vector)
 
     def _start_density(self, user_id: str) -> Future[_Density]:
         """The running computation for the user, or a new one. Hold `_densities_lock`."""
@@ -413,13 +444,17 @@ class Retriever:
         """
         try:
             density = _NO_DENSITY
+            r = self.settings.retrieval
             rows = self.store.rows.user_vectors(user_id, _DENSITY_MAX + 1)
             if _DENSITY_MIN <= len(rows) <= _DENSITY_MAX:
-                vectors = np.stack([v for _, v in rows]).astype(np.float32)
+                vectors = np.stack([v for _, v, _ in rows]).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
-                values = knn_density(vectors, _DENSITY_K)
-                of = {mem_id: float(d) for (mem_id, _), d in zip(rows, values, strict=True)}
-                density = _Density(of, float(values.mean()), self.settings.retrieval.density)
+                sessions = structure.sessions_of([sid for _, _, sid in rows], vectors) if r.sessions > 0 else None
+                if r.density > 0:
+                    values = knn_density(vectors, _DENSITY_K)
+                    of = {mem_id: float(d) for (mem_id, _, _), d in zip(rows, values, strict=True)}
+                    density = _Density(of, float(values.mean()), r.density)
+                density = dataclasses.replace(density, sessions=sessions or structure.NO_SESSIONS)
             now = time.monotonic()
             with self._densities_lock:
                 # Users quiet for a few TTLs leave: the cache stays as small as the active set.
@@ -530,10 +565,7 @@ class Retriever:
         that costs no query and measured the same as store-wide counts.
         """
         s = self.settings
-        levels = [
-            lexical.match_levels(q.words, lexical.analyse(c.text, s.retrieval.pronouns), partial=s.retrieval.partial)
-            for c in cands
-        ]
+        levels = [self._levels(q.words, c) for c in cands]
         weights = list(q.weights)
         if s.retrieval.rarity > 0:
             weights = [w * lexical.rarity(word) ** s.retrieval.rarity for w, word in zip(weights, q.words, strict=True)]
@@ -544,6 +576,17 @@ class Retriever:
                 weights[i] *= math.log(1.0 + (n + 1) / (df + 1))
         for cand, lv in zip(cands, levels, strict=True):
             cand.lexical = lexical.weighted_mean(lv, weights)
+
+    def _levels(self, words: Sequence[str], cand: Candidate) -> list[float]:
+        """Each keyword's match in the memory's text, or, at `retrieval_context_share`,
+        in what it is indexed under beside it (the turn it answers, its resolved dates)."""
+        r = self.settings.retrieval
+        own = lexical.match_levels(words, lexical.analyse(cand.text, r.pronouns), partial=r.partial)
+        extra = _index_extra(cand.payload)
+        if not extra or r.context_share <= 0 or all(lv >= lexical.EXACT for lv in own):
+            return own
+        beside = lexical.match_levels(words, lexical.analyse(extra, r.pronouns), partial=r.partial)
+        return [max(a, r.context_share * b) for a, b in zip(own, beside, strict=True)]
 
     def with_neighbours(self, scope: Scope, ranked: list[Candidate], q: _Query, *, top_k: int) -> list[Candidate]:
         """Raw turns scored with their neighbours: a turn gets `retrieval_neighbours`
@@ -594,6 +637,16 @@ class Retriever:
             if cand.turn in wanted:
                 out.append(cand)
         return out
+
+
+def _index_extra(payload: Mapping[str, Any]) -> str:
+    """The words a memory is indexed under beside its text (`memory/language/indexing.py`)."""
+    ctx = payload.get("ctx")
+    days = payload.get("dates")
+    parts = [ctx] if isinstance(ctx, str) and ctx else []
+    if isinstance(days, list):
+        parts += [d for d in days if isinstance(d, str)]
+    return "\n".join(parts)
 
 
 def worth_showing(ranked: Iterable[Candidate]) -> Iterator[Candidate]:

