@@ -79,8 +79,15 @@ METHODS: dict[str, dict[str, Any]] = {
     "ctx": {"retrieval_index_context": True},
     "dates": {"retrieval_index_dates": True},
     "time": {"retrieval_time_weight": 0.1},
-    "when": {"retrieval_when_weight": 0.1},
-    "sessions": {"retrieval_sessions": 0.1},
+    "when": {"retrieval_index_dates": True, "retrieval_when_weight": 0.1},
+    "sessions": {"retrieval_sessions": 0.2},
+    "structure": {
+        "retrieval_index_context": True,
+        "retrieval_index_dates": True,
+        "retrieval_time_weight": 0.1,
+        "retrieval_when_weight": 0.1,
+        "retrieval_sessions": 0.2,
+    },
 }
 # Settings that change what is written (the index), not how it is searched: each
 # combination is a collection of its own, loaded once.

@@ -19,11 +19,13 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, TypeVar
+from zoneinfo import ZoneInfo
 
 from memory.gatekeeper.gatekeeper import MAX_KNOWN_FACTS, Fact, Gatekeeper, GateOutcome, KnownFact
 from memory.journal.queue import purge_user
+from memory.language.dates import Span
 from memory.language.prefilter import GateAction, GateDecision
 from memory.language.recall_intent import needs_memory
 from memory.language.redact import redact_secrets
@@ -271,14 +273,17 @@ PROFILE_PINNED: tuple[str, ...] = ("name",)
 PROFILE_ORDER: tuple[str, ...] = ("personal_facts", "relationships", "preferences", "goals")
 
 
-def profile_order(records: Sequence[MemoryRecord], limit: int) -> list[MemoryRecord]:
+def profile_order(records: Sequence[MemoryRecord], limit: int, today: date | None = None) -> list[MemoryRecord]:
     """The profile's facts, at most `limit`: the user's name first, then the newest fact
     of each category in turn (personal facts, relationships, preferences, goals), and
     round again. Newest-first alone let twelve new hobbies push out the user's name and
-    allergy; the caller then drops whole lines past the character bound from the end."""
+    allergy; the caller then drops whole lines past the character bound from the end.
+    A fact about days that are all over by `today` (the dentist appointment last week,
+    its dates resolved when it was stored) comes after the current ones of its category."""
     pinned = [r for r in records if r.slot in PROFILE_PINNED]
     queues: dict[str, deque[MemoryRecord]] = {}
-    for rec in records:  # newest first
+    current = [r for r in records if today is None or not _over(r, today)]
+    for rec in [*current, *(r for r in records if r not in current)]:  # newest first, past events last
         if rec.slot not in PROFILE_PINNED:
             queues.setdefault(rec.category or "", deque()).append(rec)
     order = [c for c in PROFILE_ORDER if c in queues] + sorted(c for c in queues if c not in PROFILE_ORDER)
@@ -288,6 +293,12 @@ def profile_order(records: Sequence[MemoryRecord], limit: int) -> list[MemoryRec
             if queues[category] and len(out) < limit:
                 out.append(queues[category].popleft())
     return out
+
+
+def _over(rec: MemoryRecord, today: date) -> bool:
+    """Is the fact only about days before `today` (its resolved dates, `when`)?"""
+    spans = [s for s in (Span.from_iso(p) for p in rec.metadata.get("when") or []) if s is not None]
+    return bool(spans) and all(s.end < today for s in spans)
 
 
 class MemoryService:
@@ -308,6 +319,7 @@ class MemoryService:
         self.retriever = retriever or Retriever(store, settings)
         # A look-up may wait for a read slot at most this long: the reply's budget.
         self._read_wait_s = settings.recall_budget_ms / 1000
+        self._zone = ZoneInfo(settings.timezone)
         configure_reads(settings.max_reads_in_flight)
         # GATED: the gatekeeper's verdict per turn, kept until the turn's facts are all
         # written, so a store write that fails and is retried does not call the
@@ -377,7 +389,7 @@ class MemoryService:
             slots=PROFILE_PINNED,
             wait_s=self._read_wait_s,
         )
-        return profile_order(rows, limit)
+        return profile_order(rows, limit, today=datetime.now(self._zone).date())
 
     # ---------------------------------------------------------------- forget
     async def forgotten_at(self, user_id: str) -> datetime | None:

@@ -57,6 +57,13 @@ class Mention:
     text: str
     span: Span
     kind: str  # day | week | weekend | month | season | year
+    yearless: bool = False  # "May 7", 10月23日: the year is the nearest one, a guess (a birthday recurs)
+
+    def spans(self) -> tuple[Span, ...]:
+        """The span, and for a date said without a year the same days a year before and after."""
+        if not self.yearless:
+            return (self.span,)
+        return tuple(Span(_shift_year(self.span.start, d), _shift_year(self.span.end, d)) for d in (-1, 0, 1))
 
 
 # ----------------------------------------------------------------- calendar arithmetic
@@ -72,6 +79,13 @@ def _week(d: date) -> Span:
 def _weekend(d: date) -> Span:
     sat = d - timedelta(days=d.weekday()) + timedelta(days=5)
     return Span(sat, sat + timedelta(days=1))
+
+
+def _shift_year(d: date, years: int) -> date:
+    try:
+        return d.replace(year=d.year + years)
+    except ValueError:  # 29 February
+        return d.replace(year=d.year + years, day=28)
 
 
 def _add_months(d: date, months: int) -> date:
@@ -254,6 +268,7 @@ _ZH_RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"([0-9]{4})年"), "zh_y"),
 ]
 
+_YEARLESS = frozenset({"month_day", "day_month", "in_month", "zh_md"})
 _MODAL_MAY = re.compile(r"\bmay\b")
 _SHIFT = {"last": -1, "past": -1, "this": 0, "next": 1, "上": -1, "上上": -2, "这": 0, "本": 0, "下": 1, "下下": 2}
 _ZH_YEAR_SHIFT = {"前": -2, "去": -1, "今": 0, "明": 1, "后": 2}
@@ -379,7 +394,7 @@ def _scan(text: str, anchor: date) -> Iterator[Mention]:
                 if resolved is None:
                     continue
                 taken.append((m.start(), m.end()))
-                yield Mention(text[m.start() : m.end()], resolved[0], resolved[1])
+                yield Mention(text[m.start() : m.end()], resolved[0], resolved[1], kind in _YEARLESS)
 
 
 def mentions(text: str, anchor: date) -> list[Mention]:

@@ -12,9 +12,10 @@ lexical and dense search alike. So the store indexes each turn under three parts
 - the days its relative expressions name, resolved against the day it was said
   ("yesterday" said on 8 May 2023 -> "7 May 2023"; 上周五 -> 2023年5月5日).
 
-`IndexForm.embed` is the text embedded for the vector index, `IndexForm.extra` the
-words added to the lexical index (and scored at a lower weight than the turn's own),
-`IndexForm.when` the resolved spans, kept as data for matching the time a query names.
+`IndexForm.embed` is the text embedded for the vector index (the turn and what it
+answers), `IndexForm.extra` the words added to the lexical index (the context and the
+dates, scored at a lower weight than the turn's own), `IndexForm.when` the resolved
+spans, kept as data for matching the time a query names.
 Pure functions, no I/O.
 """
 
@@ -31,7 +32,7 @@ from memory.language import dates
 # a longer turn. Longer context would drown the turn in the embedding (and costs write time).
 CONTEXT_CHARS = 200
 # Stored with the index (`idx_v`): bump when `index_form` changes what it produces.
-INDEX_VERSION = 1
+INDEX_VERSION = 3
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _ROLE = re.compile(r"^\s*(?:user|assistant|system)\s*:\s*", re.IGNORECASE)
 
@@ -81,9 +82,8 @@ def index_form(
     found = dates.mentions(text, said_on) if use_dates and said_on is not None else []
     chinese = bool(_CJK.search(text))
     words = tuple(dict.fromkeys(dates.describe(m.span, m.kind, chinese=chinese) for m in found))
-    embed = text
-    if words:
-        embed += f" ({'; '.join(words)})" if not chinese else f"（{'；'.join(words)}）"
-    if ctx:
-        embed += f"\n{ctx}"
-    return IndexForm(embed, ctx, words, tuple(dict.fromkeys(m.span for m in found)))
+    # The dates go to the lexical index and the spans, not into the embedded text: a
+    # date in words moved the vector away from what the turn is about (LoCoMo hit@5 -1.2
+    # points with them embedded; docs/retrieval-experiments.md).
+    embed = f"{text}\n{ctx}" if ctx else text
+    return IndexForm(embed, ctx, words, tuple(dict.fromkeys(s for m in found for s in m.spans())))

@@ -1,5 +1,6 @@
 """The memory block a reply's request carries: one quoted JSON line per memory, with
-its kind and the day it was said where the user lives, bounded in characters.
+its kind, the day it was said where the user lives and the days its relative dates name,
+bounded in characters.
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ def _local_date(stamp: str | None, zone: tzinfo) -> str:
     return when.astimezone(zone).date().isoformat()
 
 
+def _about(rec: MemoryRecord) -> str:
+    days = rec.metadata.get("dates")
+    if not isinstance(days, list):
+        return ""
+    return "; ".join(str(d) for d in days[:3] if isinstance(d, str))[:80]
+
+
 def _memory_line(rec: MemoryRecord, line_max: int | None = None, zone: tzinfo = UTC) -> str:
     """One memory as a line of a block: quoted JSON (`memory/language/quoting.py`), which stored
     text cannot close or imitate; with `line_max`, its text is cut to fit."""
@@ -27,6 +35,10 @@ def _memory_line(rec: MemoryRecord, line_max: int | None = None, zone: tzinfo = 
         fields["said"] = said
     if rec.category:
         fields["kind"] = rec.category
+    if days := _about(rec):
+        # The days its "yesterday", "next week", 上周五 name, resolved when it was stored
+        # (memory/language/indexing.py): the model cannot tell from "said" alone.
+        fields["about"] = days
     text = " ".join(rec.text.split())
     line = quote({**fields, "note": text})
     if line_max is not None and len(line) > line_max:

@@ -38,7 +38,6 @@ use the user index. Same table, same operator, same iterative HNSW settings; abo
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import re
@@ -105,6 +104,7 @@ class Candidate:
     cosine: float | None = None
     lexical: float = 0.0
     score: float = 0.0
+    levels: list[float] = field(default_factory=list)  # each keyword's match (`_score_lexically`)
 
     @property
     def turn(self) -> tuple[str, int] | None:
@@ -139,8 +139,6 @@ class _Density:
     of: Mapping[str, float] = field(default_factory=dict)  # memory id -> density
     mean: float = 0.0
     weight: float = 0.0
-    # The user's conversations (`structure.Sessions`), from the same read of the vectors.
-    sessions: structure.Sessions = structure.NO_SESSIONS
 
     def adjust(self, mem_id: str, cos: float | None) -> float | None:
         """The cosine, less the memory's excess density."""
@@ -177,6 +175,8 @@ class _Query:
     words: list[str]
     weights: list[float]
     vector: list[float] | None
+    # The weights scoring used (rarity and idf applied): what a conversation's match reads.
+    effective_weights: list[float] = field(default_factory=list)
 
 
 class Retriever:
@@ -237,12 +237,15 @@ class Retriever:
         r = self.settings.retrieval
         if r.fusion != "weighted" or not ranked or (r.sessions <= 0 and r.time_weight <= 0 and r.when_weight <= 0):
             return ranked
-        if r.sessions > 0 and q.vector is not None:
-            sessions = self.density(user_id).sessions
-            structure.session_bonus(ranked, sessions.similarities(q.vector), r.sessions)
+        if r.sessions > 0:
+            band = (r.cos_floor, r.cos_ceil)
+            match = structure.session_scores(
+                ranked, q.effective_weights, r.lexical_weight, lambda c: calibrated_cosine(c, *band)
+            )
+            structure.session_bonus(ranked, match, r.sessions)
         if r.time_weight > 0:
             today = (now or datetime.now(self._zone)).astimezone(self._zone).date()
-            structure.time_bonus(ranked, dates.query_span(query, today), r.time_weight, self._zone)
+            structure.time_bonus(ranked, dates.query_span(query, today), r.time_weight, self._zone, today)
         if r.when_weight > 0 and dates.asks_when(query):
             structure.when_bonus(ranked, r.when_weight)
         return sorted(ranked, key=_best_first)
@@ -397,7 +400,7 @@ class Retriever:
         """The user's densities as a future: done when cached and fresh, else the
         computation (started if none is running). Session start awaits it
         (`MemoryService.prepare`) without holding a memory read slot."""
-        if not self._per_user():
+        if self.settings.retrieval.density <= 0:
             return _done(_NO_DENSITY)
         with self._densities_lock:
             cached = self._densities.get(user_id)
@@ -414,18 +417,13 @@ class Retriever:
         used while fresh ones are computed in the background: they move little when a
         few memories are added.
         """
-        if not self._per_user():
+        if self.settings.retrieval.density <= 0:
             return _NO_DENSITY
         with self._densities_lock:
             cached = self._densities.get(user_id)
             if cached is None or time.monotonic() - cached[0] >= _DENSITY_TTL:
                 self._start_density(user_id)
         return cached[1] if cached is not None else _NO_DENSITY
-
-    def _per_user(self) -> bool:
-        """Is anything kept per user (densities, conversations)?"""
-        r = self.settings.retrieval
-        return r.density > 0 or (r.sessions > 0 and r.vector)
 
     def _start_density(self, user_id: str) -> Future[_Density]:
         """The running computation for the user, or a new one. Hold `_densities_lock`."""
@@ -444,17 +442,13 @@ class Retriever:
         """
         try:
             density = _NO_DENSITY
-            r = self.settings.retrieval
             rows = self.store.rows.user_vectors(user_id, _DENSITY_MAX + 1)
             if _DENSITY_MIN <= len(rows) <= _DENSITY_MAX:
-                vectors = np.stack([v for _, v, _ in rows]).astype(np.float32)
+                vectors = np.stack([v for _, v in rows]).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
-                sessions = structure.sessions_of([sid for _, _, sid in rows], vectors) if r.sessions > 0 else None
-                if r.density > 0:
-                    values = knn_density(vectors, _DENSITY_K)
-                    of = {mem_id: float(d) for (mem_id, _, _), d in zip(rows, values, strict=True)}
-                    density = _Density(of, float(values.mean()), r.density)
-                density = dataclasses.replace(density, sessions=sessions or structure.NO_SESSIONS)
+                values = knn_density(vectors, _DENSITY_K)
+                of = {mem_id: float(d) for (mem_id, _), d in zip(rows, values, strict=True)}
+                density = _Density(of, float(values.mean()), self.settings.retrieval.density)
             now = time.monotonic()
             with self._densities_lock:
                 # Users quiet for a few TTLs leave: the cache stays as small as the active set.
@@ -576,6 +570,8 @@ class Retriever:
                 weights[i] *= math.log(1.0 + (n + 1) / (df + 1))
         for cand, lv in zip(cands, levels, strict=True):
             cand.lexical = lexical.weighted_mean(lv, weights)
+            cand.levels = lv
+        q.effective_weights[:] = weights
 
     def _levels(self, words: Sequence[str], cand: Candidate) -> list[float]:
         """Each keyword's match in the memory's text, or, at `retrieval_context_share`,

@@ -8,11 +8,10 @@ The write side is in `memory/language/indexing.py` (each memory indexed with the
 before it and its resolved dates); this module is the read side, pure functions over
 the candidates `Retriever` has scored:
 
-- `Sessions`: each conversation of the user as the mean direction of its turns
-  (a summary in vector form, computed with the memory densities at session start,
-  from the same read). A turn gets a share of how well its conversation matches the
-  query, relative to the user's other conversations: an answer said in passing in the
-  conversation about the trip ranks above a look-alike from another.
+- `session_scores`: each conversation among the candidates, scored as a whole (the
+  query's keywords held anywhere in it, its best turns' similarity). A turn gets a share
+  of its conversation's match: an answer said in passing in the conversation about the
+  trip ranks above a look-alike from another.
 - `time_bonus`: a query that names days ("last week", "in May 2023", 上个月) lifts the
   memories said on those days or about them (their resolved dates).
 - `when_bonus`: a question that asks when ("when did...", 什么时候) lifts the memories
@@ -21,12 +20,9 @@ the candidates `Retriever` has scored:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, tzinfo
 from typing import Any, Protocol
-
-import numpy as np
 
 from memory.language.dates import Span
 from memory.types import parse_time
@@ -37,70 +33,76 @@ class _Scored(Protocol):
     score: float
 
 
-@dataclass(frozen=True)
-class Sessions:
-    """The user's conversations as unit centroid vectors, for `session_bonus`."""
-
-    ids: tuple[str, ...] = ()
-    centroids: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
-
-    def similarities(self, vector: Sequence[float]) -> dict[str, float]:
-        """Each conversation's cosine to the query vector, as a z-score among the user's
-        conversations (how much better than the typical one), clipped at 0."""
-        if not self.ids:
-            return {}
-        q = np.asarray(vector, dtype=np.float32)
-        q /= np.linalg.norm(q) + 1e-12
-        sims = self.centroids @ q
-        spread = float(sims.std()) or 1.0
-        z = np.clip((sims - float(sims.mean())) / spread, 0.0, None)
-        return {sid: float(v) for sid, v in zip(self.ids, z, strict=True)}
+class _Turn(_Scored, Protocol):
+    cosine: float | None
+    levels: Sequence[float]
 
 
-NO_SESSIONS = Sessions()
-MIN_TURNS = 3  # a conversation of fewer turns says too little to stand for them
+def session_scores(
+    cands: Sequence[_Turn], weights: Sequence[float], lexical_weight: float, cosine: Callable[[float | None], float]
+) -> dict[str, float]:
+    """How well each conversation among the candidates matches the query, in [0, 1]: the
+    share of the query's keywords (weighted) that any of its turns holds, fused as a turn's
+    score is with its three best turns' mean cosine (calibrated by `cosine`).
 
-
-def sessions_of(ids: Sequence[str | None], vectors: np.ndarray) -> Sessions:
-    """Centroids of the conversations with at least `MIN_TURNS` turns (rows unit length)."""
-    groups: dict[str, list[int]] = {}
-    for i, sid in enumerate(ids):
-        if sid:
-            groups.setdefault(sid, []).append(i)
-    kept = [(sid, rows) for sid, rows in groups.items() if len(rows) >= MIN_TURNS]
-    if len(kept) < 2:  # one conversation: nothing to choose between
-        return NO_SESSIONS
-    cents = np.stack([vectors[rows].mean(axis=0) for _, rows in kept]).astype(np.float32)
-    cents /= np.linalg.norm(cents, axis=1, keepdims=True) + 1e-12
-    return Sessions(tuple(sid for sid, _ in kept), cents)
+    A conversation about the trip holds "trip", "Rome" and "photos" across several turns,
+    where no single turn holds all three: this is the conversation's match, not a turn's.
+    Read from the candidates the stages found, so it costs no query and keeps no state."""
+    by: dict[str, list[_Turn]] = {}
+    for cand in cands:
+        sid = cand.payload.get("session_id")
+        if sid is not None:
+            by.setdefault(str(sid), []).append(cand)
+    total = sum(weights)
+    out: dict[str, float] = {}
+    for sid, turns in by.items():
+        cover = 0.0
+        if total > 0 and all(len(t.levels) == len(weights) for t in turns):
+            cover = sum(w * max(t.levels[i] for t in turns) for i, w in enumerate(weights)) / total
+        best = sorted((cosine(t.cosine) for t in turns), reverse=True)[:3]
+        dense = sum(best) / 3
+        out[sid] = (1 - lexical_weight) * dense + lexical_weight * cover
+    return out
 
 
 def session_bonus(cands: Iterable[_Scored], match: Mapping[str, float], weight: float) -> None:
-    """Add `weight` times its conversation's match (a z-score, capped at 2) to each turn."""
+    """Add `weight` times its conversation's match to each turn (facts have no conversation)."""
     if not match or weight <= 0:
         return
     for cand in cands:
         sid = cand.payload.get("session_id")
         if sid is not None:
-            cand.score += weight * min(2.0, match.get(str(sid), 0.0)) / 2.0
+            cand.score += weight * match.get(str(sid), 0.0)
 
 
-def memory_days(payload: Mapping[str, Any], zone: tzinfo) -> list[Span]:
-    """The days a memory is about (its resolved dates) and the day it was said."""
+# A span this long that holds today ("this year", 今年) says "now", not when: nothing to match.
+_NOW_SPAN_DAYS = 92
+
+
+def memory_days(payload: Mapping[str, Any], zone: tzinfo, *, said: bool = True) -> list[Span]:
+    """The days a memory is about (its resolved dates) and, with `said`, the day it was said."""
     spans = [s for s in (Span.from_iso(p) for p in payload.get("when") or []) if s is not None]
-    said = parse_time(payload.get("timestamp")) or parse_time(payload.get("created_at"))
-    if said is not None:
-        day: date = said.astimezone(zone).date()
+    stamp = parse_time(payload.get("timestamp")) or parse_time(payload.get("created_at"))
+    if said and stamp is not None:
+        day: date = stamp.astimezone(zone).date()
         spans.append(Span(day, day))
     return spans
 
 
-def time_bonus(cands: Iterable[_Scored], span: Span | None, weight: float, zone: tzinfo) -> None:
-    """Add `weight` to each memory said on, or about, a day of `span`."""
+def time_bonus(cands: Iterable[_Scored], span: Span | None, weight: float, zone: tzinfo, today: date) -> None:
+    """Add `weight` to each memory about a day of `span`, or said on one.
+
+    The day a memory was said counts only for days that have begun: "what did I do last
+    week" is answered by what was said then, while "the event next Saturday" is
+    answered by a memory about that Saturday, said any day before (a plan, a birthday).
+    A long span around today ("this year", 今年多大) names no time to match."""
     if span is None or weight <= 0:
         return
+    if span.start <= today <= span.end and span.days > _NOW_SPAN_DAYS:
+        return
+    said = span.start <= today
     for cand in cands:
-        if any(s.overlaps(span) for s in memory_days(cand.payload, zone)):
+        if any(s.overlaps(span) for s in memory_days(cand.payload, zone, said=said)):
             cand.score += weight
 
 

@@ -360,14 +360,12 @@ class Mem0Table:
         with self.pool.connection() as conn:
             return conn.execute(query, params).fetchall()
 
-    def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, np.ndarray, str | None]]:
-        """(id, vector, session id) of up to `limit` of the user's rows, read in binary."""
-        query = sql.SQL(
-            "SELECT id::text, vector, payload->>'session_id' FROM {} WHERE payload->>'user_id' = %s LIMIT %s"
-        ).format(self._t)
+    def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, np.ndarray]]:
+        """(id, vector) of up to `limit` of the user's rows, read in binary."""
+        query = sql.SQL("SELECT id::text, vector FROM {} WHERE payload->>'user_id' = %s LIMIT %s").format(self._t)
         with self.pool.connection() as conn, conn.cursor(binary=True) as cur:
             rows = cur.execute(query, [user_id, limit]).fetchall()
-        return [(mem_id, vector_array(v), session) for mem_id, v, session in rows]
+        return [(mem_id, vector_array(v)) for mem_id, v in rows]
 
 
 __all__ = [
