@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from types import TracebackType
 
@@ -132,6 +133,14 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0, help="port to listen on (0: a free one, printed)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))  # nothing to flush: the bytes in flight go
+    parent = os.getppid()
+
+    def orphaned() -> None:  # the benchmark that started it was killed: no proxy left behind
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=orphaned, daemon=True).start()
     asyncio.run(serve(args.upstream, args.rtt_ms, args.port))
 
 
