@@ -15,6 +15,7 @@ import asyncio
 import atexit
 import dataclasses
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -22,8 +23,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import os
 
 import pytest
 
