@@ -39,6 +39,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import sys
 import tempfile
 import threading
@@ -81,6 +82,7 @@ class Call:
     state: str = "waiting"  # waiting, running, done, dropped, failed
     turns: list[dict[str, Any]] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
+    cpu_s: float | None = None  # the job process's CPU time during the call
     started_at: float = 0.0
     error: str | None = None
 
@@ -230,6 +232,7 @@ class Fleet:
             call.turns.append(ev)
         elif kind == "call_done" and call is not None:
             call.writes = list(ev.get("writes", []))
+            call.cpu_s = ev.get("cpu_s")
             call.state = "done"
             worker.active.discard(call.call_id)
         elif kind == "drained":
@@ -289,13 +292,17 @@ class Watch:
         self.server_max = 0
         self.client_max = 0
         self.samples = 0
+        self.transactions = 0  # committed and rolled back in the fleet's database, while watched
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fleet-watch", daemon=True)
 
     def _run(self) -> None:
         import psycopg
 
+        count = "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
         with psycopg.connect(self.direct_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            (first,) = conn.execute(count).fetchone()
             while not self._stop.wait(0.2):
                 try:
                     (servers,) = conn.execute(
@@ -308,6 +315,9 @@ class Watch:
                 self.server_max = max(self.server_max, int(servers))
                 self.client_max = max(self.client_max, int(clients))
                 self.samples += 1
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            (last,) = conn.execute(count).fetchone()
+            self.transactions = int(last) - int(first)
 
     def start(self) -> Watch:
         self._thread.start()
@@ -529,6 +539,14 @@ def assess(fleet: Fleet, plan: list[Call], direct_url: str) -> dict[str, Any]:
     }
 
 
+def _mean(values: list[float]) -> float | None:
+    return statistics.mean(values) if values else None
+
+
+def _round2(x: float | None) -> float | None:
+    return None if x is None else round(x, 2)
+
+
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 1)
 
@@ -593,6 +611,10 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         client_connections_max=watch.client_max,
         client_connections_budget=args.workers * (args.per_worker + args.idle) * args.db_max_connections,
         connection_samples=watch.samples,
+        db_transactions_per_s=round(watch.transactions / ran["calls_s"], 1) if ran["calls_s"] else None,
+        db_transactions_per_call=round(watch.transactions / max(1, sum(1 for c in plan if c.state != "waiting")), 1),
+        cpu_s_per_call_on=_round2(_mean([c.cpu_s for c in plan if c.memory and c.cpu_s is not None])),
+        cpu_s_per_call_off=_round2(_mean([c.cpu_s for c in plan if not c.memory and c.cpu_s is not None])),
         retention_runs=runs_after - runs_before,
         drained=fleet.drained,
         job_prewarm_s_p50=_pct(fleet.job_prewarm_s, 50),
@@ -626,6 +648,9 @@ def print_table(out: dict[str, Any]) -> None:
         ("turns lost / duplicated (fact turns)", f"{out['turns_lost']} / {out['turns_duplicated']} of "
          f"{out['fact_turns_completed']}"),
         ("store writes per second", f"{out['writes_per_s']}"),
+        ("database transactions per second / per call", f"{out['db_transactions_per_s']} / "
+         f"{out['db_transactions_per_call']}"),
+        ("CPU seconds per call on / off (job process)", f"{out['cpu_s_per_call_on']} / {out['cpu_s_per_call_off']}"),
         ("server connections max (budget)", f"{out['server_connections_max']} ({out['server_connections_budget']})"),
         ("PgBouncer clients max (budget)", f"{out['client_connections_max']} ({out['client_connections_budget']})"),
         ("PSS per call on / off, MB", f"{out.get('pss_mb_per_call_memory_on')} / "

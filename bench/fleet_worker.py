@@ -67,12 +67,21 @@ def job_main(conn: Connection, first_check_s: tuple[float, float]) -> None:  # p
         if spec.get("op") == "drain":
             conn.send({"ev": "drained", **asyncio.run(_drain(proc.userdata))})
             return
+        before = _cpu_s()
         result = asyncio.run(_call(spec, proc.userdata, conn))
-        conn.send({"ev": "call_done", **result})
+        conn.send({"ev": "call_done", "cpu_s": round(_cpu_s() - before, 3), **result})
     except Exception as exc:  # noqa: BLE001 - reported to the coordinator, which counts it
         conn.send({"ev": "error", "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-2000:]})
     finally:
         conn.close()
+
+
+def _cpu_s() -> float:
+    """CPU seconds this process (all its threads) has used."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 async def _drain(userdata: dict[str, Any]) -> dict[str, Any]:
