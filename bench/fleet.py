@@ -83,6 +83,7 @@ class Call:
     turns: list[dict[str, Any]] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
     cpu_s: float | None = None  # the job process's CPU time during the call
+    uss_mb: float | None = None  # the job process's own memory at the call's end
     started_at: float = 0.0
     error: str | None = None
 
@@ -233,6 +234,7 @@ class Fleet:
         elif kind == "call_done" and call is not None:
             call.writes = list(ev.get("writes", []))
             call.cpu_s = ev.get("cpu_s")
+            call.uss_mb = ev.get("uss_mb")
             call.state = "done"
             worker.active.discard(call.call_id)
         elif kind == "drained":
@@ -615,6 +617,8 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         db_transactions_per_call=round(watch.transactions / max(1, sum(1 for c in plan if c.state != "waiting")), 1),
         cpu_s_per_call_on=_round2(_mean([c.cpu_s for c in plan if c.memory and c.cpu_s is not None])),
         cpu_s_per_call_off=_round2(_mean([c.cpu_s for c in plan if not c.memory and c.cpu_s is not None])),
+        uss_mb_at_call_end_on=_round(_mean([c.uss_mb for c in plan if c.memory and c.uss_mb is not None])),
+        uss_mb_at_call_end_off=_round(_mean([c.uss_mb for c in plan if not c.memory and c.uss_mb is not None])),
         retention_runs=runs_after - runs_before,
         drained=fleet.drained,
         job_prewarm_s_p50=_pct(fleet.job_prewarm_s, 50),
@@ -651,6 +655,8 @@ def print_table(out: dict[str, Any]) -> None:
         ("database transactions per second / per call", f"{out['db_transactions_per_s']} / "
          f"{out['db_transactions_per_call']}"),
         ("CPU seconds per call on / off (job process)", f"{out['cpu_s_per_call_on']} / {out['cpu_s_per_call_off']}"),
+        ("job process USS at call end on / off, MB", f"{out['uss_mb_at_call_end_on']} / "
+         f"{out['uss_mb_at_call_end_off']}"),
         ("server connections max (budget)", f"{out['server_connections_max']} ({out['server_connections_budget']})"),
         ("PgBouncer clients max (budget)", f"{out['client_connections_max']} ({out['client_connections_budget']})"),
         ("PSS per call on / off, MB", f"{out.get('pss_mb_per_call_memory_on')} / "

@@ -69,7 +69,10 @@ def job_main(conn: Connection, first_check_s: tuple[float, float]) -> None:  # p
             return
         before = _cpu_s()
         result = asyncio.run(_call(spec, proc.userdata, conn))
-        conn.send({"ev": "call_done", "cpu_s": round(_cpu_s() - before, 3), **result})
+        import psutil
+
+        uss = psutil.Process().memory_full_info().uss / 2**20  # what the call left the process holding alone
+        conn.send({"ev": "call_done", "cpu_s": round(_cpu_s() - before, 3), "uss_mb": round(uss, 1), **result})
     except Exception as exc:  # noqa: BLE001 - reported to the coordinator, which counts it
         conn.send({"ev": "error", "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-2000:]})
     finally:
