@@ -182,6 +182,7 @@ class Fleet:
         self.job_prewarm_s: list[float] = []
         self.waited_s: list[float] = []
         self.errors: list[str] = []
+        self.started: list[asyncio.subprocess.Process] = []
 
     def env(self, worker: WorkerProc) -> dict[str, str]:
         worker.data_dir.mkdir(parents=True, exist_ok=True)
@@ -206,6 +207,7 @@ class Fleet:
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
             env=self.env(worker), cwd=str(ROOT), start_new_session=True,
         )  # fmt: skip
+        self.started.append(worker.proc)
         worker.alive = True
         worker.active = set()
         asyncio.create_task(self._read(worker, worker.proc, worker.generation))
@@ -265,6 +267,7 @@ class Fleet:
         return dropped
 
     async def stop(self) -> None:
+        """Stop every worker (and the job processes of a killed one's successor)."""
         for worker in self.workers:
             if worker.proc is not None and worker.proc.returncode is None:
                 try:
@@ -282,6 +285,11 @@ class Fleet:
                 os.killpg(worker.proc.pid, signal.SIGKILL)  # the job processes still draining, if any
             except ProcessLookupError:
                 pass
+        for proc in self.started:  # their pipes, before the event loop closes
+            if proc.stdin is not None and not proc.stdin.is_closing():
+                proc.stdin.close()
+            if proc.returncode is None:
+                await proc.wait()
 
 
 # ------------------------------------------------------------------ watching the database
@@ -348,9 +356,10 @@ async def run_calls(fleet: Fleet, plan: list[Call], args: argparse.Namespace) ->
         return args.per_worker - len(worker.active) if worker.alive else 0
 
     def pick(caller: str, exclude: set[int]) -> WorkerProc | None:
+        """The least-loaded worker with room, never the caller's last one (it waits instead)."""
         options = [w for w in fleet.workers if free(w) > 0 and w.index not in exclude]
-        hop = [w for w in options if w.index != last_worker.get(caller)]
-        options = hop or options
+        if len(fleet.workers) > 1:
+            options = [w for w in options if w.index != last_worker.get(caller)]
         return min(options, key=lambda w: (len(w.active), w.index)) if options else None
 
     async def dispatch(call: Call, worker: WorkerProc) -> None:
@@ -399,7 +408,7 @@ async def run_calls(fleet: Fleet, plan: list[Call], args: argparse.Namespace) ->
                 continue
             worker = pick(call.caller, set())
             if worker is None:
-                break
+                continue  # no room, or only on the caller's last worker: a later call may fit
             await dispatch(call, worker)
         fleet.changed.clear()
         try:
@@ -442,6 +451,7 @@ def assess(fleet: Fleet, plan: list[Call], direct_url: str) -> dict[str, Any]:
     killed_worker_calls = {c.call_id for c in plan if c.state == "dropped"}
     # cross-worker recall: the word of the caller's previous call, said on another worker
     checks = found = skipped = 0
+    misses: list[dict[str, Any]] = []
     by_caller: dict[str, list[Call]] = defaultdict(list)
     for c in plan:
         if c.kind == "regular":
@@ -455,7 +465,11 @@ def assess(fleet: Fleet, plan: list[Call], direct_url: str) -> dict[str, Any]:
                     skipped += 1  # its write may wait in the killed worker's journal for its next call
                 elif said[1].worker != c.worker:
                     checks += 1
-                    found += said[0] in question.get("expect_found", [])
+                    hit = said[0] in question.get("expect_found", [])
+                    found += hit
+                    if not hit:
+                        misses.append({"call": c.call_id, "said_in": said[1].call_id,
+                                       "missed_budget": question.get("missed_budget")})  # fmt: skip
             statement = next((t for t in c.turns if "lucky word is" in t["text"] and t.get("replied")), None)
             if statement is not None and c.word is not None:
                 said = (c.word, c)
@@ -520,6 +534,7 @@ def assess(fleet: Fleet, plan: list[Call], direct_url: str) -> dict[str, Any]:
         "cross_worker_recall": round(found / checks, 4) if checks else None,
         "recall_checks": checks,
         "recall_checks_skipped_killed_worker": skipped,
+        "recall_misses": misses,
         "lost_updates": lost_updates,
         "contested_pairs": pair_detail,
         "fact_turns_completed": completed,

@@ -142,6 +142,8 @@ async def _call(spec: dict[str, Any], userdata: dict[str, Any], conn: Connection
                     "first_audio_s": turn.first_audio_s, "replied": bool(turn.requests),
                     "expect_found": [w for w in line.get("expect", []) if w in seen],
                     "journaled": journaled.get(line["text"]),
+                    "missed_budget": bool(memory and memory.turns and memory.turns[-1].recall
+                                          and memory.turns[-1].recall.missed_budget),
                 })  # fmt: skip
         writes = []
         if memory is not None:
