@@ -319,6 +319,9 @@ class DurableWriteQueue:
         # and deleted when the journal lets us (a replay of one would be a NOOP).
         self._written_seqs: set[int] = set()
         self._turn_failures: dict[int, int] = {}  # journal row -> failures that were the turn's own
+        # The take-over could not claim a dead worker's rows (the journal refuses writes: a
+        # full disk): they are written without being claimed ("borrowed") until it can.
+        self._borrowing = False
         # Recently written turn ids: a late duplicate enqueue is ignored.
         self._done: OrderedDict[str, None] = OrderedDict()
         self._done_max = 4096
@@ -433,10 +436,7 @@ class DurableWriteQueue:
             self.import_spills()
         except Exception as exc:  # retried by the lease keeper
             logger.warning("spill take-over scan failed: %r", exc)
-        try:
-            self.adopt_orphans()
-        except Exception as exc:  # retried by the lease keeper
-            logger.warning("journal take-over scan failed: %r", exc)
+        self._take_over()
         self._wake.set()
         self._consumer = asyncio.create_task(self._consume(), name="memory-write-queue")
         self._keeper = asyncio.create_task(self._keep_leases(), name="memory-write-queue-leases")
@@ -494,6 +494,8 @@ class DurableWriteQueue:
         if self._written_seqs:  # written rows whose delete failed: few, unless the disk is full
             rows = self._execute(f"SELECT seq {where} AND seq >= ?", (PENDING, self.owner, min(self._written_seqs)))
             count -= sum(1 for (seq,) in rows if seq in self._written_seqs)
+        if self._borrowing:  # a stopped worker's rows this queue writes unclaimed count as its own
+            count += len(self._borrowable())
         return int(count) + len(self._unsaved)
 
     def _count_pending(self) -> None:
@@ -630,6 +632,46 @@ class DurableWriteQueue:
         else:
             self._loop.call_soon_threadsafe(event.set)
 
+    def _take_over(self) -> None:
+        """Claim the rows of stopped workers; when the journal refuses the claim (a full
+        disk: the UPDATE needs room that reads do not), write them unclaimed instead
+        (`_borrowing`) rather than leave them waiting while the store is up. Retried by
+        the lease keeper every `lease_s / 3` until the claim works."""
+        try:
+            self.adopt_orphans()
+        except Exception as exc:
+            try:
+                borrowable = bool(self._borrowable())
+            except Exception:  # noqa: BLE001 - the journal cannot even be read: nothing to take
+                borrowable = False
+            if borrowable and not self._borrowing:
+                logger.warning("journal take-over cannot claim a stopped worker's rows (%s): writing them "
+                               "unclaimed until it can", describe_error(exc))  # fmt: skip
+                self._notify(self._wake)
+            elif not borrowable:
+                logger.warning("journal take-over scan failed: %s", describe_error(exc))
+            self._borrowing = borrowable
+        else:
+            self._borrowing = False
+
+    # Rows a stopped worker of this host left (its pid is gone) or a closed queue released,
+    # of this queue's mode: those it may write without claiming them. Not rows whose lease
+    # merely ran out: on a full disk live workers cannot renew theirs either.
+    _BORROWABLE = (
+        " state = ? AND (owner IS NULL OR (owner <> ? AND owner_host = ? AND NOT pid_alive(owner_pid)))"
+        " AND (mode IS NULL OR ? IS NULL OR mode = ?)"
+    )
+
+    def _borrowable_params(self) -> tuple[Any, ...]:
+        return (PENDING, self.owner, self.host, self.mode, self.mode)
+
+    def _borrowable(self) -> list[int]:
+        """The seqs of the rows this queue may write unclaimed and has not written yet."""
+        if not self.may_adopt():
+            return []
+        rows = self._execute(f"SELECT seq FROM pending_writes WHERE{self._BORROWABLE}", self._borrowable_params())
+        return [seq for (seq,) in rows if seq not in self._written_seqs]
+
     def adopt_orphans(self) -> int:
         """Take over rows whose owner is gone (lease expired, or its pid is dead on this host).
 
@@ -759,10 +801,15 @@ class DurableWriteQueue:
     def _next_row(self) -> tuple[int, str, str, int, str | None] | None:
         self._delete_written()
         skip = sorted(self._written_seqs)
+        mine = "state = ? AND owner = ?"
+        params: tuple[Any, ...] = (PENDING, self.owner)
+        if self._borrowing and self.may_adopt():
+            mine = f"(({mine}) OR ({self._BORROWABLE}))"
+            params += self._borrowable_params()
         rows = self._execute(
             "SELECT seq, turn_id, payload, attempts, mode FROM pending_writes"
-            f" WHERE state = ? AND owner = ? AND seq NOT IN ({','.join('?' * len(skip))}) ORDER BY seq LIMIT 1",
-            (PENDING, self.owner, *skip),
+            f" WHERE {mine} AND seq NOT IN ({','.join('?' * len(skip))}) ORDER BY seq LIMIT 1",
+            (*params, *skip),
         )
         return rows[0] if rows else None
 
@@ -782,9 +829,9 @@ class DurableWriteQueue:
             try:
                 self.import_spills()
                 self._renew_leases()
-                self.adopt_orphans()
             except Exception as exc:
                 logger.warning("journal lease renewal failed: %r", exc)
+            self._take_over()
 
     async def _consume(self) -> None:
         assert self._wake is not None
