@@ -88,6 +88,7 @@ from pathlib import Path
 from typing import Any
 
 from memory.journal.codec import decode_turn, encode_turn
+from memory.journal.reserve import ensure_reserve, is_disk_full, no_room, release_reserve
 from memory.journal.spill import Spill
 from memory.ops import metrics
 from memory.storage.postgres import REFUSED_CONTENT
@@ -198,19 +199,41 @@ def purge_user(path: Path, user_id: str) -> int:
     pending and dead-lettered alike (both hold the text). Returns how many.
 
     A row being written at this moment goes too; if its write still lands, the store
-    refuses or undoes it (`MemoryStore.delete_user` records the request first).
+    refuses or undoes it (`MemoryStore.delete_user` records the request first). On a full
+    disk (a delete needs room in the write-ahead log) the journal's reserve is released
+    and the purge tried again (`reserve.py`); an error that remains is raised.
     """
     if not Path(path).exists():
         return 0
+    try:
+        return _purge(Path(path), user_id)
+    except (sqlite3.Error, OSError) as exc:
+        if not ((is_disk_full(exc) or no_room(Path(path))) and release_reserve(Path(path))):
+            raise
+    return _purge(Path(path), user_id)
+
+
+_PURGE_BATCH = 200  # rows a transaction: the write-ahead log is emptied between batches
+
+
+def _purge(path: Path, user_id: str) -> int:
+    removed = 0
     with closing(sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)) as conn:
         conn.execute("PRAGMA secure_delete = ON")  # the freed pages are zeroed, not left readable
-        rows = conn.execute(
-            "DELETE FROM pending_writes WHERE json_extract(payload, '$.user_id') = ? RETURNING seq", (user_id,)
-        ).fetchall()
-        # The write-ahead log still holds the pages as they were: fold it into the
-        # database and empty it (best effort: a reader mid-transaction keeps it).
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return len(rows)
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'pending_writes'").fetchone():
+            return 0  # a journal being made: no turn in it yet
+        while True:
+            rows = conn.execute(
+                "DELETE FROM pending_writes WHERE seq IN (SELECT seq FROM pending_writes"
+                " WHERE json_extract(payload, '$.user_id') = ? LIMIT ?) RETURNING seq",
+                (user_id, _PURGE_BATCH),
+            ).fetchall()
+            removed += len(rows)
+            # The write-ahead log still holds the pages as they were: fold it into the
+            # database and empty it (best effort: a reader mid-transaction keeps it).
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if len(rows) < _PURGE_BATCH:
+                return removed
 
 
 def _pid_alive(pid: int | None) -> bool:
@@ -354,6 +377,7 @@ class DurableWriteQueue:
             conn.close()
             raise
         self._conn = conn
+        ensure_reserve(self.path)  # room for a forget on a full disk (best effort)
         return conn
 
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
