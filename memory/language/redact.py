@@ -38,6 +38,8 @@ _SECRET_FIELD = re.compile(
     r"|\bssn\b|social[_ -]?security|card[_ -]?(?:number|no\b|num\b)|cardnumber|credit[_ -]?card|debit[_ -]?card"
     r"|\biban\b|account[_ -]?(?:number|no\b|num\b)|routing|sort[_ -]?code|api[_ -]?key|secret|token|private[_ -]?key"
     r"|\botp\b|one[_ -]?time|verification[_ -]?code|security[_ -]?(?:question|answer)|secret[_ -]?answer"
+    r"|(?:door|gate|alarm|garage|locker|lock|safe|entry|access|unlock|backup|recovery)[_ -]?codes?"
+    r"|combination|\bcombo\b|门禁|門禁|取件码|取件碼"
     r"|密码|密碼|口令|卡号|卡號|账号|帳號|验证码|驗證碼|安全码|安全碼|身份证|身份證|密保|密钥|密鑰|秘钥|令牌",
     re.IGNORECASE,
 )
