@@ -10,7 +10,6 @@ import pytest
 
 from bench.hostile_probes import PLAIN_SAID, SECRETS_HELD_OUT, SECRETS_ISSUE30, SECRETS_SAID
 from memory.language.redact import MARK, redact_secrets
-from memory.language.secret_rules import RULES
 
 # Each rule with sentences that only it catches: take the rule out and one gets through.
 ONLY_THIS_RULE: dict[str, list[tuple[str, str]]] = {
@@ -66,12 +65,16 @@ ONLY_THIS_RULE: dict[str, list[tuple[str, str]]] = {
 
 
 def test_every_rule_has_its_probes() -> None:
+    from memory.language.secret_rules import RULES
+
     assert set(ONLY_THIS_RULE) == {r.name for r in RULES}
     assert len({r.name for r in RULES}) == len(RULES)
 
 
 @pytest.mark.parametrize("name", sorted(ONLY_THIS_RULE))
 def test_each_rule_is_needed_take_it_out_and_a_secret_gets_through(name: str) -> None:
+    from memory.language.secret_rules import RULES
+
     without = tuple(r for r in RULES if r.name != name)
     for text, secret in ONLY_THIS_RULE[name]:
         out, kinds = redact_secrets(text)
