@@ -75,12 +75,13 @@ class Spill:
             if self._fd is None:
                 self.dir.mkdir(parents=True, exist_ok=True)
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            fcntl.flock(self._fd, fcntl.LOCK_EX)  # a forget may be rewriting the file
+            locked = _lock(self._fd, fcntl.LOCK_EX)  # a forget may be rewriting the file
             try:
                 if os.write(self._fd, line) != len(line):
                     raise OSError("short write")
             finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                if locked:
+                    _lock(self._fd, fcntl.LOCK_UN)
         except OSError as exc:
             logger.error("spill file %s refuses a turn too: %s", self.path, exc)
             return False
@@ -153,10 +154,19 @@ class Spill:
         return not _pid_alive(int(pid))
 
 
+def _lock(fd: int, how: int) -> bool:
+    """`flock`, or nothing on a file system without it (the turn matters more than the lock)."""
+    try:
+        fcntl.flock(fd, how)
+    except OSError:
+        return False
+    return True
+
+
 def _read_locked(path: Path) -> bytes:
     fd = os.open(path, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
+        _lock(fd, fcntl.LOCK_SH)
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
@@ -195,7 +205,7 @@ def purge_user(root: Path, journal: Path, user_id: str) -> int:
         except (FileNotFoundError, IsADirectoryError):  # taken or cleared meanwhile
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _lock(fd, fcntl.LOCK_EX)
             chunks = []
             while chunk := os.read(fd, 1 << 20):
                 chunks.append(chunk)
