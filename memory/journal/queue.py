@@ -345,6 +345,8 @@ class DurableWriteQueue:
         # The take-over could not claim a dead worker's rows (the journal refuses writes: a
         # full disk): they are written without being claimed ("borrowed") until it can.
         self._borrowing = False
+        self._borrowed_count = 0
+        self._borrowed_at = float("-inf")
         # Recently written turn ids: a late duplicate enqueue is ignored.
         self._done: OrderedDict[str, None] = OrderedDict()
         self._done_max = 4096
@@ -508,7 +510,7 @@ class DurableWriteQueue:
             count = 0
         return int(count) + len(self._unsaved)
 
-    def owned_pending_count(self) -> int:
+    def owned_pending_count(self, *, fresh: bool = False) -> int:
         """Rows this queue is responsible for (its own and those it took over), less
         those already written whose delete the journal refused. Counted by the index, not
         read out: it runs at every enqueue, on the reply's path, and reading 40,000 waiting
@@ -519,8 +521,17 @@ class DurableWriteQueue:
             rows = self._execute(f"SELECT seq {where} AND seq >= ?", (PENDING, self.owner, min(self._written_seqs)))
             count -= sum(1 for (seq,) in rows if seq in self._written_seqs)
         if self._borrowing:  # a stopped worker's rows this queue writes unclaimed count as its own
-            count += len(self._borrowable())
+            count += self._borrowed_left(fresh)
         return int(count) + len(self._unsaved)
+
+    def _borrowed_left(self, fresh: bool) -> int:
+        """How many of a stopped worker's rows are left to write unclaimed. Counted at most
+        once a second for the gauge (every enqueue, on the reply's path, asks), at once
+        for `drain`."""
+        now = time.monotonic()
+        if fresh or now - self._borrowed_at > 1.0:
+            self._borrowed_count, self._borrowed_at = len(self._borrowable()), now
+        return self._borrowed_count
 
     def _count_pending(self) -> None:
         """The backlog gauge: set whenever it may have changed, not only on success, so
@@ -569,7 +580,7 @@ class DurableWriteQueue:
             deadline = loop.time() + max(timeout_s, 0.0)
             while True:
                 try:
-                    left = self.owned_pending_count()
+                    left = self.owned_pending_count(fresh=True)
                 except Exception:
                     if self._journal_ok:
                         raise
