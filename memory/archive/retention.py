@@ -8,6 +8,8 @@
   A fact is the user's own standing statement ("my sister is Anna"); its age says
   nothing about whether it still holds, and deleting it would make the agent forget
   the user's name after 90 days. Superseding keeps it current, "forget me" removes it.
+- Shared contexts between agents not updated for `MEMORY_CONTEXT_RETENTION_DAYS` (30):
+  deleted with their notes. They are one case's working notes, not the user's memory.
 
 It runs in every job process's thread (`start_background`) and as
 `python -m memory.admin retention [--dry-run]`. One row in `memory_maintenance` makes it
@@ -27,12 +29,13 @@ import random
 import socket
 import threading
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from psycopg import Connection, sql
 
 from memory.storage.archive import archive_for
+from memory.storage.contexts import ContextStore
 from memory.storage.store import MemoryStore
 
 logger = logging.getLogger("memory.retention")
@@ -55,6 +58,7 @@ class RetentionReport:
     summaries_kept: int
     facts_kept: int
     ran: bool = True  # False: another process held the lock
+    contexts: int = 0  # shared contexts deleted (or, dry, that would be)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -62,12 +66,26 @@ class RetentionReport:
 
 def run_retention(store: MemoryStore, *, days: float | None = None, dry_run: bool = False,
                   now: datetime | None = None, every_s: float | None = None) -> RetentionReport:  # fmt: skip
-    """Delete (or, dry, count) what is older than the period, holding the fleet's lease.
+    """Delete (or, dry, count) what is older than its period, holding the fleet's lease.
 
     `every_s`: only if no process of the fleet ran it in the last `every_s` seconds (the
     background thread); None: now, unless another run is going (the admin command).
     `ran` is False when another process holds the lease or it was not due.
     """
+    report = _run_archive_retention(store, days=days, dry_run=dry_run, now=now, every_s=every_s)
+    context_days = store.settings.context_retention_days
+    if not report.ran or context_days <= 0:
+        return report
+    cutoff = (now or datetime.now(UTC)) - timedelta(days=context_days)
+    contexts = ContextStore(store.pool, store.table, store.settings.context_max_chars)
+    n = contexts.delete_older_than(cutoff, dry_run=dry_run)
+    if n and not dry_run:
+        logger.info("retention: deleted %d shared contexts not updated since %s", n, cutoff.date())
+    return replace(report, contexts=n)
+
+
+def _run_archive_retention(store: MemoryStore, *, days: float | None, dry_run: bool,
+                           now: datetime | None, every_s: float | None) -> RetentionReport:  # fmt: skip
     days = store.settings.retention_days if days is None else days
     now = now or datetime.now(UTC)
     cutoff = now - timedelta(days=days)
@@ -200,10 +218,12 @@ _started_lock = threading.Lock()
 
 def start_background(store: MemoryStore, *, every_s: float = RETENTION_EVERY_S) -> bool:
     """Once per process: a daemon thread that runs retention when it is due. Returns
-    False when it was started already or retention is off (MEMORY_RETENTION_DAYS=0)."""
+    False when it was started already or retention is off (MEMORY_RETENTION_DAYS=0 and
+    MEMORY_CONTEXT_RETENTION_DAYS=0)."""
     global _started
     with _started_lock:
-        if _started or not getattr(store, "available", True) or store.settings.retention_days <= 0:
+        off = store.settings.retention_days <= 0 and store.settings.context_retention_days <= 0
+        if _started or not getattr(store, "available", True) or off:
             return False
         _started = True
     try:
