@@ -30,6 +30,7 @@ from memory.language.indexing import IndexForm, index_form
 from memory.language.lexical import LEX_VERSION, lex_fields
 from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
+from memory.storage.locks import RowLocks
 from memory.storage.mem0_table import Mem0Table, stored_dims
 from memory.storage.postgres import (
     EmbeddedStartError,
@@ -58,6 +59,15 @@ logger = logging.getLogger("memory.storage.store")
 
 # How often a process with an embedded server checks that it is still running (seconds).
 EMBEDDED_CHECK_S = 10.0
+
+
+class HistoryNotPurged(RuntimeError):
+    """A forget removed the user's memories (`removed`) but Mem0's history file refused
+    its delete (a full disk, a locked file): `purge_user_history` tries it again."""
+
+    def __init__(self, removed: int, cause: BaseException) -> None:
+        super().__init__(f"Mem0's history file could not be purged: {cause}")
+        self.removed = removed
 
 
 class UnavailableStore:
@@ -155,6 +165,7 @@ class MemoryStore:
         self.mem0 = mem0
         self.table = settings.collection
         self.rows = Mem0Table(pool, self.table)  # the one place that knows Mem0's table
+        self.locks = RowLocks(pool, self.table)  # the per-user fact lock, across the fleet
         # The embedder for the text written (an index form may differ from the text shown:
         # `_write_vector`); Mem0's own handle answers with that vector (`PresetVectors`).
         model = mem0.embedding_model
@@ -171,7 +182,7 @@ class MemoryStore:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         settings.mem0_dir.mkdir(parents=True, exist_ok=True)
         url = settings.database_url or embedded_url(settings.pgdata)
-        pool = open_pool(url)
+        pool = open_pool(url, max_size=settings.db_max_connections)
         try:
             ensure_schema(pool, settings.collection, settings.embedding_dims)
             _check_dims(pool, settings)
@@ -254,7 +265,8 @@ class MemoryStore:
 
         The look-ups and the write run under a per-user lock in Postgres: two writers
         of one user (two sessions at once, on any workers) would otherwise both find
-        the slot empty and both add, leaving "Anna" and "Maria" as the sister.
+        the slot empty and both add, leaving "Anna" and "Maria" as the sister. Raises
+        `StoreBusy` when another writer keeps it for `locks.WAIT_S` (the journal retries).
         """
         text = validate_text(text, what="fact text")
         validate_user_id(user_id)
@@ -263,9 +275,10 @@ class MemoryStore:
             raise InvalidMemoryText(
                 f"category {category!r} is not one of {', '.join(self.settings.durable_categories)}"
             )
-        with self.pool.connection() as lock, lock.transaction():
-            # Held until this transaction ends; Mem0 writes on connections of its own.
-            lock.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"memory-facts:{user_id}"])
+        # A row lock (memory/storage/locks.py), not a transaction's: it holds no connection
+        # while the look-ups and Mem0's writes take theirs, so writers behind a pooler
+        # cannot take every server connection and wait on each other.
+        with self.locks.hold(f"memory-facts:{user_id}"):
             return self._upsert_fact_locked(user_id, text, category, slot, metadata, write_id, said_at)
 
     def _upsert_fact_locked(
@@ -383,13 +396,23 @@ class MemoryStore:
             )
             self.rows.delete_user_entities(user_id, conn)
             conn.commit()
+        try:
+            self.purge_user_history(user_id)
+        except Exception as exc:
+            raise HistoryNotPurged(len(ids), exc) from exc
+        return len(ids)
+
+    def purge_user_history(self, user_id: str) -> int:
+        """Purge this machine's Mem0 history of every memory a forget of the user removed."""
+        with self.pool.connection() as conn:
             forgotten = conn.execute(
                 sql.SQL("SELECT memory_ids FROM {} WHERE user_id = %s").format(
                     sql.Identifier(forgets_table(self.table))
                 ),
                 [user_id],
             ).fetchone()
-        self._purge_history(forgotten[0] if forgotten else [])
+        ids = forgotten[0] if forgotten else []
+        self._purge_history(ids)
         return len(ids)
 
     def purge_forgotten_history(self) -> int:
@@ -417,12 +440,16 @@ class MemoryStore:
             db.connection.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left readable
             # Every worker start purges all forgotten ids (most already gone): by index,
             # not a scan of the whole history per batch. Mem0 makes no such index.
-            db.connection.execute("CREATE INDEX IF NOT EXISTS history_by_memory_id ON history (memory_id)")
-            for start in range(0, len(ids), 500):
-                chunk = list(ids[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                db.connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
-            db.connection.commit()
+            try:
+                db.connection.execute("CREATE INDEX IF NOT EXISTS history_by_memory_id ON history (memory_id)")
+                for start in range(0, len(ids), 500):
+                    chunk = list(ids[start : start + 500])
+                    marks = ",".join("?" * len(chunk))
+                    db.connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
+                db.connection.commit()
+            except Exception:
+                db.connection.rollback()  # a full disk: nothing half done, tried again later
+                raise
 
     def forgotten_at(self, user_id: str) -> datetime | None:
         """When the user last asked to be forgotten, if ever (one primary-key read)."""
