@@ -130,7 +130,6 @@ class RetrievalSettings:
     time_weight: float = 0.0  # added to memories of the days the query names ("last week", 上个月) (0: off)
     when_weight: float = 0.0  # added to memories that name a day when the query asks when (0: off)
     sessions: float = 0.0  # conversation first: share of its session's match a raw turn gets (0: off)
-    entities: float = 0.0  # the same person or thing across memories (0: off)
 
 
 @dataclass(frozen=True)
@@ -340,7 +339,6 @@ def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
         time_weight=_number(env, "MEMORY_RETRIEVAL_TIME_WEIGHT", d.time_weight, lo=0.0, hi=1.0),
         when_weight=_number(env, "MEMORY_RETRIEVAL_WHEN_WEIGHT", d.when_weight, lo=0.0, hi=1.0),
         sessions=_number(env, "MEMORY_RETRIEVAL_SESSIONS", d.sessions, lo=0.0, hi=1.0),
-        entities=_number(env, "MEMORY_RETRIEVAL_ENTITIES", d.entities, lo=0.0, hi=1.0),
     )
 
 
@@ -440,6 +438,8 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_RETRIEVAL_THRESHOLD MEMORY_RETRIEVAL_POOL MEMORY_RETRIEVAL_EMBED_TOKENS MEMORY_RETRIEVAL_HEAD_WEIGHT
     MEMORY_RETRIEVAL_CONTEXT_TURNS MEMORY_RETRIEVAL_CONTEXT_WEIGHT MEMORY_RETRIEVAL_NEIGHBOURS
     MEMORY_RETRIEVAL_FOCUS_WEIGHT MEMORY_RETRIEVAL_RARITY MEMORY_RETRIEVAL_DENSITY
+    MEMORY_RETRIEVAL_INDEX_CONTEXT MEMORY_RETRIEVAL_INDEX_DATES MEMORY_RETRIEVAL_CONTEXT_SHARE
+    MEMORY_RETRIEVAL_TIME_WEIGHT MEMORY_RETRIEVAL_WHEN_WEIGHT MEMORY_RETRIEVAL_SESSIONS MEMORY_GATE_MODEL
     MEMORY_MAX_TURN_CHARS MEMORY_SPILL_DIR MEMORY_LOG_TRANSCRIPTS MEMORY_MAX_READS_IN_FLIGHT MEMORY_DB_MAX_CONNECTIONS
     MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS MEMORY_CONTEXT_RETENTION_DAYS
     MEMORY_ARCHIVE MEMORY_ARCHIVE_THRESHOLD MEMORY_SUMMARY_AFTER MEMORY_RETENTION_DAYS""".split()
