@@ -54,10 +54,14 @@ from memory.settings import MemorySettings, RetrievalSettings, load_settings
 from memory.storage.store import MemoryStore
 from memory.types import parse_time
 
+STRUCTURE_OFF: dict[str, Any] = {
+    "retrieval_index_context": False, "retrieval_index_dates": False, "retrieval_time_weight": 0.0,
+    "retrieval_when_weight": 0.0, "retrieval_sessions": 0.0,
+}  # fmt: skip
 # Named configurations: "dense" is retrieval before this work, "full" the defaults,
 # the others switch one stage or choice off (the ablation).
 METHODS: dict[str, dict[str, Any]] = {
-    "dense": {"retrieval_lexical": False},
+    "dense": {"retrieval_lexical": False, **STRUCTURE_OFF},
     "full": {},
     "rrf": {"retrieval_fusion": "rrf"},
     "no-vector": {"retrieval_vector": False},
@@ -75,19 +79,14 @@ METHODS: dict[str, dict[str, Any]] = {
     "no-context": {"retrieval_context_turns": 0},
     "no-neighbours": {"retrieval_neighbours": 0.0},
     "flat-keywords": {"retrieval_head_weight": 1.0},
-    # Structure (issue 32): each switch alone on top of `full`, and all of them.
-    "ctx": {"retrieval_index_context": True},
-    "dates": {"retrieval_index_dates": True},
-    "time": {"retrieval_time_weight": 0.1},
-    "when": {"retrieval_index_dates": True, "retrieval_when_weight": 0.1},
-    "sessions": {"retrieval_sessions": 0.2},
-    "structure": {
-        "retrieval_index_context": True,
-        "retrieval_index_dates": True,
-        "retrieval_time_weight": 0.1,
-        "retrieval_when_weight": 0.1,
-        "retrieval_sessions": 0.2,
-    },
+    # Structure (issue 32). "flat": all of it off (retrieval before); each switch alone on
+    # top of flat; `full` has them all (the defaults).
+    "flat": STRUCTURE_OFF,
+    "ctx": {**STRUCTURE_OFF, "retrieval_index_context": True},
+    "dates": {**STRUCTURE_OFF, "retrieval_index_dates": True},
+    "time": {**STRUCTURE_OFF, "retrieval_time_weight": RetrievalSettings.time_weight},
+    "when": {**STRUCTURE_OFF, "retrieval_index_dates": True, "retrieval_when_weight": RetrievalSettings.when_weight},
+    "sessions": {**STRUCTURE_OFF, "retrieval_sessions": RetrievalSettings.sessions},
 }
 # Settings that change what is written (the index), not how it is searched: each
 # combination is a collection of its own, loaded once.

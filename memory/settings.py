@@ -123,13 +123,13 @@ class RetrievalSettings:
     rarity: float = 1.0  # exponent of a keyword's rarity in everyday language in its weight (0: off)
     density: float = 0.4  # hubness correction: share of a memory's neighbourhood density off its cosine (0: off)
     # Structure (issue 32). Write time: what a memory is indexed under beside its text.
-    index_context: bool = False  # a raw turn indexed with the turn it answers (lexical and vector)
-    index_dates: bool = False  # relative dates ("yesterday", 上周五) resolved to days in the index
+    index_context: bool = True  # a raw turn indexed with the turn it answers (lexical and vector)
+    index_dates: bool = True  # relative dates ("yesterday", 上周五) resolved to days in the index
     context_share: float = 0.5  # a keyword found only in that context counts this share of a match
     # Read time.
-    time_weight: float = 0.0  # added to memories of the days the query names ("last week", 上个月) (0: off)
-    when_weight: float = 0.0  # added to memories that name a day when the query asks when (0: off)
-    sessions: float = 0.0  # conversation first: share of its session's match a raw turn gets (0: off)
+    time_weight: float = 0.1  # added to memories of the days the query names ("last week", 上个月) (0: off)
+    when_weight: float = 0.1  # added to memories that name a day when the query asks when (0: off)
+    sessions: float = 0.2  # conversation first: share of its session's match a raw turn gets (0: off)
 
 
 @dataclass(frozen=True)

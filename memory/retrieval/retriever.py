@@ -246,10 +246,13 @@ class Retriever:
                 ranked, q.effective_weights, r.lexical_weight, lambda c: calibrated_cosine(c, *band)
             )
             structure.session_bonus(ranked, match, r.sessions)
+        # The time a message asks about is in its last sentences (what the reply answers),
+        # not in the chatter before them ("saw a film yesterday... anyway, where do I work?").
+        asked = self.embedding_text(query) if r.time_weight > 0 or r.when_weight > 0 else query
         if r.time_weight > 0:
             today = (now or datetime.now(self._zone)).astimezone(self._zone).date()
-            structure.time_bonus(ranked, dates.query_span(query, today), r.time_weight, self._zone, today)
-        if r.when_weight > 0 and dates.asks_when(query):
+            structure.time_bonus(ranked, dates.query_span(asked, today), r.time_weight, self._zone, today)
+        if r.when_weight > 0 and dates.asks_when(asked):
             structure.when_bonus(ranked, r.when_weight)
         return sorted(ranked, key=_best_first)
 
