@@ -8,10 +8,10 @@ together instead of firing on the first one. So an English turn that the rules p
 to extraction, or skip as having no durable content, is scored by a logistic
 regression over:
 
-- what the rules saw: their decision's reason tag, every rule that would fire (not only
-  the first), and their reading of each clause (`prefilter.cues`: a statement in the
-  first person, a question about the listener, a stance or opinion frame, an
-  acknowledgement, what the turn before asked);
+- what the rules saw: their decision's reason tag, and their reading of each clause
+  (`prefilter.cues`: each statement's cue, not only the first one that decided, a
+  statement in the first person, a question about the listener, a stance or opinion
+  frame, an acknowledgement, what the turn before asked);
 - the turn's length, whether it asks something, whether the turn before spoke of "you".
 
 No words: a model over the words of the development file learns its topics (cross-
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from memory.language.prefilter import GateAction, GateDecision, cues, fired_rules, prefilter
+from memory.language.prefilter import GateAction, GateDecision, cues, prefilter
 
 MODEL_PATH = Path(__file__).with_name("gate_model.json")
 #: Rule decisions the model never overrides (product behaviour with its own tests).
@@ -59,7 +59,7 @@ def features(text: str, context: Sequence[str], reason: str) -> list[str]:
     Word features were tried (the words and word pairs of the turn): cross-validated they
     did no better, and a model that knows which words MSC's durable turns use learns the
     file's topics, not the language (docs/gatekeeper.md)."""
-    out = {f"r:{reason}", *(f"fired:{r}" for r in fired_rules(text, context)), *cues(text, context)}
+    out = {f"r:{reason}", *cues(text, context)}
     n = len(text.split())
     out.add("len:" + ("1-3" if n <= 3 else "4-7" if n <= 7 else "8-15" if n <= 15 else "16+"))
     if "?" in text:

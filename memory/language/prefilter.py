@@ -90,6 +90,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 
 from memory.language.hanzi import to_simplified
 
@@ -1180,6 +1181,11 @@ _UNPUNCTUATED_SPLIT = re.compile(r"(?<=\w) (?=(?:i|i'm|im|i've|i'd|i'll|we|we're
 
 def _clauses(t: str) -> list[_Clause]:
     """Split normalised text into sub-clauses and mark which are questions."""
+    return list(_split_clauses(t))
+
+
+@lru_cache(maxsize=256)
+def _split_clauses(t: str) -> tuple[_Clause, ...]:
     out: list[_Clause] = []
     if not _HAS_PUNCT.search(t):
         t = _UNPUNCTUATED_SPLIT.sub(", ", t)
@@ -1204,7 +1210,7 @@ def _clauses(t: str) -> list[_Clause]:
             if ends_q and i == len(parts) - 1 and not _FP_SUBJECT_EN.match(_LEAD_INTERJECTION.sub("", part)):
                 is_q = True
             out.append(_Clause(part, is_q))
-    return out
+    return tuple(out)
 
 
 def _is_greeting(c: str) -> bool:
@@ -1264,7 +1270,10 @@ class _Reading:
     frame: str | None  # "stance" / "opinion" frame found at its start
 
 
+@lru_cache(maxsize=1024)
 def _read(c: str, off: frozenset[str] = frozenset()) -> _Reading:
+    """Cached: the learned stage asks the rules about a turn several times
+    (`fired_rules`, `cues`); a clause is read once."""
     if _is_ack(c):
         return _Reading(None, False, None)
     rest, frame = _strip_frame(c)

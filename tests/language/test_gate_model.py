@@ -61,7 +61,7 @@ def test_the_model_decides_the_english_turns_the_rules_only_guess_at() -> None:
 
 def test_features_are_the_rules_cues_and_a_model_round_trips_through_its_file() -> None:
     names = features("I love hiking, do you?", ["assistant: What do you do on weekends?"], "first_person_statement")
-    assert "r:first_person_statement" in names and "fired:first_person_statement" in names
+    assert "r:first_person_statement" in names and "d:first_person_statement" in names
     assert "statement:first_person" in names and "question:you" in names and "asks" in names
     model = GateModel({"asks": -0.5, "r:first_person_statement": 1.25}, bias=-1.0, threshold=0.3)
     again = GateModel.from_json(model.to_json(trained_on="test"))
