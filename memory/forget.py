@@ -16,13 +16,14 @@ exit 0 would tell the operator a request was carried out that matched nobody.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from memory.service import MemoryService
+from memory.service import Forgotten, MemoryService
 from memory.settings import ConfigError, MemorySettings, load_settings
 from memory.storage.postgres import CONNECT_TIMEOUT_S, storage_problems
 from memory.storage.store import MemoryStore
@@ -54,6 +55,44 @@ def missing_store(settings: MemorySettings) -> str | None:
     except psycopg.Error:
         return None  # storage_problems names the variable
     return None if table else f"no table MEMORY_COLLECTION={settings.collection!r} in that database"
+
+
+def forgot_line(identity: str, gone: Forgotten) -> str:
+    """What one forget removed, in the words both commands print (`memory.forget` and
+    `memory.admin forget`)."""
+    return (
+        f"forgot {identity}: {gone.memories} memories, {gone.waiting_turns} turns waiting to be written, "
+        f"{gone.contexts} shared contexts, {gone.archived} archived messages and summaries"
+    )
+
+
+def forgot_doc(user_id: str, gone: Forgotten) -> dict[str, object]:
+    """The same, for `--json`."""
+    return {"user_id": user_id, "memories": gone.memories, "journal": gone.waiting_turns,
+            "contexts": gone.contexts, "archived": gone.archived}  # fmt: skip
+
+
+def nothing_stored(identity: str) -> str:
+    """Said (on standard error, exit 1) when a forget matched nothing."""
+    return (
+        f"nothing was stored under {identity!r} (identities are exact: case, spaces and accents count; "
+        "an lk-... id from the logs needs --stored-id). The request is recorded."
+    )
+
+
+def forget_users(service: MemoryService, users: Sequence[tuple[str, str]], *, prog: str, as_json: bool = False) -> int:
+    """Forget each (identity, stored id) and print what went, one line each (a JSON document
+    each with `as_json`); 1 when one of them matched nothing, else 0."""
+    if not as_json:
+        print(f"memory store: {where(service.settings)}")
+    status = 0
+    for identity, user_id in users:
+        gone = service.forget(user_id)
+        print(json.dumps(forgot_doc(user_id, gone), ensure_ascii=False) if as_json else forgot_line(identity, gone))
+        if not (gone.memories or gone.waiting_turns or gone.contexts or gone.archived):
+            status = 1
+            print(f"{prog}: {nothing_stored(identity)}", file=sys.stderr)
+    return status
 
 
 def store_ids(identities: Sequence[str], *, stored: bool) -> list[str]:
@@ -89,26 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problems or store is None:
         print("memory.forget: nothing was forgotten:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
-    print(f"memory store: {where(settings)}")
-    status = 0
     try:
-        service = MemoryService(store, settings)
-        for identity, user_id in zip(args.user_ids, ids, strict=True):
-            gone = service.forget(user_id)
-            print(
-                f"forgot {identity}: {gone.memories} memories, {gone.waiting_turns} turns waiting to be written, "
-                f"{gone.contexts} shared contexts, {gone.archived} archived messages and summaries"
-            )
-            if not (gone.memories or gone.waiting_turns or gone.contexts or gone.archived):
-                status = 1
-                print(
-                    f"memory.forget: nothing was stored under {identity!r} (identities are exact: case, spaces "
-                    "and accents count; an lk-... id from the logs needs --stored-id). The request is recorded.",
-                    file=sys.stderr,
-                )
+        return forget_users(MemoryService(store, settings), list(zip(args.user_ids, ids, strict=True)),
+                            prog="memory.forget")  # fmt: skip
     finally:
         store.close()
-    return status
 
 
 if __name__ == "__main__":

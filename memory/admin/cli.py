@@ -1,8 +1,9 @@
-"""`uv run python -m memory.admin COMMAND`: see, search, export and delete what is kept.
+"""`uv run python -m memory.admin COMMAND`: see, search, export, import and delete what is kept.
 
-Commands: `users`, `show USER`, `search USER QUERY`, `export USER`, `forget USER`,
-`stats`, `dead-letters [--replay ID ... | --replay-all]`, `retention [--dry-run]`.
-Tables for people, `--json` for scripts (`export` is always one JSON document).
+Commands: `users`, `show USER`, `search USER QUERY`, `export USER`, `import FILE`,
+`forget USER`, `stats`, `dead-letters [--replay ID ... | --replay-all]`, `retention [--dry-run]`.
+Tables for people, `--json` for scripts, before or after the command (`export` is always
+one JSON document). The arguments are parsed by `args` before this module is loaded.
 It runs with the worker's configuration (.env), like `python -m memory.forget`, and
 says so clearly when there is no store or it cannot be reached (exit 2) or when
 nothing is stored under a user (exit 1): identities are exact.
@@ -11,6 +12,7 @@ nothing is stored under a user (exit 1): identities are exact.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sqlite3
 import sys
 import time
@@ -19,9 +21,11 @@ from contextlib import closing
 from datetime import UTC, datetime
 from typing import Any
 
+from memory.admin.args import PROG, parse
+from memory.admin.importer import import_file
 from memory.admin.tables import table, to_json
 from memory.archive.retention import run_retention
-from memory.forget import missing_store, where
+from memory.forget import forget_users, missing_store, where
 from memory.journal.codec import decode_turn
 from memory.journal.queue import DEAD, PENDING
 from memory.service import MemoryService
@@ -30,8 +34,6 @@ from memory.storage.archive import ArchiveStore, archive_for
 from memory.storage.postgres import storage_problems
 from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
-
-PROG = "python -m memory.admin"
 
 
 class Unknown(LookupError):
@@ -102,7 +104,8 @@ class Admin:
         memories = []
         for rec in self.store.list_user(user_id, limit=10_000):
             doc = {"id": rec.id, "text": rec.text, "category": rec.category, "slot": rec.slot,
-                   "created_at": rec.created_at, "updated_at": rec.updated_at}  # fmt: skip
+                   "created_at": rec.created_at, "updated_at": rec.updated_at,
+                   "session_id": rec.metadata.get("session_id"), "seq": rec.metadata.get("seq")}  # fmt: skip
             if rec.category:  # a fact: its earlier values
                 doc["history"] = [
                     {
@@ -207,41 +210,17 @@ def _when(value: str | None) -> datetime | None:
     return when.replace(tzinfo=UTC) if when and when.tzinfo is None else when
 
 
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    ap.add_argument("--json", action="store_true", help="JSON instead of tables")
-    ap.add_argument(
-        "--stored-id",
-        action="store_true",
-        help="USER is the id as the store and logs give it (lk-... for identities with spaces)",
-    )
-    sub = ap.add_subparsers(dest="command", required=True)
-    sub.add_parser("users", help="users with counts and last activity")
-    p = sub.add_parser("show", help="memories, facts with their history, summaries, recent archive")
-    p.add_argument("user")
-    p.add_argument("--recent", type=int, default=20, help="archived messages shown (default 20)")
-    p = sub.add_parser("search", help="what the agent would recall for QUERY")
-    p.add_argument("user")
-    p.add_argument("query")
-    p = sub.add_parser("export", help="everything kept about USER, one JSON document")
-    p.add_argument("user")
-    p.add_argument("-o", "--output", help="write to this file instead of standard output")
-    p = sub.add_parser("forget", help="delete everything kept about USER")
-    p.add_argument("user")
-    sub.add_parser("stats", help="totals and sizes")
-    p = sub.add_parser("dead-letters", help="list the journal's dead letters, or replay them")
-    p.add_argument("--replay", nargs="+", metavar="TURN_ID", help="put these back in the queue")
-    p.add_argument("--replay-all", action="store_true", help="put every dead letter back in the queue")
-    p = sub.add_parser("retention", help="delete what is older than MEMORY_RETENTION_DAYS")
-    p.add_argument("--dry-run", action="store_true", help="count only, delete nothing")
-    p.add_argument("--days", type=float, help="the period in days (default: MEMORY_RETENTION_DAYS)")
-    return ap
+# Commands that need Mem0 (an embedding, its history file): the others open the store
+# without loading it, and answer in a second.
+_WITH_MEM0 = ("search", "import", "forget")
 
 
-def _open(settings: MemorySettings) -> tuple[MemoryStore | None, list[str]]:
+def _open(settings: MemorySettings, command: str = "") -> tuple[MemoryStore | None, list[str]]:
     try:
         problems = [p] if (p := missing_store(settings)) else storage_problems(settings.data_dir, settings.database_url)
-        return (None, problems) if problems else (MemoryStore.open(settings), [])
+        if problems:
+            return None, problems
+        return MemoryStore.open(settings, load_mem0=command in _WITH_MEM0), []
     except ConfigError as exc:
         return None, [str(exc)]
     except Exception as exc:  # noqa: BLE001 - the database went away after the check
@@ -249,7 +228,11 @@ def _open(settings: MemorySettings) -> tuple[MemoryStore | None, list[str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    return run(parse(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one parsed command (`python -m memory.admin` parses first: `args`)."""
     user_id = None
     if getattr(args, "user", None) is not None:
         try:
@@ -262,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    store, problems = _open(settings)
+    store, problems = _open(settings, args.command)
     if store is None:
         print(f"{PROG}: no memory store to work on:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
@@ -362,15 +345,9 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
         else:
             out(text)
     elif cmd == "forget":
-        gone = admin.service.forget(user_id)
-        doc = {"user_id": user_id, "memories": gone.memories, "archived": gone.archived, "journal": gone.waiting_turns}
-        out(to_json(doc) if args.json else
-            f"forgot {args.user}: {gone.memories} memories, {gone.archived} archived messages and summaries, "
-            f"{gone.waiting_turns} turns waiting to be written")  # fmt: skip
-        if not (gone.memories or gone.archived or gone.waiting_turns):
-            print(f"{PROG}: nothing was stored under {args.user!r} (identities are exact). The request is recorded.",
-                  file=sys.stderr)  # fmt: skip
-            return 1
+        return forget_users(admin.service, [(args.user, user_id)], prog=PROG, as_json=args.json)
+    elif cmd == "import":
+        return _import(admin, args, user_id)
     elif cmd == "stats":
         doc = admin.stats()
         out(to_json(doc) if args.json else table(["", "value"], [
@@ -412,6 +389,20 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
             f"{report.raw_turns} raw-turn memories; kept {report.summaries_kept} summaries and "
             f"{report.facts_kept} facts")  # fmt: skip
     return 0
+
+
+def _import(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
+    """`import FILE`: what it wrote, and what it refused (exit 1); exit 2 when the file
+    is not one it reads (nothing written)."""
+    try:
+        report = asyncio.run(import_file(admin.store, admin.settings, args.file, user_id=user_id))
+    except InvalidMemoryText as exc:
+        print(f"{PROG}: nothing was imported: {exc}", file=sys.stderr)
+        return 2
+    print(to_json(report.as_dict()) if args.json else report.summary())
+    for problem in report.refused[:20]:
+        print(f"{PROG}: not imported: {problem}", file=sys.stderr)
+    return 1 if report.refused else 0
 
 
 if __name__ == "__main__":

@@ -39,6 +39,9 @@ class ArchivedMessage:
     created_at: str | datetime
     covers: tuple[str, ...] = ()  # a summary: the message ids it stands for
     metadata: dict[str, Any] = field(default_factory=dict)
+    # When the write was asked for, if not when it was said: an operator's import of a
+    # user's export after a forget is a request after the forget, not a turn before it.
+    asked_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ class ArchiveStore:
                 raise InvalidMemoryText(f"created_at of message {m.id!r} is no ISO time")
             rows.append((m, content, when, meta))
         for user_id in {m.user_id for m in messages}:
-            said = min(w for m, _, w, _ in rows if m.user_id == user_id)
+            said = min(_asked(m, w) for m, _, w, _ in rows if m.user_id == user_id)
             if self.store.forgotten(user_id, said.isoformat()):
                 raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said.isoformat()})")
         vectors = self.embed_passages([content for _, content, _, _ in rows])
@@ -148,7 +151,7 @@ class ArchiveStore:
                     conn.execute(mark, [m.id, m.user_id, list(m.covers), m.id, m.id])
         # A forget between the check and the insert: take the rows back.
         for user_id in {m.user_id for m in messages}:
-            said = min(w for m, _, w, _ in rows if m.user_id == user_id)
+            said = min(_asked(m, w) for m, _, w, _ in rows if m.user_id == user_id)
             if self.store.forgotten(user_id, said.isoformat()):
                 self.delete_user(user_id)
                 raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said.isoformat()})")
@@ -232,6 +235,11 @@ class ArchiveStore:
             n = conn.execute(query, [user_id]).rowcount
             conn.commit()
         return n
+
+
+def _asked(message: ArchivedMessage, said: datetime) -> datetime:
+    """When the write of `message` was asked for (a forget after it refuses it)."""
+    return parse_time(message.asked_at) or said
 
 
 def _vector(vec: Sequence[float]) -> str:

@@ -218,6 +218,12 @@ class Mem0Table:
         with self.pool.connection() as conn, conn.cursor() as cur:
             cur.executemany(query, [(Jsonb(fields), row_id, text) for fields, row_id, text in updates])
 
+    def set_fields(self, row_id: str, fields: dict[str, Any]) -> None:
+        """Merge `fields` into one row's payload, whatever its text (an import's dates)."""
+        query = sql.SQL("UPDATE {} SET payload = payload || %s WHERE id = %s").format(self._t)
+        with self.pool.connection() as conn:
+            conn.execute(query, [Jsonb(fields), row_id])
+
     # ------------------------------------------------------------ deletes
     def delete_user(self, user_id: str, conn: Connection | None = None) -> list[str]:
         """Delete every row of the user (one statement, no cap); their ids."""

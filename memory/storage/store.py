@@ -146,11 +146,12 @@ class MemoryStore:
 
     available = True  # as `UnavailableStore.available` says once the store is back
 
-    def __init__(self, settings: MemorySettings, url: str, pool: ConnectionPool, mem0: Any) -> None:
+    def __init__(self, settings: MemorySettings, url: str, pool: ConnectionPool, mem0: Any | None = None) -> None:
         self.settings = settings
         self.url = url
         self.pool = pool
-        self.mem0 = mem0
+        self._mem0 = mem0
+        self._mem0_lock = threading.Lock()
         self.table = settings.collection
         self.rows = Mem0Table(pool, self.table)  # the one place that knows Mem0's table
         self._closed = threading.Event()
@@ -159,8 +160,12 @@ class MemoryStore:
 
     # ---------------------------------------------------------------- opening
     @classmethod
-    def open(cls, settings: MemorySettings) -> MemoryStore:
-        """Connect (starting the embedded server if no URL is set) and build Mem0."""
+    def open(cls, settings: MemorySettings, *, load_mem0: bool = True) -> MemoryStore:
+        """Connect (starting the embedded server if no URL is set) and build Mem0.
+
+        `load_mem0=False` leaves Mem0 (and its embedder) to the first call that needs it:
+        the operator's commands that count and list never do, and importing Mem0 alone
+        costs 2 s of CPU. The worker loads it here, in prewarm, off every reply's path."""
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         settings.mem0_dir.mkdir(parents=True, exist_ok=True)
         url = settings.database_url or embedded_url(settings.pgdata)
@@ -168,16 +173,26 @@ class MemoryStore:
         try:
             ensure_schema(pool, settings.collection, settings.embedding_dims)
             _check_dims(pool, settings)
-            mem0 = _build_mem0(settings, pool)
+            mem0 = _build_mem0(settings, pool) if load_mem0 else None
         except Exception:
             pool.close()
             raise
         store = cls(settings, url, pool, mem0)
-        try:
-            store.purge_forgotten_history()  # forgets run on another machine of the fleet
-        except Exception as exc:  # noqa: BLE001 - the next start, or the forget command, tries again
-            logger.warning("purging the history of forgotten memories failed: %r", exc)
+        if load_mem0:
+            try:
+                store.purge_forgotten_history()  # forgets run on another machine of the fleet
+            except Exception as exc:  # noqa: BLE001 - the next start, or the forget command, tries again
+                logger.warning("purging the history of forgotten memories failed: %r", exc)
         return store
+
+    @property
+    def mem0(self) -> Any:
+        """Mem0's `Memory` over this store's pool (built on first use if `open` did not)."""
+        if self._mem0 is None:
+            with self._mem0_lock:
+                if self._mem0 is None:
+                    self._mem0 = _build_mem0(self.settings, self.pool)
+        return self._mem0
 
     def close(self) -> None:
         self._closed.set()
@@ -302,6 +317,31 @@ class MemoryStore:
         mem_id = results[0]["id"] if results else None
         self._undo_if_forgotten(user_id, said_at, mem_id)
         return WriteResult("ADD", mem_id, text)
+
+    def restore_dates(
+        self,
+        memory_id: str,
+        *,
+        created_at: str | None = None,
+        updated_at: str | None = None,
+        said_at: str | None = None,
+    ) -> None:
+        """Give an imported memory the dates it was exported with (`memory.admin import`):
+        Mem0 dates every write "now". The row's `created_at`, `updated_at` and `timestamp`
+        (when it was said), and the date Mem0's history gives each of its entries (Mem0
+        dates them all with the memory's `created_at`)."""
+        fields = {k: v for k, v in (("created_at", created_at), ("updated_at", updated_at), ("timestamp", said_at))
+                  if v}  # fmt: skip
+        if fields:
+            self.rows.set_fields(memory_id, fields)
+        if created_at:
+            db = self.mem0.db
+            with db._lock:
+                db.connection.execute("UPDATE history SET created_at = ? WHERE memory_id = ?", [created_at, memory_id])
+                db.connection.execute(
+                    "UPDATE history SET updated_at = ? WHERE memory_id = ? AND event = 'ADD'", [created_at, memory_id]
+                )
+                db.connection.commit()
 
     def delete(self, memory_id: str) -> None:
         self.mem0.delete(memory_id)
@@ -498,7 +538,26 @@ class MemoryStore:
         return MemoryRecord.from_payload(*row) if row else None
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
-        return list(self.mem0.history(memory_id))
+        """Mem0's history of one memory, oldest first. Read from its file when Mem0 is not
+        loaded (an operator's `show`), in Mem0's own order, rather than load it for this."""
+        if self._mem0 is not None:
+            return list(self._mem0.history(memory_id))
+        path = self.settings.mem0_dir / "history.db"
+        if not path.exists():
+            return []
+        keys = ("id", "memory_id", "old_memory", "new_memory", "event", "created_at", "updated_at")
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=2.0)
+        try:
+            rows = db.execute(
+                f"SELECT {', '.join(keys)} FROM history WHERE memory_id = ? "
+                "ORDER BY created_at ASC, DATETIME(updated_at) ASC",
+                [memory_id],
+            ).fetchall()
+        except sqlite3.OperationalError:  # no history table yet
+            return []
+        finally:
+            db.close()
+        return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def _record_by_write_id(self, user_id: str, write_id: str) -> MemoryRecord | None:
         row = self.rows.by_write_id(user_id, write_id)
