@@ -2,7 +2,7 @@
 
 The packages, each importing only from those below it (`lint-imports` checks):
 
-    admin                 the operator's command line
+    admin | chat          the operator's command line; the agent in a terminal, typed
     working               forms, shared contexts and hand-offs between agents
     livekit | forget      the glue to LiveKit's AgentSession; "forget me"
     archive               every message kept, summaries of long talks, retention

@@ -154,13 +154,17 @@ def test_turn_handling_is_explicit_and_needs_no_livekit_cloud() -> None:
 def test_console_with_the_example_url_and_no_livekit_key_talks_to_no_server(monkeypatch: pytest.MonkeyPatch) -> None:
     """`cp .env.example .env` + an OpenAI key: LiveKit's worker built its API client from
     the example LIVEKIT_URL and crashed ("either token, or api_key and api_secret")."""
-    import agent
+    from memory.livekit import startup
 
     monkeypatch.setenv("LIVEKIT_URL", "wss://your-project.livekit.cloud")
     monkeypatch.delenv("LIVEKIT_API_KEY", raising=False)
-    monkeypatch.setattr(agent.server, "_ws_url", "wss://your-project.livekit.cloud")
-    agent._console_without_livekit("console")
-    assert agent.server._ws_url == "" and "LIVEKIT_URL" not in os.environ
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setattr(startup, "load_env_file", lambda: None)  # no developer's .env
+    monkeypatch.setattr(startup, "audio_problems", lambda: [])  # no sound card here
+    monkeypatch.setattr(startup, "memory_problems", lambda settings: [])
+    startup.check(["agent.py", "console"])
+    # Dropped before agent.py makes its server, which reads the variable when it is made.
+    assert "LIVEKIT_URL" not in os.environ
 
 
 def test_python_m_livekit_agents_start_runs_the_same_start_up_checks(tmp_path: Path) -> None:

@@ -296,9 +296,12 @@ def _run_worker(monkeypatch, data_dir: Path, jobs) -> None:
         jobs()
         sys.exit(0)  # as the CLI ends
 
+    from memory.livekit import startup
+
     monkeypatch.setattr(agent.cli, "run_app", worker_run)
-    monkeypatch.setattr(agent, "startup_problems", lambda command, env: [])
-    monkeypatch.setattr(agent, "_port_problems", lambda command, env: [])  # another worker may hold 8081
+    monkeypatch.setattr(startup, "startup_problems", lambda command, env: [])
+    monkeypatch.setattr(startup, "port_problems", lambda command, env: [])  # another worker may hold 8081
+    monkeypatch.setattr(startup, "_livekit_check", lambda env: None)  # no LiveKit project here
     monkeypatch.setattr(sys, "argv", ["agent.py", "start"])
     monkeypatch.setenv("MEMORY_DATA_DIR", str(data_dir))
     monkeypatch.delenv("MEMORY_DATABASE_URL", raising=False)

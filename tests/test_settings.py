@@ -294,7 +294,7 @@ def test_an_openai_base_url_with_scheme_and_host_passes(url: str) -> None:
 
 def test_the_metrics_port_cannot_be_the_health_check_port_of_start() -> None:
     # Both free, each checked alone; then LiveKit bound 8081 twice and the worker failed.
-    import agent
+    from memory.livekit import startup
 
-    problems = agent._port_problems("start", {"PROMETHEUS_PORT": "8081"})
+    problems = startup.port_problems("start", {"PROMETHEUS_PORT": "8081"})
     assert "PROMETHEUS_PORT=8081 is LiveKit's health check port in 'start': choose another" in problems

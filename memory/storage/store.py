@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +29,7 @@ from psycopg_pool import ConnectionPool
 from memory.language.lexical import LEX_VERSION, lex_fields
 from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
+from memory.storage.archive_schema import archive_table
 from memory.storage.mem0_table import Mem0Table, stored_dims
 from memory.storage.postgres import (
     EmbeddedStartError,
@@ -568,30 +570,68 @@ class MemoryStore:
         return record.id if record else None
 
 
-def schema_problems(settings: MemorySettings) -> list[str]:
+@dataclass
+class StoreCheck:
+    """The store as the worker's start-up finds it: what stops it, else what is there."""
+
+    problems: list[str] = field(default_factory=list)
+    ready_s: float | None = None  # how long the database took to be ready (an embedded start)
+    users: int = 0
+    turns: int = 0  # NORMAL's raw turns
+    facts: int = 0  # GATED's facts
+    archived: int = 0  # messages and summaries in the conversation archive
+    made: bool = False  # is the table there yet (a fresh data directory: made by the first session)
+
+
+def check_store(settings: MemorySettings) -> StoreCheck:
     """At worker start-up, before any job process: a table made for another embedder, an
     embedded server that does not start, a damaged Mem0 history file. Found in a job
     process instead, the first fails that process's start, and LiveKit starts another,
     and another, and the worker never stops to say why; the others leave every session
-    without memory, retrying for ever."""
-    problems = history_problems(settings)
+    without memory, retrying for ever. Also what the store holds, for the start-up line."""
+    check = StoreCheck(problems=history_problems(settings))
+    started = time.perf_counter()
     try:
         url = settings.database_url or embedded_url(settings.pgdata)
     except EmbeddedStartError as exc:
-        return [*problems, f"MEMORY_DATA_DIR={str(settings.data_dir)!r}: {exc}"]
+        check.problems.append(f"MEMORY_DATA_DIR={str(settings.data_dir)!r}: {exc}")
+        return check
     try:
         pool = open_pool(url, max_size=1)
     except Exception:  # noqa: BLE001 - unreachable: storage_problems names that, and sessions cope
-        return problems
+        return check
     try:
+        check.ready_s = time.perf_counter() - started
         _check_dims(pool, settings)
+        check.made = stored_dims(pool, settings.collection) is not None
+        if check.made:
+            users = Mem0Table(pool, settings.collection).user_summaries()
+            check.users = len(users)
+            check.turns = sum(raw for raw, _, _ in users.values())
+            check.facts = sum(facts for _, facts, _ in users.values())
+            check.archived = _archived_count(pool, settings.collection)
     except ConfigError as exc:
-        return [*problems, str(exc)]
+        check.problems.append(str(exc))
     finally:
         pool.close()
         if not settings.database_url:  # the worker's main process leaves the server to its jobs
             leave_embedded(settings.pgdata)
-    return problems
+    return check
+
+
+def _archived_count(pool: ConnectionPool, collection: str) -> int:
+    """Rows in the conversation archive (0 before its table is made)."""
+    with pool.connection() as conn:
+        table = archive_table(collection)
+        (regclass,) = conn.execute("SELECT to_regclass(quote_ident(%s))", [table]).fetchone()
+        if regclass is None:
+            return 0
+        return int(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone()[0])
+
+
+def schema_problems(settings: MemorySettings) -> list[str]:
+    """What stops the worker in its store (`check_store`)."""
+    return check_store(settings).problems
 
 
 SQLITE_READONLY_ROLLBACK = 776  # a read-only connection meets a hot journal (a writer killed mid-transaction)
