@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import sqlite3
 import sys
 import time
@@ -47,7 +48,12 @@ class Admin:
         self.store = store
         self.settings = settings
         self.archive: ArchiveStore = archive_for(store)
-        self.service = MemoryService(store, settings)
+
+    @functools.cached_property
+    def service(self) -> MemoryService:
+        """The service, for the commands that recall or forget: made on first use (its
+        retriever loads the Chinese segmenter, about a second, that listing never needs)."""
+        return MemoryService(self.store, self.settings)
 
     # ------------------------------------------------------------- helpers
     def journal_rows(self, user_id: str | None = None) -> list[dict[str, Any]]:
