@@ -19,15 +19,18 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from memory.service import Forgotten, MemoryService
 from memory.settings import ConfigError, MemorySettings, load_settings
 from memory.storage.postgres import CONNECT_TIMEOUT_S, storage_problems
 from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
+
+if TYPE_CHECKING:  # `where` and `missing_store` serve every admin command: the service loads only to forget
+    from memory.service import Forgotten, MemoryService
 
 
 def where(settings: MemorySettings) -> str:
@@ -128,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problems or store is None:
         print("memory.forget: nothing was forgotten:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
+    from memory.service import MemoryService
+
     try:
         return forget_users(MemoryService(store, settings), list(zip(args.user_ids, ids, strict=True)),
                             prog="memory.forget")  # fmt: skip

@@ -20,21 +20,21 @@ import time
 from collections.abc import Sequence
 from contextlib import closing
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.admin.args import PROG, parse
-from memory.admin.importer import import_file
 from memory.admin.tables import table, to_json
-from memory.archive.retention import run_retention
-from memory.forget import forget_users, missing_store, where
+from memory.forget import missing_store, where
 from memory.journal.codec import decode_turn
 from memory.journal.queue import DEAD, PENDING
-from memory.service import MemoryService
 from memory.settings import ConfigError, MemorySettings, load_settings
 from memory.storage.archive import ArchiveStore, archive_for
 from memory.storage.postgres import storage_problems
 from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
+
+if TYPE_CHECKING:  # loaded by the commands that recall, forget or import, not by those that list
+    from memory.service import MemoryService
 
 
 class Unknown(LookupError):
@@ -53,6 +53,8 @@ class Admin:
     def service(self) -> MemoryService:
         """The service, for the commands that recall or forget: made on first use (its
         retriever loads the Chinese segmenter, about a second, that listing never needs)."""
+        from memory.service import MemoryService
+
         return MemoryService(self.store, self.settings)
 
     # ------------------------------------------------------------- helpers
@@ -351,6 +353,8 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
         else:
             out(text)
     elif cmd == "forget":
+        from memory.forget import forget_users
+
         return forget_users(admin.service, [(args.user, user_id)], prog=PROG, as_json=args.json)
     elif cmd == "import":
         return _import(admin, args, user_id)
@@ -384,6 +388,8 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
             )
         )
     elif cmd == "retention":
+        from memory.archive.retention import run_retention
+
         report = run_retention(admin.store, days=args.days, dry_run=args.dry_run)
         if not report.ran:
             print(f"{PROG}: another process is running retention now; try again later", file=sys.stderr)
@@ -400,6 +406,8 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
 def _import(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
     """`import FILE`: what it wrote, and what it refused (exit 1); exit 2 when the file
     is not one it reads (nothing written)."""
+    from memory.admin.importer import import_file
+
     try:
         report = asyncio.run(import_file(admin.store, admin.settings, args.file, user_id=user_id))
     except InvalidMemoryText as exc:
