@@ -438,7 +438,7 @@ async def write_items(
         result = await service.remember(turn, keep_verdict=queue.keep)
         if item is None:
             return
-        if result.dropped:
+        if result.dropped or not result.writes:  # GATED: nothing durable in the turn
             report.count("dropped")
         for written in result.writes:
             report.count("unchanged" if written.event == "NOOP" else item.kind)

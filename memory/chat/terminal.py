@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import dataclasses
 import logging
-import os
 import signal
 import sys
 import threading
@@ -29,7 +28,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from memory.livekit import startup
-from memory.settings import load_env_file, load_settings, process_env, startup_problems
+from memory.settings import cloud_models, load_env_file, load_settings, process_env, startup_problems
 from memory.types import InvalidMemoryText, describe_error, memory_user_id
 
 PROG = "python -m memory.chat"
@@ -129,7 +128,7 @@ async def _chat(identity: str, settings: Any) -> int:
     store, vad = proc.userdata["store"], proc.userdata["vad"]
     # A local server needs no key, but the OpenAI client wants one.
     plugins = proc.userdata.get("plugins") or agent.make_plugins(
-        settings, vad, env={**os.environ, "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "").strip() or "unused"}
+        settings, vad, env={**process_env(), "OPENAI_API_KEY": cloud_models().api_key or "unused"}
     )
     typed = dataclasses.replace(plugins, stt=None, tts=None)  # typed in, printed out: no speech models
     session = agent.build_session(vad, typed)
@@ -181,7 +180,9 @@ async def _chat(identity: str, settings: Any) -> int:
             if note := _memory_note(memory, before):
                 _say(note)
     except Exception as exc:  # noqa: BLE001 - said in one line; the journal keeps what was said
-        _say(f"· the chat stopped: {describe_error(exc)}")
+        models = cloud_models()
+        _say(f"· the chat stopped: {describe_error(exc)} (OPENAI_BASE_URL: {models.base_url or 'api.openai.com'}, "
+             f"OPENAI_LLM_MODEL: {models.llm_model})")  # fmt: skip
         status = 1
     finally:
         _say("· saving what memory keeps...")

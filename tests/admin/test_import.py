@@ -156,3 +156,37 @@ def test_a_file_that_cannot_be_read_writes_nothing_and_names_the_line(
     assert admin_main(["import", str(path)]) == 2
     assert "line 1: 'last tuesday' is no ISO time" in capsys.readouterr().err
     assert store.list_user(user_id) == []
+
+
+async def test_in_gated_a_file_of_turns_goes_through_the_gatekeepers_extraction(
+    store: MemoryStore, user_id: str, tmp_path: Path
+) -> None:
+    """GATED keeps what its extraction model finds in a turn: the import asks the model the
+    worker asks (`MEMORY_LLM_MODEL`, here the local stand-in) and keeps only durable facts."""
+    import asyncio
+    import sys
+
+    from bench.local_llm_server import start as start_llm
+
+    path = tmp_path / "turns.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in (
+        {"text": "My sister is called Anna.", "said_at": "2024-02-01T10:00:00Z"},
+        {"text": "Thanks, bye!"},
+    )) + "\n")  # fmt: skip
+    runner, url = await start_llm()
+    root = Path(__file__).resolve().parents[2]
+    try:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(root), "MEM0_SETTING": "GATED",
+               "MEMORY_DATA_DIR": str(store.settings.data_dir), "OPENAI_BASE_URL": url}  # fmt: skip
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "memory.admin", "import", str(path), "--user", user_id, "--json", cwd=tmp_path,
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 240)
+    finally:
+        await runner.cleanup()
+    assert proc.returncode == 0, err.decode()[-3000:]
+    report = json.loads(out)
+    assert (report["facts"], report["turns"], report["dropped"]) == (1, 0, 1), report  # the thanks kept nothing
+    (fact,) = store.list_user(user_id)
+    assert fact.category == "relationships" and "Anna" in fact.text and fact.created_at.startswith("2024-02-01")

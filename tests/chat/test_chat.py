@@ -13,8 +13,6 @@ import sys
 import uuid
 from pathlib import Path
 
-import pytest
-
 from bench.local_llm_server import start as start_llm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,8 +28,10 @@ async def _chat(user: str, lines: list[str], env: dict[str, str], cwd: Path) -> 
     return proc.returncode or 0, out.decode(), err.decode()
 
 
-@pytest.mark.parametrize("mode", ["NORMAL", "GATED"])
-async def test_a_fact_typed_in_one_chat_is_recalled_in_the_next(mode: str, tmp_path: Path, data_dir: Path) -> None:
+async def test_a_fact_typed_in_one_chat_is_recalled_in_the_next(tmp_path: Path, data_dir: Path) -> None:
+    """NORMAL, the default a newcomer meets (GATED's typed turns go the same way: the
+    harness tests cover them in-process; each run here loads LiveKit and the models)."""
+    mode = "NORMAL"
     runner, url = await start_llm()
     try:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "OPENAI_BASE_URL": url,
@@ -42,7 +42,7 @@ async def test_a_fact_typed_in_one_chat_is_recalled_in_the_next(mode: str, tmp_p
         code, out, err = await _chat(user, ["My sister is called Anna.", "/quit"], env, tmp_path)
         assert code == 0, err[-3000:]
         assert "· memory store ready" in out and "· chatting as" in out
-        assert re.search(r"· memory: 1 added", out), out  # NORMAL: the turn; GATED: its fact
+        assert re.search(r"· memory: 1 added", out), out  # the turn
         assert "Traceback" not in err, err[-3000:]
 
         code, out, err = await _chat(user, ["What is my sister's name?"], env, tmp_path)  # then end of input
@@ -50,7 +50,7 @@ async def test_a_fact_typed_in_one_chat_is_recalled_in_the_next(mode: str, tmp_p
         replies = [line for line in out.splitlines() if line.startswith("agent: ")]
         # The answer to the question came from what memory put in its request.
         assert any("From memory:" in r and "Anna" in r for r in replies[1:]), out
-        assert "· memory: " in out and ("recalled 1" in out or "your profile" in out), out
+        assert "· memory: recalled 1" in out, out
     finally:
         await runner.cleanup()
 
