@@ -36,6 +36,7 @@ __all__ = [
     "MissingEvalFile",
     "default_eval_dir",
     "eval_file",
+    "known_files",
     "load_gate",
     "load_retrieval",
     "file_kind",
@@ -167,6 +168,11 @@ def eval_dirs() -> list[Path]:
     ``bench/data/eval``, the team's ``../shared/eval``."""
     env = os.environ.get("EVAL_DIR")
     return [*([Path(env)] if env else []), REPO_EVAL_DIR, TEAM_EVAL_DIR]
+
+
+def known_files() -> list[str]:
+    """Every evaluation file a benchmark may use: those in the repository and the others."""
+    return sorted({p.name for p in REPO_EVAL_DIR.glob("*.json")} | set(NOT_REDISTRIBUTED))
 
 
 def eval_file(name: str) -> Path:

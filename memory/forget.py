@@ -8,15 +8,18 @@ still waiting in this machine's write journal, and records the request so that t
 their way on other machines, are refused when they arrive (`MemoryService.forget`).
 Run it on each machine whose data directory holds a journal, or let the record do it.
 
-It says where it looked, and exits 1 when nothing was stored under an identity:
-identities are exact (case, spaces and accents count), and "forgot alcie: 0" with
-exit 0 would tell the operator a request was carried out that matched nobody.
+It says where it looked and how many went from each place. Exit status: 0 forgotten;
+1 nothing was stored under an identity (identities are exact: case, spaces and accents
+count, and "forgot alcie: 0" with exit 0 would tell the operator a request was carried
+out that matched nobody); 2 nothing done (a blank id, no store where it looked); 3 it
+could not finish (a place it could not reach: one line says which and why, and what
+was removed; run it again once that is fixed).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import logging
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -30,7 +33,7 @@ from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
 
 if TYPE_CHECKING:  # `where` and `missing_store` serve every admin command: the service loads only to forget
-    from memory.service import Forgotten, MemoryService
+    from memory.service import Forgotten
 
 
 def where(settings: MemorySettings) -> str:
@@ -60,50 +63,21 @@ def missing_store(settings: MemorySettings) -> str | None:
     return None if table else f"no table MEMORY_COLLECTION={settings.collection!r} in that database"
 
 
-def forgot_line(identity: str, gone: Forgotten) -> str:
-    """What one forget removed, in the words both commands print (`memory.forget` and
-    `memory.admin forget`)."""
-    return (
-        f"forgot {identity}: {gone.memories} memories, {gone.waiting_turns} turns waiting to be written, "
-        f"{gone.contexts} shared contexts, {gone.archived} archived messages and summaries"
-    )
-
-
-def forgot_doc(user_id: str, gone: Forgotten) -> dict[str, object]:
-    """The same, for `--json`."""
-    return {"user_id": user_id, "memories": gone.memories, "journal": gone.waiting_turns,
-            "contexts": gone.contexts, "archived": gone.archived}  # fmt: skip
-
-
-def nothing_stored(identity: str) -> str:
-    """Said (on standard error, exit 1) when a forget matched nothing."""
-    return (
-        f"nothing was stored under {identity!r} (identities are exact: case, spaces and accents count; "
-        "an lk-... id from the logs needs --stored-id). The request is recorded."
-    )
-
-
-def forget_users(service: MemoryService, users: Sequence[tuple[str, str]], *, prog: str, as_json: bool = False) -> int:
-    """Forget each (identity, stored id) and print what went, one line each (a JSON document
-    each with `as_json`); 1 when one of them matched nothing, else 0."""
-    if not as_json:
-        print(f"memory store: {where(service.settings)}")
-    status = 0
-    for identity, user_id in users:
-        gone = service.forget(user_id)
-        print(json.dumps(forgot_doc(user_id, gone), ensure_ascii=False) if as_json else forgot_line(identity, gone))
-        if not (gone.memories or gone.waiting_turns or gone.contexts or gone.archived):
-            status = 1
-            print(f"{prog}: {nothing_stored(identity)}", file=sys.stderr)
-    return status
-
-
 def store_ids(identities: Sequence[str], *, stored: bool) -> list[str]:
     """The ids the store keeps these users under, all checked before any is forgotten."""
     return [validate_user_id(i) if stored else memory_user_id(i) for i in identities]
 
 
+def quiet_logs() -> None:
+    """A command's report is its output. Without a handler of its own, Python prints every
+    library warning on standard error (its last resort), and "one line" would become many."""
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_logs()
     ap = argparse.ArgumentParser(prog="python -m memory.forget", description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "user_ids", nargs="+", metavar="USER_ID", help="LiveKit participant identity, as given to the agent"
@@ -131,13 +105,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problems or store is None:
         print("memory.forget: nothing was forgotten:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
+    print(f"memory store: {where(settings)}")
+    status = 0
     from memory.service import MemoryService
 
     try:
-        return forget_users(MemoryService(store, settings), list(zip(args.user_ids, ids, strict=True)),
-                            prog="memory.forget")  # fmt: skip
+        service = MemoryService(store, settings)
+        for identity, user_id in zip(args.user_ids, ids, strict=True):
+            status = max(status, report(identity, service.forget(user_id), prog="memory.forget"))
     finally:
         store.close()
+    return status
+
+
+EXIT_NOTHING_STORED = 1
+EXIT_INCOMPLETE = 3
+
+
+def exit_status(gone: Forgotten) -> int:
+    """0 forgotten, 1 nothing was stored (and every place was searched), 3 not finished."""
+    return EXIT_INCOMPLETE if not gone.complete else EXIT_NOTHING_STORED if gone.nothing_stored else 0
+
+
+def report(identity: str, gone: Forgotten, *, prog: str) -> int:
+    """Say what a forget did, in the words both commands use; its exit status."""
+    if not gone.complete:
+        print(f"{prog}: {gone.problem(identity)}", file=sys.stderr)
+    else:
+        print(f"forgot {identity}: {gone.counts()}")
+    if gone.nothing_stored:
+        print(
+            f"{prog}: nothing was stored under {identity!r} (identities are exact: case, spaces and accents "
+            "count; an lk-... id from the logs needs --stored-id). The request is recorded.",
+            file=sys.stderr,
+        )
+    return exit_status(gone)
 
 
 if __name__ == "__main__":

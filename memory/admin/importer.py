@@ -38,7 +38,7 @@ from typing import Any
 from memory.archive.writer import archive_turn, write_archived
 from memory.gatekeeper.gatekeeper import Gatekeeper, admit_facts
 from memory.journal.queue import DurableWriteQueue
-from memory.language.redact import redact_secrets
+from memory.language.redact import redact_document, redact_secrets
 from memory.service import MemoryService, run_write
 from memory.settings import MemoryMode, MemorySettings, cloud_models
 from memory.storage.archive_schema import MESSAGE_TYPES
@@ -306,7 +306,10 @@ def _archive_item(row: Any, user_id: str, rekey: Any, asked: str, where: str) ->
     created = _when(row.get("created_at"), where)
     if created is None:
         raise InvalidMemoryText(f"{where}: no created_at")
-    meta = dict(row.get("metadata") or {})
+    meta = row.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise InvalidMemoryText(f"{where}: 'metadata' is not an object")
+    meta, _ = redact_document(meta)  # structured data from outside: redacted value by value
     covers = tuple(rekey(c) for c in meta.pop("covers", []) or [] if isinstance(c, str))
     turn = archive_turn(
         message_id=rekey(row["id"]),
