@@ -290,6 +290,42 @@ class Mem0Table:
         with self.pool.connection() as conn:
             return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(query).fetchall()}
 
+    def count_user(self, user_id: str) -> tuple[int, int]:
+        """(raw turns, facts) of one user (the user index)."""
+        query = sql.SQL(
+            "SELECT count(*) FILTER (WHERE NOT payload ? 'category'), count(*) FILTER (WHERE payload ? 'category') "
+            "FROM {} WHERE payload->>'user_id' = %s"
+        ).format(self._t)
+        with self.pool.connection() as conn:
+            raw, facts = conn.execute(query, [user_id]).fetchone()
+        return raw, facts
+
+    def user_page(self, user_id: str, *, facts: bool, offset: int, limit: int) -> list[Row]:
+        """One page of a user's facts (by category, newest first within one) or raw turns
+        (newest first): the operator's page of a user with 10,000 memories reads 100."""
+        kind = sql.SQL("payload ? 'category'") if facts else _RAW_TURN
+        first = sql.SQL("payload->>'category', ") if facts else sql.SQL("")
+        order = sql.SQL("{}{} DESC, id").format(first, _NEWEST)
+        query = sql.SQL(
+            "SELECT id, payload - 'lex' - 'lex_v' FROM {} WHERE payload->>'user_id' = %s AND {} "
+            "ORDER BY {} OFFSET %s LIMIT %s"
+        ).format(self._t, kind, order)
+        with self.pool.connection() as conn:
+            rows = conn.execute(query, [user_id, offset, limit]).fetchall()
+        return [(str(r[0]), r[1]) for r in rows]
+
+    def created_per_day(self, since: datetime, zone: str) -> list[tuple[Any, int, int]]:
+        """(day in `zone`, raw turns, facts) created on each day since `since`, of the
+        memories still kept (a sequential scan: for the operator's chart, not a session)."""
+        query = sql.SQL(
+            "SELECT ((payload->>'created_at')::timestamptz AT TIME ZONE %s)::date AS day, "
+            "count(*) FILTER (WHERE NOT payload ? 'category'), count(*) FILTER (WHERE payload ? 'category') "
+            "FROM {} WHERE CASE WHEN payload->>'created_at' ~ {} THEN (payload->>'created_at')::timestamptz END >= %s "
+            "GROUP BY 1 ORDER BY 1"
+        ).format(self._t, sql.Literal(_ISO))
+        with self.pool.connection() as conn:
+            return conn.execute(query, [zone, since]).fetchall()
+
     # ------------------------------------------------------------ retrieval stages
     def fulltext_hits(self, scope: Scope, terms: Sequence[str]) -> list[tuple[str, str | None]]:
         """(id, lex) of the scope's rows whose `lex` holds any of `terms` (GIN index)."""

@@ -380,6 +380,28 @@ class MemoryStore:
                 db.connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
             db.connection.commit()
 
+    def history_left(self, user_id: str) -> int:
+        """Entries of this machine's Mem0 history still about memories a forget of the user
+        removed: 0 once the purge is done (the operator's page checks it after a forget)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                sql.SQL("SELECT memory_ids FROM {} WHERE user_id = %s").format(
+                    sql.Identifier(forgets_table(self.table))
+                ),
+                [user_id],
+            ).fetchone()
+        ids = list(row[0]) if row else []
+        db = self.mem0.db
+        left = 0
+        with db._lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                left += db.connection.execute(
+                    f"SELECT count(*) FROM history WHERE memory_id IN ({marks})", chunk
+                ).fetchone()[0]
+        return left
+
     def forgotten_at(self, user_id: str) -> datetime | None:
         """When the user last asked to be forgotten, if ever (one primary-key read)."""
         query = sql.SQL("SELECT forgotten_at FROM {} WHERE user_id = %s").format(
