@@ -76,11 +76,7 @@ class Admin:
         return self.store.rows.user_summaries()
 
     def require_known(self, user_id: str) -> None:
-        if (
-            self.store.list_user(user_id, limit=1)
-            or self.archive.messages(user_id, limit=1)
-            or self.journal_rows(user_id)
-        ):
+        if self.store.rows.has_user(user_id) or self.archive.messages(user_id, limit=1) or self.journal_rows(user_id):
             return
         raise Unknown(user_id)
 

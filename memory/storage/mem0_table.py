@@ -87,6 +87,9 @@ def create_table(conn: Connection, table: str, dims: int) -> None:
         ("lex", sql.SQL("USING gin (to_tsvector('simple', payload->>'lex'))")),
         # The turns next to a recalled raw turn, by session and position (retrieval).
         ("turn", sql.SQL("((payload->>'user_id'), (payload->>'session_id'), (payload->>'seq')) WHERE payload ? 'seq'")),
+        # A user's raw turns newest first, a page at a time (the operator's page of a user
+        # with 10,000 turns reads 100 rows, not all of them).
+        ("raw", sql.SQL("((payload->>'user_id'), (payload->>'created_at')) WHERE NOT (payload ? 'category')")),
     ):
         unique = sql.SQL("UNIQUE ") if name.endswith("uidx") else sql.SQL("")
         suffix = name if name.endswith("uidx") else f"{name}_idx"
@@ -290,6 +293,12 @@ class Mem0Table:
         with self.pool.connection() as conn:
             return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(query).fetchall()}
 
+    def has_user(self, user_id: str) -> bool:
+        """Does the user have any row (one index probe; `list_user(limit=1)` sorts them all)?"""
+        query = sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE payload->>'user_id' = %s)").format(self._t)
+        with self.pool.connection() as conn:
+            return bool(conn.execute(query, [user_id]).fetchone()[0])
+
     def count_user(self, user_id: str) -> tuple[int, int]:
         """(raw turns, facts) of one user (the user index)."""
         query = sql.SQL(
@@ -304,8 +313,13 @@ class Mem0Table:
         """One page of a user's facts (by category, newest first within one) or raw turns
         (newest first): the operator's page of a user with 10,000 memories reads 100."""
         kind = sql.SQL("payload ? 'category'") if facts else _RAW_TURN
-        first = sql.SQL("payload->>'category', ") if facts else sql.SQL("")
-        order = sql.SQL("{}{} DESC, id").format(first, _NEWEST)
+        # Facts by category (the user index gives the categories in order); raw turns are
+        # never updated, so by when they were said (the raw-turn index gives the page).
+        order = (
+            sql.SQL("payload->>'category', {} DESC, id").format(_NEWEST)
+            if facts
+            else sql.SQL("payload->>'created_at' DESC, id DESC")
+        )
         query = sql.SQL(
             "SELECT id, payload - 'lex' - 'lex_v' FROM {} WHERE payload->>'user_id' = %s AND {} "
             "ORDER BY {} OFFSET %s LIMIT %s"
@@ -393,7 +407,10 @@ class Mem0Table:
 
     def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, np.ndarray]]:
         """(id, vector) of up to `limit` of the user's rows, read in binary."""
-        query = sql.SQL("SELECT id::text, vector FROM {} WHERE payload->>'user_id' = %s LIMIT %s").format(self._t)
+        # In id order: the same rows give the same densities, whatever order the heap returns.
+        query = sql.SQL("SELECT id::text, vector FROM {} WHERE payload->>'user_id' = %s ORDER BY id LIMIT %s").format(
+            self._t
+        )
         with self.pool.connection() as conn, conn.cursor(binary=True) as cur:
             rows = cur.execute(query, [user_id, limit]).fetchall()
         return [(mem_id, vector_array(v)) for mem_id, v in rows]

@@ -77,14 +77,17 @@ class Operator:
     # ------------------------------------------------------------- a user
     def user(self, user_id: str, *, facts_page: int = 1, turns_page: int = 1, calls_page: int = 1) -> dict[str, Any]:
         """Everything about one user, a page of each kind. `Unknown` when nothing is stored."""
-        self.admin.require_known(user_id)
         raw, facts = self.store.rows.count_user(user_id)
+        archived = self.admin.archive.count_user(user_id)
+        journal = self.admin.journal_rows(user_id)
+        if not (raw or facts or archived or journal):  # `Admin.require_known`, from the counts
+            raise Unknown(user_id)
         fp = Paging.of(facts_page, facts, FACTS_PER_PAGE)
         tp = Paging.of(turns_page, raw, TURNS_PER_PAGE)
         cp = Paging.of(calls_page, self.admin.archive.count_calls(user_id), CALLS_PER_PAGE)
         return {
             "user_id": user_id,
-            "counts": {"raw_turns": raw, "facts": facts, "archive": self.admin.archive.count_user(user_id)},
+            "counts": {"raw_turns": raw, "facts": facts, "archive": archived},
             "facts": self._facts(user_id, fp),
             "facts_paging": fp,
             "turns": self._turns(user_id, tp),
@@ -99,7 +102,7 @@ class Operator:
                 }
                 for c in self.contexts.export_user(user_id)
             ],  # fmt: skip
-            "journal": self.admin.journal_rows(user_id),
+            "journal": journal,
         }
 
     def _facts(self, user_id: str, paging: Paging) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -164,9 +167,10 @@ class Operator:
     def recall(self, user_id: str, query: str) -> dict[str, Any]:
         """`memory.admin search`, and the block the reply's request would carry.
 
-        A fresh admin per query: its retriever computes the user's densities now, as a new
-        session does at its start, rather than reuse ones cached minutes ago."""
-        doc = Admin(self.store, self.settings).search(user_id, query)
+        The user's memory densities are computed at the first query, as a session does at
+        its start (about a second for 10,000 memories), and reused for the retriever's
+        5 minutes, as a session started within them would."""
+        doc = self.admin.search(user_id, query)
         recalled = [
             MemoryRecord(c["id"], c["text"], user_id, c["category"], created_at=c["created_at"])
             for c in doc["considered"]

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from memory.storage.store import MemoryStore
-from memory.web import security
+from memory.web import security, views
 from memory.web.app import GUARD, PathOnlyAccessLogger
 from tests.web.conftest import AUTH, SECRET, Web
 
@@ -155,3 +155,20 @@ def test_the_access_log_leaves_out_queries(caplog: pytest.LogCaptureFixture) -> 
         PathOnlyAccessLogger(logger, "").log(make_mocked_request("GET", "/recall?id=alice&q=my+sister"), Response(),
                                              0.01)  # fmt: skip
     assert "/recall" in caplog.text and "alice" not in caplog.text and "sister" not in caplog.text
+
+
+async def test_a_long_list_is_paged_and_every_page_is_reachable(
+    gated_web: Web, http: aiohttp.ClientSession, store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(views, "TURNS_PER_PAGE", 2)
+    for text in ("first turn", "second turn", "third turn"):
+        store.add_raw(user_id, text, metadata={"session_id": "call-p"})
+    async with http.get(f"{gated_web.url}/user", params={"id": user_id}, headers=AUTH) as resp:
+        html = await resp.text()
+    assert "third turn" in html and "second turn" in html and "first turn" not in html  # newest first
+    assert "Page 1 of 2" in html
+    link = re.search(r'href="([^"]*tp=2[^"]*)" rel="next"', html)
+    assert link, html
+    async with http.get(gated_web.url + link.group(1).replace("&amp;", "&"), headers=AUTH) as resp:
+        html = await resp.text()
+    assert "first turn" in html and "third turn" not in html and "Page 2 of 2" in html
