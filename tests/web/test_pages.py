@@ -331,8 +331,12 @@ async def test_a_cross_site_form_is_refused_and_forgets_nobody(
     target = f"{people.web.url}/forget"
     form = (f'<form method="post" action="{target}"><input name="id" value="{user_id}">'
             f'<input name="confirm" value="{user_id}"><button id="go">win a prize</button></form>')  # fmt: skip
+
+    async def prize(_request: web.Request) -> web.Response:
+        return web.Response(text=form, content_type="text/html")
+
     attacker = web.Application()
-    attacker.router.add_get("/", lambda _r: web.Response(text=form, content_type="text/html"))
+    attacker.router.add_get("/", prize)
     runner, url = await serve(attacker, "127.0.0.1", 0)
     tab = await context.new_page()
     try:
@@ -340,8 +344,7 @@ async def test_a_cross_site_form_is_refused_and_forgets_nobody(
         async with tab.expect_response(target) as answer:
             await tab.click("#go")
         response = await answer.value
-        assert response.status == 403
-        assert "another origin" in await tab.inner_text("body")
+        assert response.status == 403 and "Forbidden" in await tab.inner_text("body")
     finally:
         await tab.close()
         await runner.cleanup()

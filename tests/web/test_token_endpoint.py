@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
+import jwt
 import pytest
 from aiohttp import web
 from livekit import api
@@ -50,9 +51,12 @@ async def test_the_token_carries_the_identity_room_dispatch_and_the_grants_a_sta
     assert doc["server_url"] == LIVEKIT.url
     got = claims(doc["participant_token"])
     assert (got.identity, got.name, got.attributes) == ("alice", "Alice", {"plan": "pro"})
-    video = got.video
-    assert video.room == "support-42" and video.room_join
-    assert video.can_publish and video.can_subscribe and video.can_publish_data  # mic, the agent's voice, chat/RPC
+    # The grants as LiveKit's server reads them from the token (the SDK's defaults would hide
+    # a missing one): join this room, publish the microphone, hear the agent, chat and RPC.
+    raw = jwt.decode(doc["participant_token"], options={"verify_signature": False})
+    assert raw["video"] == {"roomJoin": True, "room": "support-42", "canPublish": True, "canSubscribe": True,
+                            "canPublishData": True}  # fmt: skip
+    assert got.video.room == "support-42" and got.video.room_join
     assert [(a.agent_name, a.metadata) for a in got.room_config.agents] == [("memory-agent", '{"lang": "zh"}')]
 
 
@@ -68,8 +72,6 @@ async def test_without_a_room_each_token_is_a_new_room_for_the_same_identity_and
         assert got.identity == "bob" and got.name == "bob" and got.room_config is None
         rooms.append(got.video.room)
     assert rooms[0] != rooms[1] and all(r.startswith("memory-") for r in rooms)
-    import jwt
-
     raw = jwt.decode(token, options={"verify_signature": False})
     assert raw["exp"] - raw["nbf"] == TOKEN_TTL.total_seconds()
 
