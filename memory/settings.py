@@ -422,7 +422,7 @@ def web_settings(env: Mapping[str, str] | None = None) -> WebSettings:
             f"MEMORY_WEB_SECRET is {state}: set at least {WEB_SECRET_MIN_CHARS} random characters, e.g. the output of "
             '`python -c "import secrets; print(secrets.token_urlsafe(32))"`'
         )
-    host = env.get("MEMORY_WEB_HOST", "").strip() or "127.0.0.1"
+    host, port = _listen(env.get("MEMORY_WEB_LISTEN", "").strip() or "127.0.0.1:8765")
     origins = tuple(o.strip().rstrip("/") for o in env.get("MEMORY_WEB_CORS_ORIGINS", "").split(",") if o.strip())
     for origin in origins:
         if not _has_url_form(origin, ("http", "https")) or origin.count("/") != 2:
@@ -430,12 +430,18 @@ def web_settings(env: Mapping[str, str] | None = None) -> WebSettings:
                 f"MEMORY_WEB_CORS_ORIGINS: {origin!r} is not an origin (scheme, host and port only: "
                 "http://localhost:3000)"
             )
-    return WebSettings(
-        secret=secret,
-        host=host,
-        port=_integer(env, "MEMORY_WEB_PORT", 8765, lo=0, hi=65535),
-        cors_origins=origins,
-    )
+    return WebSettings(secret=secret, host=host, port=port, cors_origins=origins)
+
+
+def _listen(raw: str) -> tuple[str, int]:
+    """MEMORY_WEB_LISTEN as (host, port): "127.0.0.1:8765", "0.0.0.0:80", "[::1]:8765", ":0".
+    One variable, not a host and a port: Kubernetes sets MEMORY_WEB_PORT=tcp://... itself
+    in every pod of a namespace with a service named memory-web."""
+    host, sep, port = raw.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"MEMORY_WEB_LISTEN={raw!r} is not HOST:PORT (127.0.0.1:8765; port 0 = any free port)")
+    return host, int(port)
 
 
 # Which variables each LiveKit CLI command needs before it can do anything useful.
@@ -465,7 +471,7 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_MAX_TURN_CHARS MEMORY_SPILL_DIR MEMORY_LOG_TRANSCRIPTS MEMORY_MAX_READS_IN_FLIGHT
     MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS
     MEMORY_ARCHIVE MEMORY_ARCHIVE_THRESHOLD MEMORY_SUMMARY_AFTER MEMORY_RETENTION_DAYS
-    MEMORY_WEB_SECRET MEMORY_WEB_HOST MEMORY_WEB_PORT MEMORY_WEB_CORS_ORIGINS""".split()
+    MEMORY_WEB_SECRET MEMORY_WEB_LISTEN MEMORY_WEB_CORS_ORIGINS""".split()
 )
 _MEM0_OWN = frozenset(
     "MEM0_API_KEY MEM0_DIR MEM0_SOURCE MEM0_CLIENT_STACK MEM0_APPLICATION MEM0_TELEMETRY "

@@ -26,7 +26,7 @@ from memory.settings import LiveKitCredentials, MemorySettings, WebSettings
 from memory.types import InvalidMemoryText, validate_user_id
 from memory.web import chart, security, token_endpoint
 from memory.web.i18n import category_name, pick_lang, translator
-from memory.web.views import Operator, Paging, Unknown
+from memory.web.views import Operator, Unknown
 
 logger = logging.getLogger("memory.web")
 
@@ -337,4 +337,4 @@ def build_app(
     return app
 
 
-__all__ = ["PathOnlyAccessLogger", "Paging", "build_app"]
+__all__ = ["PathOnlyAccessLogger", "build_app"]

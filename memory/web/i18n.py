@@ -33,8 +33,6 @@ WORDS: dict[str, tuple[str, str]] = {
     "last_activity": ("Last activity", "最近活动"),
     "no_users": ("No user matches.", "没有匹配的用户。"),
     "page": ("Page {n} of {of}", "第 {n} 页，共 {of} 页"),
-    "newer": ("Newer", "较新"),
-    "older": ("Older", "较旧"),
     "previous": ("Previous", "上一页"),
     "next": ("Next", "下一页"),
     "recall": ("What would it recall?", "它会想起什么？"),
@@ -56,7 +54,6 @@ WORDS: dict[str, tuple[str, str]] = {
     "turns_by_call": ("Turns by call (NORMAL)", "按通话的对话轮次（NORMAL）"),
     "no_turns": ("No turns.", "没有对话轮次。"),
     "call": ("Call", "通话"),
-    "said": ("Said", "时间"),
     "text": ("Text", "内容"),
     "archive": ("Calls in the archive", "存档中的通话"),
     "no_calls": ("No archived calls.", "没有存档的通话。"),
@@ -157,9 +154,6 @@ WORDS: dict[str, tuple[str, str]] = {
         "轮次与事实按存入日期统计仍保存的记忆。检索次数在每次通话结束时记入。",
     ),
     "totals": ("Totals", "总计"),
-    "value": ("Value", "数值"),
-    "bad_request": ("Bad request", "请求有误"),
-    "not_found": ("Not found", "未找到"),
 }
 
 

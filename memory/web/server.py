@@ -3,7 +3,7 @@
     uv run python -m memory.web
 
 It refuses to start without `MEMORY_WEB_SECRET` or a store to show (exit 2, naming what
-is missing), listens on `MEMORY_WEB_HOST`:`MEMORY_WEB_PORT` (127.0.0.1:8765 by default)
+is missing), listens on `MEMORY_WEB_LISTEN` (127.0.0.1:8765 by default)
 and prints where. Without LiveKit's variables the pages work and the token endpoint says
 which are missing.
 """

@@ -150,12 +150,15 @@ async def test_it_listens_on_localhost_unless_told_otherwise_and_never_without_a
         assert runner.addresses[0][0] == "127.0.0.1" and url.startswith("http://127.0.0.1:")
     finally:
         await runner.cleanup()
-    assert not web_settings({"MEMORY_WEB_SECRET": SECRET, "MEMORY_WEB_HOST": "0.0.0.0"}).loopback
+    wide = web_settings({"MEMORY_WEB_SECRET": SECRET, "MEMORY_WEB_LISTEN": "0.0.0.0:80"})
+    assert (wide.host, wide.port, wide.loopback) == ("0.0.0.0", 80, False)
+    assert web_settings({"MEMORY_WEB_SECRET": SECRET, "MEMORY_WEB_LISTEN": "[::1]:0"}).loopback
     for env, named in (
         ({}, "MEMORY_WEB_SECRET is not set"),
         ({"MEMORY_WEB_SECRET": "short"}, "MEMORY_WEB_SECRET is only 5 characters"),
         ({"MEMORY_WEB_SECRET": SECRET, "MEMORY_WEB_CORS_ORIGINS": "http://x:3000/path"}, "MEMORY_WEB_CORS_ORIGINS"),
-        ({"MEMORY_WEB_SECRET": SECRET, "MEMORY_WEB_PORT": "http"}, "MEMORY_WEB_PORT"),
+        ({"MEMORY_WEB_SECRET": SECRET, "MEMORY_WEB_LISTEN": "8765"}, "MEMORY_WEB_LISTEN"),
+        ({"MEMORY_WEB_SECRET": SECRET, "MEMORY_WEB_LISTEN": "tcp://10.0.0.3:http"}, "MEMORY_WEB_LISTEN"),
     ):
         with pytest.raises(ConfigError, match=named):
             web_settings(env)
