@@ -160,6 +160,7 @@ class MemorySettings:
     retrieval: RetrievalSettings = field(default_factory=lambda: RetrievalSettings())
     working_max_chars: int = 2000  # session working memory (forms), as shown to the LLM; least recently updated evicted
     context_max_chars: int = 4000  # one shared context's notes in all; a note past it is refused
+    context_retention_days: float = 30.0  # shared contexts not updated for this long are deleted (0: kept)
     # Conversation archive, summaries and retention (memory/archive/).
     archive: bool = True  # every message of a session embedded and kept, for "what did we talk about?"
     archive_threshold: float | None = None  # minimum similarity of a match; None: the embedder's calibrated default
@@ -384,6 +385,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         max_reads_in_flight=_integer(env, "MEMORY_MAX_READS_IN_FLIGHT", 3, lo=1, hi=64),
         working_max_chars=_integer(env, "MEMORY_WORKING_MAX_CHARS", 2000, lo=200, hi=50_000),
         context_max_chars=_integer(env, "MEMORY_CONTEXT_MAX_CHARS", 4000, lo=500, hi=100_000),
+        context_retention_days=_number(env, "MEMORY_CONTEXT_RETENTION_DAYS", 30.0, lo=0.0, hi=36_500.0),
         **_archive_settings(env),
         retrieval=_retrieval_settings(env),
     )
@@ -469,7 +471,7 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_RETRIEVAL_CONTEXT_TURNS MEMORY_RETRIEVAL_CONTEXT_WEIGHT MEMORY_RETRIEVAL_NEIGHBOURS
     MEMORY_RETRIEVAL_FOCUS_WEIGHT MEMORY_RETRIEVAL_RARITY MEMORY_RETRIEVAL_DENSITY
     MEMORY_MAX_TURN_CHARS MEMORY_SPILL_DIR MEMORY_LOG_TRANSCRIPTS MEMORY_MAX_READS_IN_FLIGHT
-    MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS
+    MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS MEMORY_CONTEXT_RETENTION_DAYS
     MEMORY_ARCHIVE MEMORY_ARCHIVE_THRESHOLD MEMORY_SUMMARY_AFTER MEMORY_RETENTION_DAYS
     MEMORY_WEB_SECRET MEMORY_WEB_LISTEN MEMORY_WEB_CORS_ORIGINS""".split()
 )

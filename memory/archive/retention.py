@@ -8,6 +8,8 @@
   A fact is the user's own standing statement ("my sister is Anna"); its age says
   nothing about whether it still holds, and deleting it would make the agent forget
   the user's name after 90 days. Superseding keeps it current, "forget me" removes it.
+- Shared contexts between agents not updated for `MEMORY_CONTEXT_RETENTION_DAYS` (30):
+  deleted with their notes. They are one case's working notes, not the user's memory.
 
 It runs in every job process's thread (`start_background`) and as
 `python -m memory.admin retention [--dry-run]`; a Postgres advisory lock makes one run
@@ -20,12 +22,13 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from psycopg import sql
 
 from memory.storage.archive import archive_for
+from memory.storage.contexts import ContextStore
 from memory.storage.store import MemoryStore
 
 logger = logging.getLogger("memory.retention")
@@ -44,6 +47,7 @@ class RetentionReport:
     summaries_kept: int
     facts_kept: int
     ran: bool = True  # False: another process held the lock
+    contexts: int = 0  # shared contexts deleted (or, dry, that would be)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -51,7 +55,21 @@ class RetentionReport:
 
 def run_retention(store: MemoryStore, *, days: float | None = None, dry_run: bool = False,
                   now: datetime | None = None) -> RetentionReport:  # fmt: skip
-    """Delete (or, dry, count) what is older than the period; under the fleet's lock."""
+    """Delete (or, dry, count) what is older than its period; under the fleet's lock."""
+    report = _run_archive_retention(store, days=days, dry_run=dry_run, now=now)
+    context_days = store.settings.context_retention_days
+    if not report.ran or context_days <= 0:
+        return report
+    cutoff = (now or datetime.now(UTC)) - timedelta(days=context_days)
+    contexts = ContextStore(store.pool, store.table, store.settings.context_max_chars)
+    n = contexts.delete_older_than(cutoff, dry_run=dry_run)
+    if n and not dry_run:
+        logger.info("retention: deleted %d shared contexts not updated since %s", n, cutoff.date())
+    return replace(report, contexts=n)
+
+
+def _run_archive_retention(store: MemoryStore, *, days: float | None, dry_run: bool,
+                           now: datetime | None) -> RetentionReport:  # fmt: skip
     days = store.settings.retention_days if days is None else days
     now = now or datetime.now(UTC)
     cutoff = now - timedelta(days=days)
@@ -136,10 +154,12 @@ _started_lock = threading.Lock()
 
 def start_background(store: MemoryStore, *, every_s: float = RETENTION_EVERY_S) -> bool:
     """Once per process: a daemon thread that runs retention when it is due. Returns
-    False when it was started already or retention is off (MEMORY_RETENTION_DAYS=0)."""
+    False when it was started already or retention is off (MEMORY_RETENTION_DAYS=0 and
+    MEMORY_CONTEXT_RETENTION_DAYS=0)."""
     global _started
     with _started_lock:
-        if _started or not getattr(store, "available", True) or store.settings.retention_days <= 0:
+        off = store.settings.retention_days <= 0 and store.settings.context_retention_days <= 0
+        if _started or not getattr(store, "available", True) or off:
             return False
         _started = True
     try:

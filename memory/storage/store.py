@@ -58,6 +58,15 @@ logger = logging.getLogger("memory.storage.store")
 EMBEDDED_CHECK_S = 10.0
 
 
+class HistoryNotPurged(RuntimeError):
+    """A forget removed the user's memories (`removed`) but Mem0's history file refused
+    its delete (a full disk, a locked file): `purge_user_history` tries it again."""
+
+    def __init__(self, removed: int, cause: BaseException) -> None:
+        super().__init__(f"Mem0's history file could not be purged: {cause}")
+        self.removed = removed
+
+
 class UnavailableStore:
     """Stands in for a `MemoryStore` that could not be opened when the process started.
 
@@ -339,14 +348,28 @@ class MemoryStore:
             )
             self.rows.delete_user_entities(user_id, conn)
             conn.commit()
+        try:
+            self.purge_user_history(user_id)
+        except Exception as exc:
+            raise HistoryNotPurged(len(ids), exc) from exc
+        return len(ids)
+
+    def purge_user_history(self, user_id: str) -> int:
+        """Purge this machine's Mem0 history of every memory a forget of the user removed."""
+        ids = self._forgotten_ids(user_id)
+        self._purge_history(ids)
+        return len(ids)
+
+    def _forgotten_ids(self, user_id: str) -> list[str]:
+        """The ids of the memories the user's forgets removed (kept in the forget record)."""
+        with self.pool.connection() as conn:
             forgotten = conn.execute(
                 sql.SQL("SELECT memory_ids FROM {} WHERE user_id = %s").format(
                     sql.Identifier(forgets_table(self.table))
                 ),
                 [user_id],
             ).fetchone()
-        self._purge_history(forgotten[0] if forgotten else [])
-        return len(ids)
+        return list(forgotten[0]) if forgotten else []
 
     def purge_forgotten_history(self) -> int:
         """Purge this machine's Mem0 history of every memory a forget removed, wherever
@@ -373,24 +396,21 @@ class MemoryStore:
             db.connection.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left readable
             # Every worker start purges all forgotten ids (most already gone): by index,
             # not a scan of the whole history per batch. Mem0 makes no such index.
-            db.connection.execute("CREATE INDEX IF NOT EXISTS history_by_memory_id ON history (memory_id)")
-            for start in range(0, len(ids), 500):
-                chunk = list(ids[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                db.connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
-            db.connection.commit()
+            try:
+                db.connection.execute("CREATE INDEX IF NOT EXISTS history_by_memory_id ON history (memory_id)")
+                for start in range(0, len(ids), 500):
+                    chunk = list(ids[start : start + 500])
+                    marks = ",".join("?" * len(chunk))
+                    db.connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
+                db.connection.commit()
+            except Exception:
+                db.connection.rollback()  # a full disk: nothing half done, tried again later
+                raise
 
     def history_left(self, user_id: str) -> int:
         """Entries of this machine's Mem0 history still about memories a forget of the user
         removed: 0 once the purge is done (the operator's page checks it after a forget)."""
-        with self.pool.connection() as conn:
-            row = conn.execute(
-                sql.SQL("SELECT memory_ids FROM {} WHERE user_id = %s").format(
-                    sql.Identifier(forgets_table(self.table))
-                ),
-                [user_id],
-            ).fetchone()
-        ids = list(row[0]) if row else []
+        ids = self._forgotten_ids(user_id)
         db = self.mem0.db
         left = 0
         with db._lock:

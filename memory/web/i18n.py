@@ -125,6 +125,11 @@ WORDS: dict[str, tuple[str, str]] = {
     "something_left": ("Something is left: see the table.", "仍有残留：见上表。"),
     "memories": ("Memories (turns and facts)", "记忆（轮次与事实）"),
     "mem0_history": ("Mem0's history on this machine", "本机 Mem0 历史"),
+    "spilled": ("This machine's spill files", "本机溢出文件"),
+    "not_done": (
+        "Not done: {place} ({why}). Forget again once that is fixed.",
+        "未完成：{place}（{why}）。修复后请再遗忘一次。",
+    ),
     "journal_rows": ("This machine's journal", "本机日志"),
     "unknown_user": (
         "Nothing is stored under {user} (identities are exact: case, spaces and accents count).",

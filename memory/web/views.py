@@ -19,7 +19,6 @@ from memory.journal.queue import DEAD
 from memory.livekit.blocks import fit_recalled, format_memories
 from memory.settings import MemorySettings
 from memory.storage.activity import DailyActivity
-from memory.storage.contexts import ContextStore
 from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, MemoryRecord, memory_user_id
 
@@ -53,7 +52,6 @@ class Operator:
         self.store = store
         self.settings = settings
         self.admin = Admin(store, settings)
-        self.contexts = ContextStore(store.pool, store.table, settings.context_max_chars)
         self.activity = DailyActivity(store.pool, store.table)
         self.zone = ZoneInfo(settings.timezone)
 
@@ -100,7 +98,7 @@ class Operator:
                     "updated_at": self._when(c["updated_at"]),
                     "notes": [{**n, "at": self._when(n["at"])} for n in c["notes"]],
                 }
-                for c in self.contexts.export_user(user_id)
+                for c in self.admin.contexts(user_id)
             ],  # fmt: skip
             "journal": journal,
         }
@@ -191,8 +189,9 @@ class Operator:
         return {
             "memories": raw + facts,
             "archive": self.admin.archive.count_user(user_id),
-            "contexts": len(self.contexts.export_user(user_id)),
+            "contexts": len(self.admin.contexts(user_id)),
             "journal_rows": len(self.admin.journal_rows(user_id)),
+            "spilled": len(self.admin.spilled(user_id)),
             "mem0_history": self.store.history_left(user_id),
         }
 
@@ -200,9 +199,9 @@ class Operator:
         """Forget the user as `memory.admin forget` does; then look again in every place."""
         gone = self.admin.service.forget(user_id)
         removed = {"memories": gone.memories, "archive": gone.archived, "contexts": gone.contexts,
-                   "journal_rows": gone.waiting_turns, "mem0_history": None}  # fmt: skip
-        left = self.holdings(user_id)
-        return {"user_id": user_id, "removed": removed, "left": left, "forgotten_at": self.store.forgotten_at(user_id)}
+                   "journal_rows": gone.waiting_turns, "spilled": gone.spilled, "mem0_history": None}  # fmt: skip
+        return {"user_id": user_id, "removed": removed, "left": self.holdings(user_id), "failed": gone.failed,
+                "forgotten_at": self.store.forgotten_at(user_id)}  # fmt: skip
 
     # -------------------------------------------------------- dead letters
     def dead_letters(self) -> list[dict[str, Any]]:

@@ -17,8 +17,8 @@ def test_every_key_the_templates_use_has_both_languages() -> None:
         used |= set(re.findall(r"\bt\('([a-z_:]+)'", path.read_text()))
     # Keys chosen at run time: a candidate's outcome, a place a forget counts, a chart, a login error.
     used |= {retriever.BELOW_THRESHOLD, retriever.COPY, retriever.ACKNOWLEDGEMENT, retriever.PAST_TOP_K}
-    used |= {"memories", "archive", "contexts", "journal_rows", "mem0_history", "new_turns", "new_facts", "recalls",
-             "archived", "too_many", "wrong_secret", "unknown_user"}  # fmt: skip
+    used |= {"memories", "archive", "contexts", "journal_rows", "spilled", "mem0_history", "new_turns", "new_facts",
+             "recalls", "archived", "too_many", "wrong_secret", "unknown_user"}  # fmt: skip
     missing = sorted(used - set(i18n.WORDS))
     assert not missing, missing
     for key, (en, zh) in i18n.WORDS.items():
