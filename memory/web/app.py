@@ -70,6 +70,9 @@ def render(request: web.Request, template: str, *, status: int = 200, **context:
         return str(URL(path).with_query({k: str(v) for k, v in params.items() if v not in (None, "")}))
 
     def with_params(**params: object) -> str:
+        """This page with these parameters changed (a page that answered a form: the users page)."""
+        if request.method not in ("GET", "HEAD"):
+            return url("/", **params)
         query = dict(request.query)
         query.update({k: str(v) for k, v in params.items()})
         return str(request.rel_url.with_query(query))
