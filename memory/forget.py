@@ -28,7 +28,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from memory.service import Forgotten, MemoryService
 from memory.settings import ConfigError, MemorySettings, load_settings
-from memory.storage.postgres import CONNECT_TIMEOUT_S, storage_problems
+from memory.storage.postgres import connect, storage_problems
 from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
 
@@ -52,7 +52,7 @@ def missing_store(settings: MemorySettings) -> str | None:
             return f"no memory store in MEMORY_DATA_DIR={str(settings.data_dir)!r} (is it the worker's?)"
         return None
     try:
-        with psycopg.connect(settings.database_url, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+        with connect(settings.database_url) as conn:
             query = "SELECT to_regclass(quote_ident(%s))"  # the name as created, capitals kept
             (table,) = conn.execute(query, [settings.collection]).fetchone()
     except psycopg.Error:

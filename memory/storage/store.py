@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool
 from memory.language.lexical import LEX_VERSION, lex_fields
 from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
+from memory.storage.locks import RowLocks
 from memory.storage.mem0_table import Mem0Table, stored_dims
 from memory.storage.postgres import (
     EmbeddedStartError,
@@ -162,6 +163,7 @@ class MemoryStore:
         self.mem0 = mem0
         self.table = settings.collection
         self.rows = Mem0Table(pool, self.table)  # the one place that knows Mem0's table
+        self.locks = RowLocks(pool, self.table)  # the per-user fact lock, across the fleet
         self._closed = threading.Event()
         if not settings.database_url:
             threading.Thread(target=self._keep_embedded_up, name="memory-embedded-watch", daemon=True).start()
@@ -173,7 +175,7 @@ class MemoryStore:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         settings.mem0_dir.mkdir(parents=True, exist_ok=True)
         url = settings.database_url or embedded_url(settings.pgdata)
-        pool = open_pool(url)
+        pool = open_pool(url, max_size=settings.db_max_connections)
         try:
             ensure_schema(pool, settings.collection, settings.embedding_dims)
             _check_dims(pool, settings)
@@ -251,7 +253,8 @@ class MemoryStore:
 
         The look-ups and the write run under a per-user lock in Postgres: two writers
         of one user (two sessions at once, on any workers) would otherwise both find
-        the slot empty and both add, leaving "Anna" and "Maria" as the sister.
+        the slot empty and both add, leaving "Anna" and "Maria" as the sister. Raises
+        `StoreBusy` when another writer keeps it for `locks.WAIT_S` (the journal retries).
         """
         text = validate_text(text, what="fact text")
         validate_user_id(user_id)
@@ -260,9 +263,10 @@ class MemoryStore:
             raise InvalidMemoryText(
                 f"category {category!r} is not one of {', '.join(self.settings.durable_categories)}"
             )
-        with self.pool.connection() as lock, lock.transaction():
-            # Held until this transaction ends; Mem0 writes on connections of its own.
-            lock.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"memory-facts:{user_id}"])
+        # A row lock (memory/storage/locks.py), not a transaction's: it holds no connection
+        # while the look-ups and Mem0's writes take theirs, so writers behind a pooler
+        # cannot take every server connection and wait on each other.
+        with self.locks.hold(f"memory-facts:{user_id}"):
             return self._upsert_fact_locked(user_id, text, category, slot, metadata, write_id, said_at)
 
     def _upsert_fact_locked(
