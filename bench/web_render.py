@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import os
 import random
+import shutil
 import tempfile
 import time
 import uuid
@@ -185,6 +187,8 @@ async def browser_times(base: str, paths: dict[str, str], repeat: int) -> dict[s
 
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="bench-web-"))
+    if not args.data_dir:  # registered before the embedded server starts: removed after it stops
+        atexit.register(shutil.rmtree, data_dir, True)
     settings: MemorySettings = load_settings({"MEMORY_DATA_DIR": str(data_dir), "MEM0_SETTING": "GATED"},
                                              dotenv=False)  # fmt: skip
     store = MemoryStore.open(settings)

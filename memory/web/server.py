@@ -81,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{PROG}: memory store {where(settings)}, MEM0_SETTING={settings.mode.value}", flush=True)
     livekit = _livekit()
     if isinstance(livekit, str):
-        print(f"{PROG}: the token endpoint is off until {livekit}", file=sys.stderr, flush=True)
+        print(f"{PROG}: POST /api/token answers 503 until the LiveKit project is configured: {livekit}",
+              file=sys.stderr, flush=True)  # fmt: skip
     try:
         app = build_app(Operator(store, settings), settings, web_cfg, livekit=livekit)
         asyncio.run(_run(app, web_cfg.host, web_cfg.port, web_cfg.loopback))
