@@ -75,7 +75,7 @@ logger = logging.getLogger("agent")
 # and drops the deltas in between, so the words the user ended on were often known only
 # from the final transcript, and memory's look-up for them started there, on the
 # reply's path. Every delta as an interim lets the look-up for the whole utterance run
-# before the turn ends (tests/test_pipeline.py checks the plugin still has this knob).
+# before the turn ends (tests/agent/test_pipeline.py checks the plugin still has this knob).
 INTERIM_INTERVAL_S = 0.0
 
 # LiveKit kills a job process whose prewarm takes longer than this. Measured with

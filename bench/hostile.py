@@ -62,7 +62,7 @@ from memory.types import Turn, now_iso
 
 log = logging.getLogger("bench.hostile")
 ROOT = Path(__file__).resolve().parent.parent
-CHILD = ROOT / "tests" / "hostile_child.py"
+CHILD = ROOT / "tests" / "journal" / "hostile_child.py"
 
 
 def pct(values: list[float], q: float) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 # Angle brackets and their look-alikes: the characters whose compatibility form (NFKC)
-# is "<" or ">" (small and fullwidth forms; tests/test_memory_quoting.py checks the
+# is "<" or ">" (small and fullwidth forms; tests/livekit/test_memory_quoting.py checks the
 # list against all of Unicode), and those that only look like them.
 LOOKALIKES = "<>﹤﹥＜＞‹›«»〈〉《》⟨⟩⟪⟫❬❭❮❯❰❱⦑⦒⧼⧽〈〉˂˃ᐸᐳ⋖⋗≺≻"
 _ESCAPED: frozenset[str] = frozenset(LOOKALIKES)

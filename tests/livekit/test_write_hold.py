@@ -27,7 +27,7 @@ from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from memory.types import Turn
 from tests.conftest import make_service
-from tests.test_write_queue import CHILD, ROOT, journal_rows, kill_when_ready, make_turn, stored_write_ids
+from tests.journal.test_write_queue import CHILD, ROOT, journal_rows, kill_when_ready, make_turn, stored_write_ids
 
 UTTERANCES = load_utterances()
 

@@ -13,7 +13,7 @@ import pytest
 import memory.settings as settings_mod
 from memory.settings import ConfigError, MemoryMode, load_settings, startup_problems
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("raw", ["normal", "NORMAL", " Normal "])
@@ -130,7 +130,7 @@ def test_agent_with_bad_mode_exits_naming_it(tmp_path: Path) -> None:
 
 
 def test_env_example_lists_every_variable_the_worker_reads() -> None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     code = (root / "memory" / "settings.py").read_text() + (root / "agent.py").read_text()
     read = set(re.findall(r'"((?:MEMORY|OPENAI|LIVEKIT|MEM0|PROMETHEUS)_[A-Z_]+)"', code))
     read -= set(settings_mod._REPLACED)  # read only to be refused, named in the error

@@ -33,7 +33,7 @@ from memory.types import Turn, now_iso
 from tests.conftest import make_service, scripted_extraction, wait_until
 
 # Long budget in these tests: they check what is injected, not how fast
-# (tests/test_prefetch.py and bench/latency.py cover the budget).
+# (tests/retrieval/test_prefetch.py and bench/latency.py cover the budget).
 BUDGET_S = 10.0
 
 

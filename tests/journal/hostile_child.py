@@ -1,6 +1,6 @@
-"""A worker killed with -9 while its journal's disk is full (tests/test_hostile_faults.py).
+"""A worker killed with -9 while its journal's disk is full (tests/journal/test_hostile_faults.py).
 
-    python tests/hostile_child.py JOURNAL SPILL_DIR USER_ID N [refuse]
+    python tests/journal/hostile_child.py JOURNAL SPILL_DIR USER_ID N [refuse]
 
 Enqueues N turns (ids `<USER_ID>-t<i>`) into a queue whose handler never finishes,
 so they are held only where the queue put them. With `refuse` the journal refuses
@@ -14,12 +14,12 @@ import asyncio
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.faults import RefusingJournalQueue  # noqa: E402 - after the repository root is put on sys.path
 from memory.types import Turn  # noqa: E402 - after the repository root is put on sys.path
-from tests.write_queue_child import child_turns  # noqa: E402 - after the repository root is put on sys.path
+from tests.journal.write_queue_child import child_turns  # noqa: E402 - after the repository root is put on sys.path
 
 
 async def main(argv: list[str]) -> None:

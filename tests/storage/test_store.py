@@ -338,7 +338,7 @@ def test_mem0_telemetry_is_off_whenever_the_store_loads_mem0(store: MemoryStore,
         "import mem0.memory.telemetry as t; print(t.MEM0_TELEMETRY); s.close()"
     )
     env = {k: v for k, v in os.environ.items() if k != "MEM0_TELEMETRY"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)  # cwd: away from any .env
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # cwd: away from any .env
     run = subprocess.run(
         [sys.executable, "-c", probe, store.url, str(tmp_path)],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,

@@ -15,7 +15,7 @@ import pytest
 from memory.storage.postgres import clear_stale_pid_file, clear_stale_socket_locks
 from memory.storage.store import MemoryStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OPEN_STORE = """
 import sys
 from memory.settings import load_settings

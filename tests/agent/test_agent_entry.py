@@ -212,7 +212,7 @@ def test_memory_metrics_counted_in_a_job_process_reach_the_workers_metrics_page(
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     script = tmp_path / "probe.py"
     script.write_text(_METRICS_FROM_A_JOB_PROCESS)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PROMETHEUS_PORT": "9477", "PYTHONPATH": str(root),
@@ -269,7 +269,7 @@ def test_a_killed_job_processs_backlog_leaves_the_metrics_page_when_the_next_one
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     script = tmp_path / "probe.py"
     script.write_text(_A_KILLED_JOB_PROCESS_BACKLOG)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(root),

@@ -1,6 +1,6 @@
-"""A worker process that is killed with memory writes pending (for tests/test_write_queue.py).
+"""A worker process that is killed with memory writes pending (for tests/journal/test_write_queue.py).
 
-    python tests/write_queue_child.py JOURNAL USER_ID N [DATABASE_URL DATA_DIR]
+    python tests/journal/write_queue_child.py JOURNAL USER_ID N [DATABASE_URL DATA_DIR]
 
 Enqueues N turns (turn ids `<USER_ID>-t<i>`) into a DurableWriteQueue on
 JOURNAL and starts it with a handler that never completes. Given a database
@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from memory.journal.queue import DurableWriteQueue  # noqa: E402 - after the repository root is put on sys.path

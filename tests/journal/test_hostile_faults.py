@@ -25,7 +25,7 @@ from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from memory.types import Turn, now_iso
 from tests.conftest import make_service
-from tests.test_write_queue import make_turn
+from tests.journal.test_write_queue import make_turn
 
 CHILD = Path(__file__).resolve().parent / "hostile_child.py"
 MOUNTABLE = can_mount()

@@ -19,7 +19,7 @@ from harness import PipelineHarness, load_utterances
 from memory.retrieval.retriever import Retriever
 from memory.storage.store import MemoryStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 UTTERANCES = load_utterances()
 
 

@@ -34,7 +34,7 @@ from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, Turn, now_iso
 from tests.conftest import make_service, scripted_extraction, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).resolve().parent / "write_queue_child.py"
 
 
