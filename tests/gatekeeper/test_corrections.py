@@ -246,7 +246,7 @@ def test_the_words_of_a_correction_without_a_new_value_are_still_skipped(text: s
 async def test_a_spoken_correction_in_a_voice_session_replaces_the_value(store: MemoryStore, user_id: str) -> None:
     # Through the worker's own wiring: the glue hands the correction its context (the
     # statement and the agent's reply), the write queue runs the turns in order.
-    from tests.livekit.test_memory_agent import voice_session
+    from tests.livekit.sessions import voice_session
 
     case = CASES[0]
     extraction = following_the_prompt(CASES)

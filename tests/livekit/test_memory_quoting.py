@@ -19,7 +19,7 @@ from memory.prompts import load_prompt
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from memory.types import MemoryRecord
-from tests.livekit.test_memory_agent import voice_session
+from tests.livekit.sessions import voice_session
 
 
 def test_the_lookalike_table_holds_every_character_that_folds_to_an_angle_bracket() -> None:
