@@ -17,7 +17,7 @@ from memory.prompts import load_prompt
 from memory.service import MemoryService
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
-from tests.conftest import make_service, scripted_extraction
+from tests.conftest import make_service, scripted_extraction, wait_until
 from tests.livekit.sessions import BUDGET_S, memory_blocks, one_request_per_turn, recalled_text, voice_session
 
 
@@ -229,8 +229,9 @@ async def test_a_profile_that_never_comes_delays_the_greeting_by_the_budget_only
     assert memory_blocks(request, "user_profile") == []
 
 
+@pytest.mark.looptime
 async def test_a_profile_read_that_hangs_costs_one_reply_the_budget_not_every_reply(
-    store: MemoryStore, user_id: str
+    store: MemoryStore, user_id: str, looptime
 ) -> None:
     # A locked table or a store that takes connections but never answers: the profile
     # read stays out. Every GATED reply used to wait its whole budget for it again
@@ -243,16 +244,22 @@ async def test_a_profile_read_that_hangs_costs_one_reply_the_budget_not_every_re
     ctx = llm.ChatContext()
     ctx.add_message(role="user", content="That sounds good to me")  # needs no recall: the profile alone
     try:
+        # On the loop's fake clock (looptime): each reply's wait, to the millisecond.
+        t0 = float(looptime)
         first = await memory.prepare_chat_ctx(ctx)  # waits out its budget
         assert PROFILE_MESSAGE_ID not in [item.id for item in first.items]
+        assert float(looptime) - t0 == pytest.approx(0.05)
         # A reply that waited for the profile again would wait this whole budget.
         memory.recaller.budget_s = 60.0
-        await asyncio.wait_for(memory.prepare_chat_ctx(ctx), 5.0)
+        t0 = float(looptime)
+        await memory.prepare_chat_ctx(ctx)
+        assert float(looptime) - t0 == 0
         # When the read comes back after all, the next reply has the profile.
         service.release.set()
-        await memory.wait_profile()
-        later = await asyncio.wait_for(memory.prepare_chat_ctx(ctx), 5.0)
-        assert PROFILE_MESSAGE_ID in [item.id for item in later.items]
+        await wait_until(lambda: bool(memory.profile), what="the profile read to come back")  # a thread: no fake time
+        t0 = float(looptime)
+        later = await memory.prepare_chat_ctx(ctx)
+        assert PROFILE_MESSAGE_ID in [item.id for item in later.items] and float(looptime) - t0 == 0
     finally:
         service.release.set()
         await memory.aclose()
