@@ -48,7 +48,10 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def base_settings(data_dir: Path) -> MemorySettings:
-    return load_settings({"MEMORY_DATA_DIR": str(data_dir)}, dotenv=False)
+    # The spill files beside the data, not in the machine's shared /dev/shm directory: a
+    # queue takes over the spill files of dead processes, and a test's killed child must
+    # leave its files to that test, not to another run (or xdist worker) on the machine.
+    return load_settings({"MEMORY_DATA_DIR": str(data_dir), "MEMORY_SPILL_DIR": str(data_dir / "spill")}, dotenv=False)
 
 
 @pytest.fixture(scope="session")

@@ -244,22 +244,23 @@ async def test_a_profile_read_that_hangs_costs_one_reply_the_budget_not_every_re
     ctx = llm.ChatContext()
     ctx.add_message(role="user", content="That sounds good to me")  # needs no recall: the profile alone
     try:
-        # On the loop's fake clock (looptime): each reply's wait, to the millisecond.
+        # On the loop's fake clock (looptime), which moves by the timers it fast-forwards
+        # (and by the odd real millisecond of the store's threads): each reply's wait.
         t0 = float(looptime)
         first = await memory.prepare_chat_ctx(ctx)  # waits out its budget
         assert PROFILE_MESSAGE_ID not in [item.id for item in first.items]
-        assert float(looptime) - t0 == pytest.approx(0.05)
+        assert 0.05 <= float(looptime) - t0 < 1.0
         # A reply that waited for the profile again would wait this whole budget.
         memory.recaller.budget_s = 60.0
         t0 = float(looptime)
         await memory.prepare_chat_ctx(ctx)
-        assert float(looptime) - t0 == 0
+        assert float(looptime) - t0 < 1.0
         # When the read comes back after all, the next reply has the profile.
         service.release.set()
         await wait_until(lambda: bool(memory.profile), what="the profile read to come back")  # a thread: no fake time
         t0 = float(looptime)
         later = await memory.prepare_chat_ctx(ctx)
-        assert PROFILE_MESSAGE_ID in [item.id for item in later.items] and float(looptime) - t0 == 0
+        assert PROFILE_MESSAGE_ID in [item.id for item in later.items] and float(looptime) - t0 < 1.0
     finally:
         service.release.set()
         await memory.aclose()
