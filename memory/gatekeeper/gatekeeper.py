@@ -25,7 +25,7 @@ from memory.prompts import load_prompt
 from memory.settings import DURABLE_CATEGORIES
 from memory.types import ExtractionUnavailable
 
-logger = logging.getLogger("memory.gatekeeper.gatekeeper")
+logger = logging.getLogger(__name__)
 
 MAX_FACT_CHARS = 300
 MAX_FACTS_PER_TURN = 8

@@ -93,7 +93,7 @@ from memory.ops import metrics
 from memory.storage.postgres import REFUSED_CONTENT
 from memory.types import ExtractionUnavailable, InvalidMemoryText, StoreBusy, StoreUnavailable, Turn, describe_error
 
-logger = logging.getLogger("memory.journal.queue")
+logger = logging.getLogger(__name__)
 
 Handler = Callable[[Turn], Awaitable[object]]
 

@@ -24,7 +24,7 @@ from memory.settings import ensure_runtime_dir
 from memory.storage.contexts import ensure_context_schema
 from memory.storage.mem0_table import create_table
 
-logger = logging.getLogger("memory.storage.postgres")
+logger = logging.getLogger(__name__)
 
 # Short timeouts: a dead database must fail fast, never hang a session.
 CONNECT_TIMEOUT_S = 3

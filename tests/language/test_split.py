@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def test_a_long_chinese_turn_is_cut_after_a_sentence_not_inside_a_number() -> None:
     # Chinese has no spaces: the cut fell at exactly the limit, "1391234567 | 8".
-    from memory.service import split_turn
+    from memory.language.split import split_turn
 
     sentence = "今天我们去公园散步，天气很好，孩子们玩得很开心。"
     text = sentence * 40 + "我的手机号是13912345678，别忘了。" + sentence * 40

@@ -103,7 +103,7 @@ async def test_a_forget_during_a_session_takes_the_profile_out_of_its_next_repli
 ) -> None:
     # The profile was read once and re-injected into every request: after an operator's
     # `python -m memory.forget`, the live session went on telling the model the facts.
-    from memory.livekit import session as livekit_glue
+    from memory.livekit import reader as livekit_glue
 
     store.upsert_fact(user_id, "User's sister is Xylophena", category="relationships", slot="sister_name")
     async with voice_session(store, MemoryMode.GATED, user_id) as run:
@@ -133,7 +133,7 @@ async def test_a_forget_during_a_session_reaches_it_at_the_next_turn_even_from_i
         assert "Xylophena" in json.dumps(run.requests[-1].messages)
         run.service.forget(user_id)
         await run.harness.user_says("Nice weather today")
-        if (check := getattr(run.memory, "_forget_check", None)) is not None:
+        if (check := getattr(run.memory.reader, "_forget_check", None)) is not None:
             await check  # the turn's check, started at its first words
         hung = asyncio.Event()
 
@@ -182,9 +182,9 @@ class GreetingWatch(MemorySession):
         super().__init__(*args, **kwargs)
         self.asked = asyncio.Event()
 
-    async def prepare_chat_ctx(self, chat_ctx):
+    async def prepare_chat_ctx(self, chat_ctx, **kwargs):
         self.asked.set()
-        return await super().prepare_chat_ctx(chat_ctx)
+        return await super().prepare_chat_ctx(chat_ctx, **kwargs)
 
 
 async def greet(store: MemoryStore, user_id: str, *, budget_s: float, release_when_asked: bool) -> LLMRequest:

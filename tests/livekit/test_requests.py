@@ -92,7 +92,7 @@ async def test_words_of_a_turn_livekit_threw_away_do_not_spoil_the_next_prefetch
         stream = await harness.stt.wait_for_stream()
         harness.stt._emit(stream, SpeechEventType.START_OF_SPEECH)
         harness.stt._emit(stream, SpeechEventType.FINAL_TRANSCRIPT, "never mind")
-        await wait_until(lambda: memory._turn_finals == ["never mind"], what="the final transcript")
+        await wait_until(lambda: memory.reader._turn_finals == ["never mind"], what="the final transcript")
         harness.session.clear_user_turn()
         await harness.user_says("Remind me, what is my dog called?")
         log = memory.turns[-1]

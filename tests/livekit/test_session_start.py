@@ -45,7 +45,7 @@ async def test_computing_densities_at_session_start_leaves_every_read_slot_to_th
 ) -> None:
     import threading
 
-    from memory.service import MAX_READS_IN_FLIGHT, run_read
+    from memory.ops.threads import MAX_READS_IN_FLIGHT, run_read
 
     service = _normal_service_with_dog_walks(store, user_id)
     release = threading.Event()

@@ -43,17 +43,17 @@ async def test_a_turn_is_written_after_its_reply_starts_to_play_and_is_then_stor
     from livekit.plugins import silero
 
     import agent
-    from memory.livekit.session import MemorySession
+    from memory.rows import RowHandler
 
     agent.make_plugins(agent.load_settings({}, dotenv=False), silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
     started: list[tuple[float, Turn]] = []
-    real_remember = MemorySession._remember
+    real_remember = RowHandler.__call__
 
-    async def remember(self: MemorySession, turn: Turn) -> Any:
+    async def remember(self: RowHandler, turn: Turn) -> Any:
         started.append((time.perf_counter(), turn))
         return await real_remember(self, turn)
 
-    monkeypatch.setattr(MemorySession, "_remember", remember)
+    monkeypatch.setattr(RowHandler, "__call__", remember)
     user = f"hold-{uuid.uuid4().hex[:8]}"
     # A reply of several sentences: it plays for about a second after its first frame.
     long_reply = " ".join(f"Sentence number {i} of a longer answer." for i in range(8))

@@ -47,7 +47,7 @@ async def test_a_card_number_said_aloud_reaches_neither_the_journal_nor_the_stor
 ) -> None:
     service = make_service(store, MemoryMode.NORMAL)
     memory = MemorySession(service, user_id=user_id, budget_s=BUDGET_S)
-    memory.queue = queue = RecordingQueue(service.settings.journal_path, memory._remember)
+    memory.queue = memory.rows.queue = queue = RecordingQueue(service.settings.journal_path, memory.rows)
     harness = VoiceHarness(MemoryAgent(memory), preflight=True)
     memory.attach(harness.session)
     async with harness:

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-import memory.service as service_module
-from memory.service import MAX_READS_IN_FLIGHT, run_read
+import memory.ops.threads as service_module
+from memory.ops.threads import MAX_READS_IN_FLIGHT, run_read
 from memory.types import StoreBusy
 
 

@@ -8,6 +8,7 @@ import threading
 import pytest
 from psycopg import sql
 
+from memory.ops import threads
 from memory.retrieval import retriever as retrieval_mod
 from memory.retrieval.retriever import Retriever
 from memory.settings import MemoryMode
@@ -364,7 +365,7 @@ async def test_a_session_closing_during_its_start_leaves_the_shared_densities_to
     shared = retriever(store)
     closing_session = make_service(store, MemoryMode.NORMAL, retriever=shared)
     hold = threading.Event()
-    busy = retrieval_mod._DENSITY_WORKER.submit(hold.wait, 30)  # this user's computation waits its turn
+    busy = threads.DENSITY_POOL.submit(hold.wait, 30)  # this user's computation waits its turn
     start = asyncio.create_task(closing_session.prepare(user_id))
     await asyncio.sleep(0)  # the session start is now waiting on the computation
     start.cancel()
@@ -380,7 +381,6 @@ async def test_a_session_closing_during_its_start_leaves_the_shared_densities_to
 def test_the_density_correction_leaves_too_small_and_too_large_stores_alone(
     store: MemoryStore, user_id: str, too: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memory.retrieval.retriever as retrieval_mod
 
     seed(store, user_id, COLOUR, *DISTRACTORS)  # too few memories for a meaningful density
     if too == "large":
@@ -403,8 +403,6 @@ def test_densities_are_computed_where_connections_hand_back_pgvector_values(
     from pgvector.psycopg import register_vector
     from psycopg_pool import ConnectionPool
 
-    import memory.retrieval.retriever as retrieval_mod
-
     monkeypatch.setattr(retrieval_mod, "_DENSITY_MIN", 2)
     seed(store, user_id, COLOUR, *DISTRACTORS)
     plain = retriever(store).prepare(user_id).of
@@ -417,7 +415,6 @@ def test_densities_are_computed_where_connections_hand_back_pgvector_values(
 def test_expired_densities_are_served_while_fresh_ones_are_computed_in_the_background(
     store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memory.retrieval.retriever as retrieval_mod
 
     seed(store, user_id, *[f"I walked the dog at {hour} o'clock" for hour in range(1, 25)])
     r = retriever(store)
@@ -450,7 +447,6 @@ def test_a_failing_store_gets_no_stream_of_density_reads(
         for _ in range(5):  # the turns that follow
             assert r.density(user_id).of == {}
         assert reads == ["read"]  # one try, not one per look-up
-    import memory.retrieval.retriever as retrieval_mod
 
     assert r.prepare(user_id).of == {}  # the store is back, but the pause is not over...
     monkeypatch.setattr(retrieval_mod, "_DENSITY_TTL", 0.0)  # ...now it is
