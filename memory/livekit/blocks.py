@@ -245,11 +245,14 @@ def apply(ctx: llm.ChatContext, blocks: Blocks) -> Placed:
     whose context was prepared before) are replaced, never doubled."""
     started = time.perf_counter()
     items = ctx.items
+    # A summary placed before (a request prepared again) keeps its place among the messages.
+    at = next((i for i, it in enumerate(items) if it.id == SUMMARY_ID), None)
+    earlier = None if at is None else sum(1 for it in items[:at] if it.id not in BLOCK_IDS)
     items[:] = [it for it in items if it.id not in BLOCK_IDS]
     placed: list[str] = []
     # In the conversation: the summary in place of the first message it covers.
     if (summary := _summary_block(blocks)) is not None:
-        first = next((i for i, it in enumerate(items) if it.id in blocks.summary_covers), None)
+        first = next((i for i, it in enumerate(items) if it.id in blocks.summary_covers), earlier)
         if first is not None:
             items[:] = [it for it in items if it.id not in blocks.summary_covers]
             items.insert(first, _message(SUMMARY_ID, summary))
