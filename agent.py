@@ -68,7 +68,7 @@ from memory.storage.postgres import stop_if_unused, storage_problems
 from memory.storage.store import schema_problems
 from memory.types import describe_error
 
-logger = logging.getLogger("agent")
+logger = logging.getLogger("agent")  # by name: run as a script, __name__ is "__main__"
 
 
 # Interim transcripts of OpenAI's realtime STT: the plugin sends at most one every 0.5 s

@@ -35,6 +35,7 @@ from memory.journal.queue import DurableWriteQueue
 from memory.livekit import blocks as door
 from memory.livekit.reader import BlockSource, MemoryReader, TurnLog
 from memory.livekit.turns import INLINE_TURN_CHARS, bounded_turn, context_text, turn_parts
+from memory.ops.threads import run_text
 from memory.retrieval.prefetch import Recaller
 from memory.rows import RowHandler
 from memory.service import MemoryService, RememberReport
@@ -206,7 +207,7 @@ class MemorySession:
         if before is not None:
             await asyncio.wait({before})
         try:
-            parts = await asyncio.to_thread(turn_parts, turn, self.service.settings.max_turn_chars)
+            parts = await run_text(turn_parts, turn, self.service.settings.max_turn_chars)
         except Exception as exc:  # never: the whole turn rather than none of it
             logger.error("turn %s could not be split (%r); journaled whole", turn.turn_id, exc)
             parts = [turn]

@@ -16,7 +16,11 @@ kind that hangs never takes the threads another needs:
 - contexts (`CONTEXT_POOL`): the shared contexts' reads and writes, whose tools have a
   timeout of their own;
 - retrieval (`RETRIEVAL_POOL`, `DENSITY_POOL`): the lexical recall that runs beside a
-  look-up's embedding, and the per-user densities (seconds of numpy), one at a time.
+  look-up's embedding, and the per-user densities (seconds of numpy), one at a time;
+- text (`run_text`): long turns redacted and split off the event loop, one at a time.
+
+Nothing else in memory/ makes a pool or uses the event loop's default executor
+(tests/ops/test_threads.py).
 """
 
 from __future__ import annotations
@@ -65,6 +69,14 @@ RETRIEVAL_POOL = ThreadPoolExecutor(max_workers=3, thread_name_prefix="retrieval
 # the reply path's lexical recall needs, and never more than one core's worth of them
 # queue up per process.
 DENSITY_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="density")
+
+
+_TEXT_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-text")
+
+
+async def run_text(fn: Callable[..., T], /, *args: object) -> T:
+    """Run CPU-bound text work (redacting and splitting a long turn) off the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(_TEXT_POOL, functools.partial(fn, *args))
 
 
 async def run_write(fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:

@@ -282,7 +282,10 @@ async def test_attempt_that_hangs_times_out_and_is_retried(
         assert await queue.drain(10.0) is True
     finally:
         await queue.aclose(1.0)
-    assert calls[turn.turn_id] == 2 and queue.retried == 1 and queue.written == 1
+    # The hung first attempt was cut and retried; how many more attempts the write took
+    # depends on the machine (one store write can outlast 0.2 s on a busy one): none of
+    # them wrote twice.
+    assert calls[turn.turn_id] >= 2 and queue.retried == calls[turn.turn_id] - 1 and queue.written == 1
     assert stored_write_ids(store, user_id) == Counter({turn.turn_id: 1})
     assert any("timed out" in r.getMessage() and "(attempt 1)" in r.getMessage() for r in caplog.records)
 
