@@ -1,4 +1,5 @@
-"""Shared fixtures: one real embedded Postgres + Mem0 store for the whole run.
+"""Shared fixtures: one real embedded Postgres + Mem0 store per test process (the run,
+or each pytest-xdist worker, with a data directory of its own).
 
 Each test gets its own user id, so tests share the server (it starts once, in
 about a second) without seeing each other's memories.
