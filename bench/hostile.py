@@ -445,9 +445,9 @@ async def capacity(store: MemoryStore, settings: MemorySettings, sessions: int, 
     wanted = missing = 0
     real_prepare = MemorySession.prepare_chat_ctx
 
-    async def timed(self: MemorySession, chat_ctx: Any) -> Any:
+    async def timed(self: MemorySession, chat_ctx: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
-        out = await real_prepare(self, chat_ctx)
+        out = await real_prepare(self, chat_ctx, **kwargs)
         added.append((time.perf_counter() - t0) * 1000)
         return out
 
