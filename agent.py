@@ -57,6 +57,7 @@ from memory.settings import (
     SttMode,
     cloud_models,
     console_without_livekit,
+    idle_processes,
     load_settings,
     process_env,
     prometheus_multiproc_dir,
@@ -225,8 +226,18 @@ class _Server(AgentServer):
             raise
 
 
+# Fleet sizing (docs/scaling.md). Memory's modules and data (Mem0, jieba's dictionary, the
+# embedder's weights) are imported once in LiveKit's forkserver and shared copy-on-write by
+# every job process (memory/preload.py); AGENT_IDLE_PROCESSES prewarmed job processes wait
+# for calls, each with at most MEMORY_DB_MAX_CONNECTIONS database connections.
+_FLEET: dict[str, Any] = {"preload_modules": ["memory.preload"]}
+if (_idle := idle_processes()) is not None:
+    _FLEET["num_idle_processes"] = _idle
+
 # With PROMETHEUS_PORT set, LiveKit serves its metrics and ours (memory/ops/metrics.py) there.
-server = _Server(setup_fnc=prewarm, prometheus_port=prometheus_port(), initialize_process_timeout=PREWARM_TIMEOUT_S)
+server = _Server(
+    setup_fnc=prewarm, prometheus_port=prometheus_port(), initialize_process_timeout=PREWARM_TIMEOUT_S, **_FLEET
+)
 
 
 @server.rtc_session()

@@ -18,7 +18,9 @@ Postgres store and the local embedder:
 - secrets: probe sentences (English and Chinese) said in NORMAL, and how many of their
   values reach the store; raw transcripts in the logs at `dev`'s DEBUG level;
 - read capacity: 20 and 50 sessions in one process, a turn a second each: the delay
-  memory adds to the LLM request (p95) and the share of turns that got no memory.
+  memory adds to the LLM request (p95) and the share of turns that got no memory;
+- forms, contexts, forget under faults and the spill file, the operator's tools: the
+  ways in beside the spoken turn (`bench/hostile_surfaces.py`).
 
 Prints a table and, last, one JSON line.
 """
@@ -46,6 +48,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from bench import hostile_surfaces
 from bench.faults import RefusingJournalQueue, can_mount, fill, remount, tiny_tmpfs
 from harness.scripted import LLMRequest, RecordingLLM, VoiceHarness
 from memory.gatekeeper.gatekeeper import Gatekeeper
@@ -373,7 +376,7 @@ async def instructions(store: MemoryStore) -> dict[str, Any]:
 async def secrets(store: MemoryStore) -> dict[str, Any]:
     """NORMAL stores every turn: each probe sentence said once; is its value stored? And
     are raw transcripts in the logs at DEBUG (as `dev` runs)?"""
-    from bench.hostile_probes import SECRETS
+    from bench.hostile_surfaces import ALL_SECRETS as SECRETS
     from memory.livekit import transcript_log
 
     transcript_log.install("off")  # what agent.py installs by default
@@ -488,7 +491,7 @@ async def capacity(store: MemoryStore, settings: MemorySettings, sessions: int, 
 
 
 # ------------------------------------------------------------------ main
-SECTIONS = ("faults", "long", "instructions", "secrets", "capacity")
+SECTIONS = ("faults", "long", "instructions", "secrets", "forms", "contexts", "forget", "escapes", "capacity")
 
 
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
@@ -521,6 +524,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             result.update(await instructions(store))
         if "secrets" in only:
             result.update(await secrets(store))
+        result.update(await hostile_surfaces.run(store, work, only))
         if "capacity" in only:
             for n in args.sessions:
                 result.update(await capacity(store, settings, n, args.capacity_seconds))
@@ -531,6 +535,13 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def report(result: dict[str, Any]) -> None:
+    forget_rows = result.pop("forget_rows", [])
+    if forget_rows:
+        print("\nforget under faults (rows + journal rows + spill lines left; exit status)")
+        print(f"{'case':36} {'exit':>5} {'rows':>5} {'journal':>8} {'spill':>6} {'left':>5}")
+        for r in forget_rows:
+            print(f"{r['case']:36} {r['exit']:>5} {r['rows']:>5} {r['journal_rows']:>8} {r['spill_lines']:>6} "
+                  f"{r['left']:>5}")  # fmt: skip
     rows = result.pop("fault_rows", [])
     if rows:
         print(

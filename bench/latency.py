@@ -634,6 +634,9 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         "MEMORY_BUDGET_MS": str(args.budget_ms),
     }
     base = load_settings(env, dotenv=False)
+    network = _remote_database(args, base, env)
+    if network.url:
+        base = load_settings({**env, "MEMORY_DATABASE_URL": network.url}, dotenv=False)
     store = MemoryStore.open(base)
     preload(store, args.user_memories, args.total_memories)
     vad = warm_like_prewarm(base)  # then the heap is frozen, as prewarm ends
@@ -716,7 +719,58 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
     forget_sessions(store)
     rows, user_rows = store_size(store)
     store.close()
-    return scenarios, stress_out, gc_info, {"rows": rows, "user_rows": user_rows}
+    network.close()
+    return scenarios, stress_out, gc_info, {"rows": rows, "user_rows": user_rows, "database": network.describe()}
+
+
+@dataclass
+class _Network:
+    """The route from the worker to its database: the embedded server's Unix socket, or a
+    loopback TCP proxy that delays every packet (`--db-rtt-ms`), optionally with PgBouncer
+    behind it (`--pgbouncer`)."""
+
+    rtt_ms: float | None = None
+    pgbouncer: bool = False
+    url: str | None = None
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def describe(self) -> str:
+        if self.rtt_ms is None and not self.pgbouncer:
+            return "embedded, Unix socket"
+        hops = [f"TCP proxy adding {self.rtt_ms:g} ms round trip"] if self.rtt_ms is not None else []
+        return " -> ".join([*hops, *(["PgBouncer (transaction mode)"] if self.pgbouncer else []), "Postgres"])
+
+    def close(self) -> None:
+        for close in reversed(self.closers):
+            close()
+
+
+def _remote_database(args: argparse.Namespace, base: MemorySettings, env: dict[str, str]) -> _Network:
+    """Start what stands between the worker and its database, as `args` ask."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from harness.netdelay import DelayProxy
+    from harness.pgbouncer import PgBouncer
+    from memory.storage.postgres import embedded_url
+
+    net = _Network(args.db_rtt_ms, args.pgbouncer)
+    if args.db_rtt_ms is None and not args.pgbouncer:
+        return net
+    upstream = embedded_url(base.pgdata)  # started here, and kept: this process is one of its users
+    info = conninfo_to_dict(upstream)
+    target = f"unix:{info['host']}/.s.PGSQL.{info.get('port') or 5432}"
+    if args.pgbouncer:
+        bouncer = PgBouncer(upstream).start()
+        net.closers.append(bouncer.stop)
+        target, upstream = f"127.0.0.1:{bouncer.port}", bouncer.url
+    net.url = upstream
+    if args.db_rtt_ms is not None:
+        proxy = DelayProxy(target, args.db_rtt_ms).start()
+        net.closers.append(proxy.stop)
+        user, dbname = info.get("user") or "postgres", info.get("dbname") or "postgres"
+        net.url = f"postgresql://{user}@127.0.0.1:{proxy.port}/{dbname}"
+    print(f"database: {net.describe()}", flush=True)
+    return net
 
 
 @contextmanager
@@ -740,6 +794,13 @@ def main() -> None:
         help="frozen (as the worker's prewarm leaves it, default) or default (nothing frozen)",
     )
     parser.add_argument("--data-dir", default=os.environ.get("BENCH_DATA_DIR", "/tmp/bench-latency"))
+    parser.add_argument(
+        "--db-rtt-ms",
+        type=float,
+        default=None,
+        help="reach the database through a loopback TCP proxy adding this round trip (0: the proxy, no delay)",
+    )
+    parser.add_argument("--pgbouncer", action="store_true", help="PgBouncer (transaction mode) in front of Postgres")
     args = parser.parse_args()
     unknown = {g.strip() for g in args.stt.split(",")} - {"realtime", "batch"}
     if unknown:  # before minutes of preload, not after
@@ -751,7 +812,8 @@ def main() -> None:
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
         f"budget {args.budget_ms:g} ms; store {store_info['rows']:,} rows, {store_info['user_rows']:,} the user's; "
-        f"sessions of {args.session_turns} turns"
+        f"sessions of {args.session_turns} turns; database: {store_info['database']}; "
+        f"load average {os.getloadavg()[0]:.2f}"
     )
     frozen = gc_info.get("full_pass_ms_frozen")
     print(
@@ -787,6 +849,9 @@ def main() -> None:
             {
                 "bench": "latency",
                 "budget_ms": args.budget_ms,
+                "db_rtt_ms": args.db_rtt_ms,
+                "pgbouncer": args.pgbouncer,
+                "load_average_1m": round(os.getloadavg()[0], 2),
                 "gc": gc_info,
                 "store": store_info,
                 "session_turns": args.session_turns,

@@ -63,6 +63,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=os.environ.get("BENCH_DATA_DIR", "/tmp/bench-latency"))
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--db-rtt-ms", type=float, default=None, help="a proxy adding this round trip")
+    parser.add_argument("--pgbouncer", action="store_true", help="as bench.latency: PgBouncer in front of Postgres")
     args = parser.parse_args()
     if not (Path(args.data_dir) / "pg").exists() and not any(Path(args.data_dir).glob("*")):
         sys.exit(
@@ -72,7 +74,7 @@ def main() -> None:
 
     import dataclasses
 
-    from bench.latency import BENCH_USER, bench_utterances
+    from bench.latency import BENCH_USER, _remote_database, bench_utterances
     from memory.language import lexical
     from memory.ops import heap
     from memory.retrieval.retriever import Retriever
@@ -81,7 +83,11 @@ def main() -> None:
     from memory.storage import embedder as embedder_mod
     from memory.storage.store import MemoryStore
 
-    base = load_settings({"MEMORY_DATA_DIR": args.data_dir, "MEMORY_COLLECTION": "bench_latency"}, dotenv=False)
+    env = {"MEMORY_DATA_DIR": args.data_dir, "MEMORY_COLLECTION": "bench_latency"}
+    base = load_settings(env, dotenv=False)
+    network = _remote_database(args, base, env)
+    if network.url:
+        base = load_settings({**env, "MEMORY_DATABASE_URL": network.url}, dotenv=False)
     store = MemoryStore.open(base)
     embedder_mod.local_model()
     lexical.warm_up()
@@ -116,6 +122,8 @@ def main() -> None:
         for k, v in stages.items():
             print(f"  {k:28} p50 {v['p50']:6.2f} ms   p95 {v['p95']:6.2f} ms")
     store.close()
+    network.close()
+    out["database"] = network.describe()
     out["load_average_1m"] = round(os.getloadavg()[0], 2)
     print(json.dumps(out))
 

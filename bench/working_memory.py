@@ -139,16 +139,16 @@ async def run(name: str, store: MemoryStore, turns: int, *, ttft: float, working
         session_memory = MemorySession(MemoryService(store, settings), user_id=USER)
         agent: Agent = first_agent(room, session_memory, store, USER)
         workspace = agent.workspace
-        handler = workspace.submit_form
+        handler = workspace.keep_form  # the part on the event loop (reading the payload is on a thread)
 
-        def timed_submit(payload: str, *, caller: str) -> Any:
+        def timed_keep(form: Any) -> Any:
             t0 = time.perf_counter()
             try:
-                return handler(payload, caller=caller)
+                return handler(form)
             finally:
                 result.handler_ms.append((time.perf_counter() - t0) * 1000)
 
-        workspace.submit_form = timed_submit
+        workspace.keep_form = timed_keep
         ctx_id.append(await workspace.create_context("receptionist", "Landlord kept the deposit"))
         for form in FORMS:
             await room.local_participant.invoke(SUBMIT_FORM, json.dumps(form, ensure_ascii=False), caller=USER)

@@ -2,6 +2,7 @@
 
 The packages, each importing only from those below it (`lint-imports` checks):
 
+    preload               what every job process loads, once in LiveKit's forkserver
     admin                 the operator's command line
     working               forms, shared contexts and hand-offs between agents
     livekit | forget      the glue to LiveKit's AgentSession (the door for every block

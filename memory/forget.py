@@ -8,23 +8,27 @@ still waiting in this machine's write journal, and records the request so that t
 their way on other machines, are refused when they arrive (`MemoryService.forget`).
 Run it on each machine whose data directory holds a journal, or let the record do it.
 
-It says where it looked, and exits 1 when nothing was stored under an identity:
-identities are exact (case, spaces and accents count), and "forgot alcie: 0" with
-exit 0 would tell the operator a request was carried out that matched nobody.
+It says where it looked and how many went from each place. Exit status: 0 forgotten;
+1 nothing was stored under an identity (identities are exact: case, spaces and accents
+count, and "forgot alcie: 0" with exit 0 would tell the operator a request was carried
+out that matched nobody); 2 nothing done (a blank id, no store where it looked); 3 it
+could not finish (a place it could not reach: one line says which and why, and what
+was removed; run it again once that is fixed).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from memory.service import MemoryService
+from memory.service import Forgotten, MemoryService
 from memory.settings import ConfigError, MemorySettings, load_settings
-from memory.storage.postgres import CONNECT_TIMEOUT_S, storage_problems
+from memory.storage.postgres import connect, storage_problems
 from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
 
@@ -48,7 +52,7 @@ def missing_store(settings: MemorySettings) -> str | None:
             return f"no memory store in MEMORY_DATA_DIR={str(settings.data_dir)!r} (is it the worker's?)"
         return None
     try:
-        with psycopg.connect(settings.database_url, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+        with connect(settings.database_url) as conn:
             query = "SELECT to_regclass(quote_ident(%s))"  # the name as created, capitals kept
             (table,) = conn.execute(query, [settings.collection]).fetchone()
     except psycopg.Error:
@@ -61,7 +65,16 @@ def store_ids(identities: Sequence[str], *, stored: bool) -> list[str]:
     return [validate_user_id(i) if stored else memory_user_id(i) for i in identities]
 
 
+def quiet_logs() -> None:
+    """A command's report is its output. Without a handler of its own, Python prints every
+    library warning on standard error (its last resort), and "one line" would become many."""
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_logs()
     ap = argparse.ArgumentParser(prog="python -m memory.forget", description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "user_ids", nargs="+", metavar="USER_ID", help="LiveKit participant identity, as given to the agent"
@@ -94,21 +107,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         service = MemoryService(store, settings)
         for identity, user_id in zip(args.user_ids, ids, strict=True):
-            gone = service.forget(user_id)
-            print(
-                f"forgot {identity}: {gone.memories} memories, {gone.waiting_turns} turns waiting to be written, "
-                f"{gone.contexts} shared contexts, {gone.archived} archived messages and summaries"
-            )
-            if not (gone.memories or gone.waiting_turns or gone.contexts or gone.archived):
-                status = 1
-                print(
-                    f"memory.forget: nothing was stored under {identity!r} (identities are exact: case, spaces "
-                    "and accents count; an lk-... id from the logs needs --stored-id). The request is recorded.",
-                    file=sys.stderr,
-                )
+            status = max(status, report(identity, service.forget(user_id), prog="memory.forget"))
     finally:
         store.close()
     return status
+
+
+EXIT_NOTHING_STORED = 1
+EXIT_INCOMPLETE = 3
+
+
+def exit_status(gone: Forgotten) -> int:
+    """0 forgotten, 1 nothing was stored (and every place was searched), 3 not finished."""
+    return EXIT_INCOMPLETE if not gone.complete else EXIT_NOTHING_STORED if gone.nothing_stored else 0
+
+
+def report(identity: str, gone: Forgotten, *, prog: str) -> int:
+    """Say what a forget did, in the words both commands use; its exit status."""
+    if not gone.complete:
+        print(f"{prog}: {gone.problem(identity)}", file=sys.stderr)
+    else:
+        print(f"forgot {identity}: {gone.counts()}")
+    if gone.nothing_stored:
+        print(
+            f"{prog}: nothing was stored under {identity!r} (identities are exact: case, spaces and accents "
+            "count; an lk-... id from the logs needs --stored-id). The request is recorded.",
+            file=sys.stderr,
+        )
+    return exit_status(gone)
 
 
 if __name__ == "__main__":

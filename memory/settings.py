@@ -156,10 +156,15 @@ class MemorySettings:
     log_transcripts: str = "off"
     # Look-ups one process runs at once; more wait for a slot no longer than the budget.
     max_reads_in_flight: int = 3
+    # Database connections one job process holds at most (its pool; one is kept open).
+    # At least 3: a GATED write holds one under its lock while it writes on a second,
+    # and a look-up needs a third. A fleet's formula: docs/scaling.md.
+    db_max_connections: int = 3
     durable_categories: tuple[str, ...] = field(default=DURABLE_CATEGORIES)
     retrieval: RetrievalSettings = field(default_factory=lambda: RetrievalSettings())
     working_max_chars: int = 2000  # session working memory (forms), as shown to the LLM; least recently updated evicted
     context_max_chars: int = 4000  # one shared context's notes in all; a note past it is refused
+    context_retention_days: float = 30.0  # shared contexts not updated for this long are deleted (0: kept)
     # Conversation archive, summaries and retention (memory/archive/).
     archive: bool = True  # every message of a session embedded and kept, for "what did we talk about?"
     archive_threshold: float | None = None  # minimum similarity of a match; None: the embedder's calibrated default
@@ -382,8 +387,10 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         spill_dir=_spill_dir(env),
         log_transcripts=_log_transcripts(env),
         max_reads_in_flight=_integer(env, "MEMORY_MAX_READS_IN_FLIGHT", 3, lo=1, hi=64),
+        db_max_connections=_integer(env, "MEMORY_DB_MAX_CONNECTIONS", 3, lo=3, hi=100),
         working_max_chars=_integer(env, "MEMORY_WORKING_MAX_CHARS", 2000, lo=200, hi=50_000),
         context_max_chars=_integer(env, "MEMORY_CONTEXT_MAX_CHARS", 4000, lo=500, hi=100_000),
+        context_retention_days=_number(env, "MEMORY_CONTEXT_RETENTION_DAYS", 30.0, lo=0.0, hi=36_500.0),
         **_archive_settings(env),
         retrieval=_retrieval_settings(env),
     )
@@ -403,7 +410,7 @@ _COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
 VARIABLES: frozenset[str] = frozenset(
     """LIVEKIT_URL LIVEKIT_API_KEY LIVEKIT_API_SECRET OPENAI_API_KEY OPENAI_BASE_URL OPENAI_LLM_MODEL
     OPENAI_STT_MODEL OPENAI_STT_MODE OPENAI_STT_LANGUAGE OPENAI_TTS_MODEL OPENAI_TTS_VOICE
-    PROMETHEUS_PORT PROMETHEUS_MULTIPROC_DIR MEM0_SETTING
+    PROMETHEUS_PORT PROMETHEUS_MULTIPROC_DIR AGENT_IDLE_PROCESSES MEM0_SETTING
     MEMORY_LLM_MODEL MEMORY_DATA_DIR MEMORY_DATABASE_URL MEMORY_COLLECTION MEMORY_EMBEDDER
     OPENAI_EMBEDDING_MODEL MEMORY_TOP_K MEMORY_THRESHOLD MEMORY_BUDGET_MS MEMORY_PROFILE_MAX_CHARS
     MEMORY_RECALL_MAX_CHARS MEMORY_TIMEZONE
@@ -413,8 +420,8 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_RETRIEVAL_THRESHOLD MEMORY_RETRIEVAL_POOL MEMORY_RETRIEVAL_EMBED_TOKENS MEMORY_RETRIEVAL_HEAD_WEIGHT
     MEMORY_RETRIEVAL_CONTEXT_TURNS MEMORY_RETRIEVAL_CONTEXT_WEIGHT MEMORY_RETRIEVAL_NEIGHBOURS
     MEMORY_RETRIEVAL_FOCUS_WEIGHT MEMORY_RETRIEVAL_RARITY MEMORY_RETRIEVAL_DENSITY
-    MEMORY_MAX_TURN_CHARS MEMORY_SPILL_DIR MEMORY_LOG_TRANSCRIPTS MEMORY_MAX_READS_IN_FLIGHT
-    MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS
+    MEMORY_MAX_TURN_CHARS MEMORY_SPILL_DIR MEMORY_LOG_TRANSCRIPTS MEMORY_MAX_READS_IN_FLIGHT MEMORY_DB_MAX_CONNECTIONS
+    MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS MEMORY_CONTEXT_RETENTION_DAYS
     MEMORY_ARCHIVE MEMORY_ARCHIVE_THRESHOLD MEMORY_SUMMARY_AFTER MEMORY_RETENTION_DAYS""".split()
 )
 _MEM0_OWN = frozenset(
@@ -487,6 +494,7 @@ def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
         load_settings(env, dotenv=False)
         stt_mode(env)
         _integer(env, "PROMETHEUS_PORT", 0, lo=1, hi=65535)
+        _integer(env, "AGENT_IDLE_PROCESSES", 0, lo=0, hi=256)
     except ConfigError as exc:
         problems.append(str(exc))
     return problems
@@ -596,6 +604,17 @@ def prometheus_port(env: Mapping[str, str] | None = None) -> int | None:
     raw = (os.environ if env is None else env).get("PROMETHEUS_PORT", "").strip()
     try:
         return int(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def idle_processes(env: Mapping[str, str] | None = None) -> int | None:
+    """AGENT_IDLE_PROCESSES: job processes the worker keeps prewarmed (LiveKit's
+    `num_idle_processes`); None when unset or not a number (start-up refuses the latter,
+    naming the variable): LiveKit's default, one per CPU in `start`."""
+    raw = (os.environ if env is None else env).get("AGENT_IDLE_PROCESSES", "").strip()
+    try:
+        return max(0, int(raw)) if raw else None
     except ValueError:
         return None
 

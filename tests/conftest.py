@@ -3,6 +3,11 @@ or each pytest-xdist worker, with a data directory of its own).
 
 Each test gets its own user id, so tests share the server (it starts once, in
 about a second) without seeing each other's memories.
+
+`uv run pytest --through-pgbouncer` (or MEMORY_TEST_PGBOUNCER=1) puts PgBouncer in
+transaction mode in front of that server for the whole run, as a fleet reaches its
+shared Postgres: the store, and every test that opens a store from `base_settings`,
+then connect through it (MEMORY_DATABASE_URL). Debian's `pgbouncer` must be installed.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import asyncio
 import atexit
 import dataclasses
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -47,12 +53,51 @@ def data_dir() -> Path:
     return path
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--through-pgbouncer",
+        action="store_true",
+        default=os.environ.get("MEMORY_TEST_PGBOUNCER", "").strip().lower() in ("1", "true", "yes"),
+        help="run the store through PgBouncer in transaction mode (also MEMORY_TEST_PGBOUNCER=1)",
+    )
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    return "store: through PgBouncer (transaction mode)" if config.getoption("--through-pgbouncer") else None
+
+
 @pytest.fixture(scope="session")
-def base_settings(data_dir: Path) -> MemorySettings:
+def embedded_server_url(data_dir: Path) -> str:
+    """The session's embedded Postgres (started here; the last process out stops it)."""
+    from memory.storage.postgres import embedded_url
+
+    return embedded_url(data_dir / "pg")
+
+
+@pytest.fixture(scope="session")
+def database_url(request: pytest.FixtureRequest, embedded_server_url: str) -> Iterator[str | None]:
+    """MEMORY_DATABASE_URL of the run: PgBouncer's with --through-pgbouncer, else none
+    (the embedded server under MEMORY_DATA_DIR)."""
+    if not request.config.getoption("--through-pgbouncer"):
+        yield None
+        return
+    from harness.pgbouncer import PgBouncer, pgbouncer_binary
+
+    if pgbouncer_binary() is None:
+        pytest.exit("--through-pgbouncer: pgbouncer is not installed (apt-get install -y pgbouncer)", returncode=2)
+    with PgBouncer(embedded_server_url) as bouncer:
+        yield bouncer.url
+
+
+@pytest.fixture(scope="session")
+def base_settings(data_dir: Path, database_url: str | None) -> MemorySettings:
     # The spill files beside the data, not in the machine's shared /dev/shm directory: a
     # queue takes over the spill files of dead processes, and a test's killed child must
     # leave its files to that test, not to another run (or xdist worker) on the machine.
-    return load_settings({"MEMORY_DATA_DIR": str(data_dir), "MEMORY_SPILL_DIR": str(data_dir / "spill")}, dotenv=False)
+    env = {"MEMORY_DATA_DIR": str(data_dir), "MEMORY_SPILL_DIR": str(data_dir / "spill")}
+    if database_url:
+        env["MEMORY_DATABASE_URL"] = database_url
+    return load_settings(env, dotenv=False)
 
 
 @pytest.fixture(scope="session")

@@ -21,12 +21,16 @@ from typing import Any
 
 from memory.admin.tables import table, to_json
 from memory.archive.retention import run_retention
-from memory.forget import missing_store, where
+from memory.forget import exit_status, missing_store, quiet_logs, where
+from memory.forget import report as report_forget
 from memory.journal.codec import decode_turn
 from memory.journal.queue import DEAD, PENDING
+from memory.journal.spill import read_user
+from memory.ops.printable import printable
 from memory.service import MemoryService
 from memory.settings import ConfigError, MemorySettings, load_settings
 from memory.storage.archive import ArchiveStore, archive_for
+from memory.storage.contexts import ContextStore
 from memory.storage.postgres import storage_problems
 from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
@@ -75,11 +79,25 @@ class Admin:
         """user -> (raw turns, facts, newest time)."""
         return self.store.rows.user_summaries()
 
+    def contexts(self, user_id: str) -> list[dict[str, Any]]:
+        """The user's shared contexts with their notes (memory/storage/contexts.py)."""
+        return ContextStore(self.store.pool, self.store.table, self.settings.context_max_chars).export_user(user_id)
+
+    def spilled(self, user_id: str) -> list[dict[str, Any]]:
+        """The user's turns in this machine's spill files (a journal that refused them)."""
+        if self.settings.spill_dir is None:
+            return []
+        return [{"turn_id": t.turn_id, "kind": t.kind, "text": t.text, "session_id": t.session_id,
+                 "said_at": t.created_at} for t in read_user(self.settings.spill_dir, self.settings.journal_path,
+                                                             user_id)]  # fmt: skip
+
     def require_known(self, user_id: str) -> None:
         if (
             self.store.list_user(user_id, limit=1)
             or self.archive.messages(user_id, limit=1)
             or self.journal_rows(user_id)
+            or self.contexts(user_id)
+            or self.spilled(user_id)
         ):
             return
         raise Unknown(user_id)
@@ -121,6 +139,8 @@ class Admin:
             "summaries": [r for r in rows if r["message_type"] == "summary"],
             "recent_archive": [r for r in rows if r["message_type"] != "summary"][-recent:],
             "journal": self.journal_rows(user_id),
+            "spilled": self.spilled(user_id),
+            "shared_contexts": self.contexts(user_id),
         }
 
     def search(self, user_id: str, query: str) -> dict[str, Any]:
@@ -160,8 +180,11 @@ class Admin:
             "memories": shown["memories"],
             "archive": archive,
             "journal": shown["journal"],
-            "counts": {"memories": len(shown["memories"]), "archive": len(archive), "journal": len(shown["journal"])},
-        }
+            "spilled": shown["spilled"],
+            "shared_contexts": shown["shared_contexts"],
+            "counts": {"memories": len(shown["memories"]), "archive": len(archive), "journal": len(shown["journal"]),
+                       "spilled": len(shown["spilled"]), "shared_contexts": len(shown["shared_contexts"])},
+        }  # fmt: skip
 
     def stats(self) -> dict[str, Any]:
         mem = self.memory_counts()
@@ -249,6 +272,7 @@ def _open(settings: MemorySettings) -> tuple[MemoryStore | None, list[str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_logs()
     args = _parser().parse_args(argv)
     user_id = None
     if getattr(args, "user", None) is not None:
@@ -291,7 +315,7 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
         if args.json:
             out(to_json(doc))
         else:
-            out(f"user {doc['user_id']}\n\nmemories ({len(doc['memories'])})")
+            out(f"user {printable(doc['user_id'])}\n\nmemories ({len(doc['memories'])})")
             out(
                 table(
                     ["category", "slot", "text", "updated", "earlier values"],
@@ -339,6 +363,12 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
                         [[j["state"], j["kind"], j["text"], j["error"]] for j in doc["journal"]],
                     )
                 )
+            if doc["spilled"]:
+                out(f"\nwaiting in this machine's spill files ({len(doc['spilled'])})")
+                out(table(["said", "kind", "text"], [[t["said_at"], t["kind"], t["text"]] for t in doc["spilled"]]))
+            out(f"\nshared contexts ({len(doc['shared_contexts'])})")
+            notes = [[c["id"], n["agent"], n["at"], n["note"]] for c in doc["shared_contexts"] for n in c["notes"]]
+            out(table(["context", "agent", "time", "note"], notes))
     elif cmd == "search":
         doc = admin.search(user_id, args.query)
         if args.json:
@@ -363,14 +393,10 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
             out(text)
     elif cmd == "forget":
         gone = admin.service.forget(user_id)
-        doc = {"user_id": user_id, "memories": gone.memories, "archived": gone.archived, "journal": gone.waiting_turns}
-        out(to_json(doc) if args.json else
-            f"forgot {args.user}: {gone.memories} memories, {gone.archived} archived messages and summaries, "
-            f"{gone.waiting_turns} turns waiting to be written")  # fmt: skip
-        if not (gone.memories or gone.archived or gone.waiting_turns):
-            print(f"{PROG}: nothing was stored under {args.user!r} (identities are exact). The request is recorded.",
-                  file=sys.stderr)  # fmt: skip
-            return 1
+        if not args.json:
+            return report_forget(args.user, gone, prog=PROG)
+        out(to_json({"user_id": user_id, **gone.as_dict(), "journal": gone.waiting_turns}))
+        return exit_status(gone)
     elif cmd == "stats":
         doc = admin.stats()
         out(to_json(doc) if args.json else table(["", "value"], [

@@ -1,12 +1,14 @@
 """Readable tables for a terminal, and JSON for scripts (`--json`). Hand-written: a
-dozen lines, where a table library would be a dependency for one function."""
+dozen lines, where a table library would be a dependency for one function. Stored text
+is shown with its control characters made visible (`memory/ops/printable.py`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
+
+from memory.ops.printable import printable, terminal_json
 
 
 def cell(value: Any, width: int = 60) -> str:
@@ -14,7 +16,7 @@ def cell(value: Any, width: int = 60) -> str:
         return "-"
     if isinstance(value, datetime):
         return value.strftime("%Y-%m-%d %H:%M")
-    text = " ".join(str(value).split())
+    text = printable(" ".join(str(value).split()))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -27,7 +29,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, width: int =
 
 
 def to_json(doc: Any) -> str:
-    return json.dumps(doc, ensure_ascii=False, indent=2, default=_default)
+    return terminal_json(doc, indent=2, default=_default)
 
 
 def _default(value: Any) -> Any:

@@ -88,6 +88,7 @@ from pathlib import Path
 from typing import Any
 
 from memory.journal.codec import decode_turn, encode_turn
+from memory.journal.reserve import ensure_reserve, is_disk_full, no_room, release_reserve
 from memory.journal.spill import Spill
 from memory.ops import metrics
 from memory.storage.postgres import REFUSED_CONTENT
@@ -198,19 +199,41 @@ def purge_user(path: Path, user_id: str) -> int:
     pending and dead-lettered alike (both hold the text). Returns how many.
 
     A row being written at this moment goes too; if its write still lands, the store
-    refuses or undoes it (`MemoryStore.delete_user` records the request first).
+    refuses or undoes it (`MemoryStore.delete_user` records the request first). On a full
+    disk (a delete needs room in the write-ahead log) the journal's reserve is released
+    and the purge tried again (`reserve.py`); an error that remains is raised.
     """
     if not Path(path).exists():
         return 0
+    try:
+        return _purge(Path(path), user_id)
+    except (sqlite3.Error, OSError) as exc:
+        if not ((is_disk_full(exc) or no_room(Path(path))) and release_reserve(Path(path))):
+            raise
+    return _purge(Path(path), user_id)
+
+
+_PURGE_BATCH = 200  # rows a transaction: the write-ahead log is emptied between batches
+
+
+def _purge(path: Path, user_id: str) -> int:
+    removed = 0
     with closing(sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)) as conn:
         conn.execute("PRAGMA secure_delete = ON")  # the freed pages are zeroed, not left readable
-        rows = conn.execute(
-            "DELETE FROM pending_writes WHERE json_extract(payload, '$.user_id') = ? RETURNING seq", (user_id,)
-        ).fetchall()
-        # The write-ahead log still holds the pages as they were: fold it into the
-        # database and empty it (best effort: a reader mid-transaction keeps it).
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return len(rows)
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'pending_writes'").fetchone():
+            return 0  # a journal being made: no turn in it yet
+        while True:
+            rows = conn.execute(
+                "DELETE FROM pending_writes WHERE seq IN (SELECT seq FROM pending_writes"
+                " WHERE json_extract(payload, '$.user_id') = ? LIMIT ?) RETURNING seq",
+                (user_id, _PURGE_BATCH),
+            ).fetchall()
+            removed += len(rows)
+            # The write-ahead log still holds the pages as they were: fold it into the
+            # database and empty it (best effort: a reader mid-transaction keeps it).
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if len(rows) < _PURGE_BATCH:
+                return removed
 
 
 def _pid_alive(pid: int | None) -> bool:
@@ -320,6 +343,11 @@ class DurableWriteQueue:
         # and deleted when the journal lets us (a replay of one would be a NOOP).
         self._written_seqs: set[int] = set()
         self._turn_failures: dict[int, int] = {}  # journal row -> failures that were the turn's own
+        # The take-over could not claim a dead worker's rows (the journal refuses writes: a
+        # full disk): they are written without being claimed ("borrowed") until it can.
+        self._borrowing = False
+        self._borrowed_count = 0
+        self._borrowed_at = float("-inf")
         # Recently written turn ids: a late duplicate enqueue is ignored.
         self._done: OrderedDict[str, None] = OrderedDict()
         self._done_max = 4096
@@ -352,6 +380,7 @@ class DurableWriteQueue:
             conn.close()
             raise
         self._conn = conn
+        ensure_reserve(self.path)  # room for a forget on a full disk (best effort)
         return conn
 
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -434,10 +463,7 @@ class DurableWriteQueue:
             self.import_spills()
         except Exception as exc:  # retried by the lease keeper
             logger.warning("spill take-over scan failed: %r", exc)
-        try:
-            self.adopt_orphans()
-        except Exception as exc:  # retried by the lease keeper
-            logger.warning("journal take-over scan failed: %r", exc)
+        self._take_over()
         self._wake.set()
         self._consumer = asyncio.create_task(self._consume(), name="memory-write-queue")
         self._keeper = asyncio.create_task(self._keep_leases(), name="memory-write-queue-leases")
@@ -487,7 +513,7 @@ class DurableWriteQueue:
             count = 0
         return int(count) + len(self._unsaved)
 
-    def owned_pending_count(self) -> int:
+    def owned_pending_count(self, *, fresh: bool = False) -> int:
         """Rows this queue is responsible for (its own and those it took over), less
         those already written whose delete the journal refused. Counted by the index, not
         read out: it runs at every enqueue, on the reply's path, and reading 40,000 waiting
@@ -497,7 +523,18 @@ class DurableWriteQueue:
         if self._written_seqs:  # written rows whose delete failed: few, unless the disk is full
             rows = self._execute(f"SELECT seq {where} AND seq >= ?", (PENDING, self.owner, min(self._written_seqs)))
             count -= sum(1 for (seq,) in rows if seq in self._written_seqs)
+        if self._borrowing:  # a stopped worker's rows this queue writes unclaimed count as its own
+            count += self._borrowed_left(fresh)
         return int(count) + len(self._unsaved)
+
+    def _borrowed_left(self, fresh: bool) -> int:
+        """How many of a stopped worker's rows are left to write unclaimed. Counted at most
+        once a second for the gauge (every enqueue, on the reply's path, asks), at once
+        for `drain`."""
+        now = time.monotonic()
+        if fresh or now - self._borrowed_at > 1.0:
+            self._borrowed_count, self._borrowed_at = len(self._borrowable()), now
+        return self._borrowed_count
 
     def _count_pending(self) -> None:
         """The backlog gauge: set whenever it may have changed, not only on success, so
@@ -546,7 +583,7 @@ class DurableWriteQueue:
             deadline = loop.time() + max(timeout_s, 0.0)
             while True:
                 try:
-                    left = self.owned_pending_count()
+                    left = self.owned_pending_count(fresh=True)
                 except Exception:
                     if self._journal_ok:
                         raise
@@ -632,6 +669,46 @@ class DurableWriteQueue:
             event.set()
         else:
             self._loop.call_soon_threadsafe(event.set)
+
+    def _take_over(self) -> None:
+        """Claim the rows of stopped workers; when the journal refuses the claim (a full
+        disk: the UPDATE needs room that reads do not), write them unclaimed instead
+        (`_borrowing`) rather than leave them waiting while the store is up. Retried by
+        the lease keeper every `lease_s / 3` until the claim works."""
+        try:
+            self.adopt_orphans()
+        except Exception as exc:
+            try:
+                borrowable = bool(self._borrowable())
+            except Exception:  # noqa: BLE001 - the journal cannot even be read: nothing to take
+                borrowable = False
+            if borrowable and not self._borrowing:
+                logger.warning("journal take-over cannot claim a stopped worker's rows (%s): writing them "
+                               "unclaimed until it can", describe_error(exc))  # fmt: skip
+                self._notify(self._wake)
+            elif not borrowable:
+                logger.warning("journal take-over scan failed: %s", describe_error(exc))
+            self._borrowing = borrowable
+        else:
+            self._borrowing = False
+
+    # Rows a stopped worker of this host left (its pid is gone) or a closed queue released,
+    # of this queue's mode: those it may write without claiming them. Not rows whose lease
+    # merely ran out: on a full disk live workers cannot renew theirs either.
+    _BORROWABLE = (
+        " state = ? AND (owner IS NULL OR (owner <> ? AND owner_host = ? AND NOT pid_alive(owner_pid)))"
+        " AND (mode IS NULL OR ? IS NULL OR mode = ?)"
+    )
+
+    def _borrowable_params(self) -> tuple[Any, ...]:
+        return (PENDING, self.owner, self.host, self.mode, self.mode)
+
+    def _borrowable(self) -> list[int]:
+        """The seqs of the rows this queue may write unclaimed and has not written yet."""
+        if not self.may_adopt():
+            return []
+        rows = self._execute(f"SELECT seq FROM pending_writes WHERE{self._BORROWABLE}", self._borrowable_params())
+        return [seq for (seq,) in rows if seq not in self._written_seqs]
 
     def adopt_orphans(self) -> int:
         """Take over rows whose owner is gone (lease expired, or its pid is dead on this host).
@@ -762,10 +839,15 @@ class DurableWriteQueue:
     def _next_row(self) -> tuple[int, str, str, int, str | None] | None:
         self._delete_written()
         skip = sorted(self._written_seqs)
+        mine = "state = ? AND owner = ?"
+        params: tuple[Any, ...] = (PENDING, self.owner)
+        if self._borrowing and self.may_adopt():
+            mine = f"(({mine}) OR ({self._BORROWABLE}))"
+            params += self._borrowable_params()
         rows = self._execute(
             "SELECT seq, turn_id, payload, attempts, mode FROM pending_writes"
-            f" WHERE state = ? AND owner = ? AND seq NOT IN ({','.join('?' * len(skip))}) ORDER BY seq LIMIT 1",
-            (PENDING, self.owner, *skip),
+            f" WHERE {mine} AND seq NOT IN ({','.join('?' * len(skip))}) ORDER BY seq LIMIT 1",
+            (*params, *skip),
         )
         return rows[0] if rows else None
 
@@ -785,9 +867,9 @@ class DurableWriteQueue:
             try:
                 self.import_spills()
                 self._renew_leases()
-                self.adopt_orphans()
             except Exception as exc:
                 logger.warning("journal lease renewal failed: %r", exc)
+            self._take_over()
 
     async def _consume(self) -> None:
         assert self._wake is not None

@@ -1,1 +1,1 @@
-"""What an operator watches: Prometheus metrics and the process's heap."""
+"""What an operator watches: Prometheus metrics, the process's heap, and stored text made safe to print."""

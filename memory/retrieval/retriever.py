@@ -13,9 +13,12 @@ and exact names, so retrieval runs in stages:
      (ILIKE on the text, trigram-indexed), which also finds rows written before
      `lex` existed;
    - vector search (cosine, pgvector) on Mem0's table;
-   the lexical recall runs in a worker thread while this one embeds the query,
-   the slow part; one SQL round trip then fetches the vector hits and the
-   cosine and payload of the lexical hits;
+   the lexical recall (both its stages in one statement) runs in a worker thread
+   while this one embeds the query, the slow part; one SQL round trip then fetches
+   the vector hits, the cosine and payload of the lexical hits, and the raw turns
+   said next to any of them. A look-up is thus two round trips to the database,
+   one of them beside the embedding: what a remote database costs it
+   (`python -m bench.latency --db-rtt-ms 2`, docs/scaling.md);
 3. every candidate scored lexically (per keyword 1.0/0.7/0.3, keywords weighted
    by their rarity in everyday language and among the candidates) and by its
    cosine similarity, less how crowded the memory's neighbourhood is among the
@@ -206,10 +209,10 @@ class Retriever:
             hits = self.store.search(user_id, query, top_k=k, categories=categories, threshold=s.recall_threshold)
             return [h for h in hits if exclude_session is None or h.metadata.get("session_id") != exclude_session]
         scope = Scope(user_id, categories, exclude_session)
-        cands, q = self._candidates(scope, query, top_k=k, context=context)
+        cands, q, turns = self._candidates(scope, query, top_k=k, context=context)
         ranked = self.rank(cands)
-        if s.retrieval.neighbours > 0 and s.retrieval.fusion == "weighted":
-            ranked = self.with_neighbours(scope, ranked, q, top_k=k)
+        if self._neighbours_count:
+            ranked = self.with_neighbours(scope, ranked, q, top_k=k, fetched=turns)
         # The threshold is calibrated on the weighted score; RRF scores are ranks only.
         floor = s.retrieval.threshold if s.retrieval.fusion == "weighted" else 0.0
         return [c.record() for c in worth_showing(c for c in ranked if c.score >= floor)][:k]
@@ -319,7 +322,8 @@ class Retriever:
         *,
         top_k: int,
         context: Sequence[str],
-    ) -> tuple[list[Candidate], _Query]:
+    ) -> tuple[list[Candidate], _Query, dict[tuple[str, int], Candidate] | None]:
+        """The candidates, the query, and the raw turns next to them (None: not fetched)."""
         s = self.settings
         words, weights = self.query_terms(query, context)
         pool = max(s.retrieval.pool, top_k)
@@ -333,10 +337,10 @@ class Retriever:
         finally:
             lexical_hits = recall.result() if recall is not None else {}
         q = _Query(words, weights, vector)
-        merged = self._fetch(scope, vector, lexical_hits, pool)
+        merged, turns = self._fetch(scope, vector, lexical_hits, pool)
         if words:
             self._score_lexically(q, merged)
-        return merged, q
+        return merged, q, turns
 
     def rank(self, candidates: list[Candidate]) -> list[Candidate]:
         """Fuse the lexical score with the vector similarity and sort, best first."""
@@ -433,30 +437,35 @@ class Retriever:
 
     # ---------------------------------------------------------------- stages
     def _lexical_recall(self, scope: Scope, words: Sequence[str], pool: int, top_k: int) -> dict[str, Candidate]:
-        """Ids found by full text, then by substring when full text found under top_k / 2."""
+        """Ids found by full text, then by substring when full text found under top_k / 2:
+        one statement, one round trip to the database (`Mem0Table.lexical_hits`)."""
         s = self.settings
+        # The neutral pronoun forms (用户, user) are in most memories: as recall terms
+        # they would fetch nearly the whole store (they still count in scoring).
+        terms = [t for t in lexical.search_terms(words) if t not in _NEUTRAL] if s.retrieval.fulltext else []
+        patterns = _like_patterns(words) if s.retrieval.substring else []
         found: dict[str, Candidate] = {}
-        if s.retrieval.fulltext:
-            for mem_id in self._fulltext(scope, words, pool):
-                found.setdefault(mem_id, Candidate(mem_id)).stages.add("fulltext")
-        if s.retrieval.substring and len(found) < top_k / 2:
-            for mem_id in self._substring(scope, words, pool):
+        if not terms and not patterns:
+            return found
+        # The scan bound: past `_SUBSTRING_SCAN` matches, more rows would not change what is kept much.
+        full, sub = self.store.lexical_hits(
+            scope, terms, patterns, scan=_SUBSTRING_SCAN, limit=pool, substring_below=top_k / 2
+        )
+        for mem_id in self._fulltext(terms, full, pool):
+            found.setdefault(mem_id, Candidate(mem_id)).stages.add("fulltext")
+        if len(found) < top_k / 2:  # as the statement decided: substring rows came only then
+            for mem_id in sub:
                 found.setdefault(mem_id, Candidate(mem_id)).stages.add("substring")
         return found
 
-    def _fulltext(self, scope: Scope, words: Sequence[str], limit: int) -> list[str]:
+    @staticmethod
+    def _fulltext(terms: Sequence[str], rows: Sequence[tuple[str, str | None]], limit: int) -> list[str]:
         """Ids of memories whose `lex` holds any keyword (or its stem), best first.
 
         Matching uses the GIN index; ranking happens here on the short `lex` strings,
         by the summed rarity (in the matched set) of the terms each memory holds,
         instead of ts_rank, which re-parses every matched row in the database.
         """
-        # The neutral pronoun forms (用户, user) are in most memories: as recall terms
-        # they would fetch nearly the whole store (they still count in scoring).
-        terms = [t for t in lexical.search_terms(words) if t not in _NEUTRAL]
-        if not terms:
-            return []
-        rows = self.store.fulltext_hits(scope, terms)
         if len(rows) <= limit:
             return [r[0] for r in rows]
         wanted = set(terms)
@@ -470,48 +479,50 @@ class Retriever:
         order = sorted(range(n), key=lambda i: (-scores[i], rows[i][0]))  # ties by id: repeatable
         return [rows[i][0] for i in order[:limit]]
 
-    def _substring(self, scope: Scope, words: Sequence[str], limit: int) -> list[str]:
-        """Ids of memories whose raw text contains a keyword (ILIKE, trigram index).
-
-        Works on the stored text itself, so rows written before `lex` existed are
-        found. Rows containing more keywords come first.
-        """
-        patterns = _like_patterns(words)
-        if not patterns:
-            return []
-        # The scan bound: past `_SUBSTRING_SCAN` matches, more rows would not change what is kept much.
-        return self.store.substring_hits(scope, patterns, _SUBSTRING_SCAN, limit)
-
     def _fetch(
         self,
         scope: Scope,
         vector: list[float] | None,
         lexical_hits: dict[str, Candidate],
         pool: int,
-    ) -> list[Candidate]:
+    ) -> tuple[list[Candidate], dict[tuple[str, int], Candidate] | None]:
         """One round trip: the vector stage's top `pool` for the user, plus the cosine
-        and payload of every lexical hit. Without a vector, payloads only."""
+        and payload of every lexical hit, plus (when neighbours count) the raw turns said
+        just before and after any of them, returned apart by (session, position) for
+        `with_neighbours`. Without a vector, payloads only, and no neighbours (None)."""
         ids = list(lexical_hits)
         density = self.density(scope.user_id) if vector is not None else _NO_DENSITY
-        rows: Sequence[tuple[str, float | None, dict[str, Any], bool]]
+        rows: Sequence[tuple[str, float | None, dict[str, Any], str]]
+        turns: dict[tuple[str, int], Candidate] | None = None
         if vector is None:
             if not ids:
-                return []
+                return [], None
             rows = self.store.payloads(ids)
         else:
-            rows = self.store.nearest_and_ids(scope, vector, pool, ids)
+            rows = self.store.nearest_and_ids(scope, vector, pool, ids, neighbours=self._neighbours_count)
+            turns = {} if self._neighbours_count else None
         floor = self.settings.recall_threshold  # MEMORY_THRESHOLD keeps its meaning: a cosine floor
         merged: dict[str, Candidate] = {}
-        for mem_id, cos, payload, from_vector in rows:
-            if from_vector and cos < floor:
+        for mem_id, cos, payload, stage in rows:
+            if stage == "neighbour":
+                near = Candidate(mem_id, payload or {}, cosine=density.adjust(mem_id, cos))
+                if turns is not None and near.turn is not None:
+                    turns[near.turn] = near
+                continue
+            if stage == "vector" and cos < floor:
                 continue
             cand = merged.get(mem_id) or lexical_hits.get(mem_id) or Candidate(mem_id)
             cand.payload = payload or {}
             cand.cosine = density.adjust(mem_id, cos)
-            if from_vector:
+            if stage == "vector":
                 cand.stages.add("vector")
             merged[mem_id] = cand
-        return list(merged.values())
+        return list(merged.values()), turns
+
+    @property
+    def _neighbours_count(self) -> bool:
+        """Do raw turns take a share of their neighbours' scores (`with_neighbours`)?"""
+        return self.settings.retrieval.neighbours > 0 and self.settings.retrieval.fusion == "weighted"
 
     def _score_lexically(self, q: _Query, cands: list[Candidate]) -> None:
         """Keyword match score of every candidate, each keyword weighted by where it
@@ -538,7 +549,15 @@ class Retriever:
         for cand, lv in zip(cands, levels, strict=True):
             cand.lexical = lexical.weighted_mean(lv, weights)
 
-    def with_neighbours(self, scope: Scope, ranked: list[Candidate], q: _Query, *, top_k: int) -> list[Candidate]:
+    def with_neighbours(
+        self,
+        scope: Scope,
+        ranked: list[Candidate],
+        q: _Query,
+        *,
+        top_k: int,
+        fetched: Mapping[tuple[str, int], Candidate] | None = None,
+    ) -> list[Candidate]:
         """Raw turns scored with their neighbours: a turn gets `retrieval_neighbours`
         times the score of the better of the turns just before and after it in its
         session, and those neighbours join the candidates.
@@ -546,6 +565,8 @@ class Retriever:
         A spoken turn often makes sense only next to the one before it ("I've had
         them for three years" answers "how long have you had turtles?"); the memory
         stores each turn alone. Facts (GATED) carry no position and are unchanged.
+        `fetched`: the neighbours the look-up's vector query brought along (`_fetch`);
+        without them they cost a round trip of their own.
         """
         s = self.settings
         head = [c for c in ranked[: max(top_k, 10)] if c.turn is not None]
@@ -555,7 +576,10 @@ class Retriever:
         wanted = {(session, seq + d) for session, seq in (c.turn for c in head) for d in (-1, 1)}
         missing = [t for t in wanted if t not in by_turn]
         if missing:
-            extra = self.fetch_turns(scope.user_id, missing, q.vector)
+            if fetched is not None:
+                extra = [fetched[t] for t in missing if t in fetched]
+            else:
+                extra = self.fetch_turns(scope.user_id, missing, q.vector)
             extra = [c for c in extra if scope.exclude_session is None or c.turn[0] != scope.exclude_session]
             if q.words:
                 self._score_lexically(q, extra)

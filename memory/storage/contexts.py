@@ -2,12 +2,16 @@
 and extend, kept in Postgres beside the memories (every worker of a fleet sees them).
 
 A context has an unguessable id and belongs to one user: every query is by id *and*
-user, so another user's id reads as "not found", never as its content. Notes are
+user, so another user's id reads as "not found", never as its content. A note is stored
+as it will be shown (NFKC, no control characters: `shown_form`) and with its secrets
+replaced (`redact_secrets`, as a spoken turn), and counted as stored. Notes are
 appended with the writing agent's name and the time, in one statement that also checks
 the bound (`MEMORY_CONTEXT_MAX_CHARS` over all notes of a context), so two agents
 writing at once can never pass it. A user keeps at most `MAX_CONTEXTS_PER_USER`
-contexts: creating one more removes the least recently updated. "Forget me" removes a
-user's contexts (`delete_user`), and `export_user` gives them for a data-access request.
+contexts: creating one more removes the least recently updated. Contexts not updated
+for `MEMORY_CONTEXT_RETENTION_DAYS` are deleted (`delete_older_than`, run with the
+archive's retention). "Forget me" removes a user's contexts (`delete_user`), and
+`export_user` gives them for a data-access request.
 
 All methods are blocking (psycopg); the tools call them on a small pool of their own.
 """
@@ -21,6 +25,9 @@ from typing import Any
 
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
+
+from memory.language.redact import redact_secrets
+from memory.language.shown_form import shown_form
 
 MAX_NOTE_CHARS = 1000
 MAX_AGENT_CHARS = 64
@@ -95,16 +102,21 @@ class Appended:
 
 
 def _note_text(note: str) -> str:
+    """The note as it is stored and shown: normalised, secrets replaced, within its bound."""
     if not isinstance(note, str) or not note.strip():
         raise ContextError("the note is empty: give the key points in a sentence or two")
-    text = " ".join(note.replace("\x00", "").split())
+    if len(note) > 4 * MAX_NOTE_CHARS:  # refused before the work of normalising it
+        raise ContextError(f"the note is {len(note)} characters; a note holds at most {MAX_NOTE_CHARS}: shorten it")
+    text, _ = redact_secrets(shown_form(note))
+    if not text:
+        raise ContextError("the note is empty: give the key points in a sentence or two")
     if len(text) > MAX_NOTE_CHARS:
         raise ContextError(f"the note is {len(text)} characters; a note holds at most {MAX_NOTE_CHARS}: shorten it")
     return text
 
 
 def _agent(agent: str) -> str:
-    return (agent.strip() or "agent")[:MAX_AGENT_CHARS]
+    return (shown_form(agent[: 4 * MAX_AGENT_CHARS]) or "agent")[:MAX_AGENT_CHARS]
 
 
 def _iso(value: datetime) -> str:
@@ -204,6 +216,25 @@ class ContextStore:
         with self.pool.connection() as conn:
             rows = conn.execute(sql.SQL("DELETE FROM {} WHERE user_id = %s RETURNING id").format(self.table), [user_id])
             return len(rows.fetchall())
+
+    def delete_older_than(self, cutoff: datetime, *, dry_run: bool = False, batch: int = 5000) -> int:
+        """Retention: the contexts not updated since `cutoff`, of every user; how many."""
+        with self.pool.connection() as conn:
+            if dry_run:
+                query = sql.SQL("SELECT count(*) FROM {} WHERE updated_at < %s").format(self.table)
+                return int(conn.execute(query, [cutoff]).fetchone()[0])
+            total = 0
+            while True:
+                n = conn.execute(
+                    sql.SQL("DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE updated_at < %s LIMIT %s)").format(
+                        t=self.table
+                    ),
+                    [cutoff, batch],
+                ).rowcount
+                conn.commit()
+                total += n
+                if n < batch:
+                    return total
 
     def export_user(self, user_id: str) -> list[dict[str, Any]]:
         """Every context of the user with its notes, oldest first (JSON-able)."""

@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from psycopg import Connection, sql
+from psycopg import ClientCursor, Connection, sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -37,6 +37,11 @@ _ISO = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}"
 _NEWEST = sql.SQL("COALESCE(payload->>'updated_at', payload->>'created_at')")
 # A raw turn (NORMAL) carries no category; a durable fact (GATED) does.
 _RAW_TURN = sql.SQL("NOT (payload ? 'category')")
+# The vector search's settings, per connection (postgres.py) and per statement
+# (`nearest_and_ids`). An HNSW scan returns at most `ef_search` rows before the user
+# filter is applied, so a user with 1% of the rows would get almost nothing back:
+# pgvector 0.8's iterative scan keeps walking the graph until enough rows pass.
+HNSW_SETTINGS = (("hnsw.iterative_scan", "relaxed_order"), ("hnsw.ef_search", "100"))
 _OLDER_THAN = sql.SQL("payload->>'created_at' ~ {iso} AND (payload->>'created_at')::timestamptz < %s").format(
     iso=sql.Literal(_ISO)
 )
@@ -145,6 +150,19 @@ class Mem0Table:
             with self.pool.connection() as own:
                 yield own
 
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        """A pooled connection in autocommit for one read: a single round trip, where a
+        transaction costs three (BEGIN, the query, COMMIT), each paying the network's
+        round trip to a remote database. Restored for the pool's next user."""
+        with self.pool.connection() as conn:
+            conn.autocommit = True
+            try:
+                yield conn
+            finally:
+                if not conn.closed:
+                    conn.autocommit = False
+
     @staticmethod
     def _where(scope: Scope) -> tuple[sql.Composable, list[Any]]:
         """The user (and session, category) filter, with literal JSON keys so the user index applies."""
@@ -163,7 +181,7 @@ class Mem0Table:
         """A user's rows, newest first (indexed by user and category)."""
         where, params = self._where(Scope(user_id, list(categories) or None))
         query = sql.SQL("SELECT id, payload FROM {} WHERE {} ORDER BY {} DESC LIMIT %s").format(self._t, where, _NEWEST)
-        with self.pool.connection() as conn:
+        with self._reading() as conn:
             rows = conn.execute(query, [*params, limit]).fetchall()
         return [(str(r[0]), r[1]) for r in rows]
 
@@ -178,7 +196,7 @@ class Mem0Table:
             "WHERE payload->>'user_id' = %s AND payload->>'category' = ANY(%s)) ranked "
             "WHERE n <= %s OR payload->>'slot' = ANY(%s) ORDER BY {newest} DESC"
         ).format(newest=_NEWEST, t=self._t)
-        with self.pool.connection() as conn:
+        with self._reading() as conn:
             rows = conn.execute(query, [user_id, list(categories), per_category, list(slots)]).fetchall()
         return [(str(r[0]), r[1]) for r in rows]
 
@@ -188,7 +206,7 @@ class Mem0Table:
             "SELECT id, payload FROM {} WHERE payload->>'user_id' = %s AND payload->>'slot' = %s "
             "ORDER BY payload->>'updated_at' DESC LIMIT 1"
         ).format(self._t)
-        with self.pool.connection() as conn:
+        with self._reading() as conn:
             row = conn.execute(query, [user_id, slot]).fetchone()
         return (str(row[0]), row[1]) if row else None
 
@@ -197,7 +215,7 @@ class Mem0Table:
         query = sql.SQL(
             "SELECT id, payload FROM {} WHERE payload->>'write_id' = %s AND payload->>'user_id' = %s LIMIT 1"
         ).format(self._t)
-        with self.pool.connection() as conn:
+        with self._reading() as conn:
             row = conn.execute(query, [write_id, user_id]).fetchone()
         return (str(row[0]), row[1]) if row else None
 
@@ -208,7 +226,7 @@ class Mem0Table:
             "SELECT id, payload->>'data' FROM {} WHERE payload->>'user_id' = %s "
             "AND payload->>'lex_v' IS DISTINCT FROM %s AND id > %s ORDER BY id LIMIT %s"
         ).format(self._t)
-        with self.pool.connection() as conn:
+        with self._reading() as conn:
             return conn.execute(query, [user_id, version, after, limit]).fetchall()
 
     def merge_payloads(self, updates: Sequence[tuple[dict[str, Any], Any, str]]) -> None:
@@ -287,58 +305,106 @@ class Mem0Table:
             "SELECT payload->>'user_id', count(*) FILTER (WHERE NOT payload ? 'category'), "
             "count(*) FILTER (WHERE payload ? 'category'), {} FROM {} GROUP BY 1"
         ).format(sql.SQL("max({})").format(_NEWEST), self._t)
-        with self.pool.connection() as conn:
+        with self._reading() as conn:
             return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(query).fetchall()}
 
     # ------------------------------------------------------------ retrieval stages
-    def fulltext_hits(self, scope: Scope, terms: Sequence[str]) -> list[tuple[str, str | None]]:
-        """(id, lex) of the scope's rows whose `lex` holds any of `terms` (GIN index)."""
-        tsquery = " | ".join("'" + t.replace("'", "''") + "'" for t in terms)
-        where, params = self._where(scope)
-        query = sql.SQL(
-            "SELECT id::text, payload->>'lex' FROM {t} WHERE {w} "
-            "AND to_tsvector('simple', payload->>'lex') @@ to_tsquery('simple', %s)"
-        ).format(t=self._t, w=where)
-        with self.pool.connection() as conn:
-            return conn.execute(query, [*params, tsquery]).fetchall()
-
-    def substring_hits(self, scope: Scope, patterns: Sequence[str], scan: int, limit: int) -> list[str]:
-        """Ids of the scope's rows whose text matches any ILIKE pattern (trigram index),
-        those matching more patterns first; of the first `scan` matches only, which bounds
-        the work when a pattern is common in a large store."""
-        hits = sql.SQL(" + ").join(sql.SQL("(data ILIKE %s)::int") for _ in patterns)
-        where, params = self._where(scope)
-        query = sql.SQL(
-            "SELECT id FROM (SELECT id::text AS id, payload->>'data' AS data FROM {t} WHERE {w} "
-            "AND payload->>'data' ILIKE ANY(%s) LIMIT %s) m ORDER BY {hits} DESC LIMIT %s"
-        ).format(t=self._t, w=where, hits=hits)
-        with self.pool.connection() as conn:
-            rows = conn.execute(query, [*params, list(patterns), scan, *patterns, limit]).fetchall()
-        return [r[0] for r in rows]
-
-    def payloads(self, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], bool]]:
-        """(id, no cosine, payload, False) of the rows with these ids."""
-        query = sql.SQL("SELECT id::text, NULL, payload, false FROM {} WHERE id = ANY(%s::uuid[])").format(self._t)
-        with self.pool.connection() as conn:
+    def payloads(self, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], str]]:
+        """(id, no cosine, payload, "id") of the rows with these ids."""
+        query = sql.SQL("SELECT id::text, NULL, payload, 'id' FROM {} WHERE id = ANY(%s::uuid[])").format(self._t)
+        with self._reading() as conn:
             return conn.execute(query, [list(ids)]).fetchall()
 
+    def lexical_hits(
+        self,
+        scope: Scope,
+        terms: Sequence[str],
+        patterns: Sequence[str],
+        *,
+        scan: int,
+        limit: int,
+        substring_below: float,
+    ) -> tuple[list[tuple[str, str | None]], list[str]]:
+        """Both lexical stages in one round trip: what `fulltext_hits(scope, terms)` gives,
+        and, only when that is fewer than `substring_below` rows, what
+        `substring_hits(scope, patterns, scan, limit)` gives (a one-time filter: Postgres
+        does not start the substring scan when full text found enough)."""
+        where, params = self._where(scope)
+        parts: list[sql.Composable] = []
+        args: list[Any] = []
+        if terms:
+            tsquery = " | ".join("'" + t.replace("'", "''") + "'" for t in terms)
+            ft = sql.SQL(
+                "SELECT id::text AS id, payload->>'lex' AS lex FROM {t} WHERE {w} "
+                "AND to_tsvector('simple', payload->>'lex') @@ to_tsquery('simple', %s)"
+            ).format(t=self._t, w=where)
+            args += [*params, tsquery]
+        else:
+            ft = sql.SQL("SELECT NULL::text AS id, NULL::text AS lex WHERE false")
+        parts.append(sql.SQL("SELECT 'f', id, lex FROM ft"))
+        if patterns:
+            hits = sql.SQL(" + ").join(sql.SQL("(data ILIKE %s)::int") for _ in patterns)
+            parts.append(
+                sql.SQL(
+                    "(SELECT 's', id, NULL FROM (SELECT id::text AS id, payload->>'data' AS data FROM {t} WHERE {w} "
+                    "AND payload->>'data' ILIKE ANY(%s) AND (SELECT count(*) FROM ft) < %s LIMIT %s) m "
+                    "ORDER BY {hits} DESC LIMIT %s)"
+                ).format(t=self._t, w=where, hits=hits)
+            )
+            args += [*params, list(patterns), substring_below, scan, *patterns, limit]
+        query = sql.SQL("WITH ft AS MATERIALIZED ({}) {}").format(ft, sql.SQL(" UNION ALL ").join(parts))
+        with self._reading() as conn:
+            rows = conn.execute(query, args).fetchall()
+        return [(r[1], r[2]) for r in rows if r[0] == "f"], [r[1] for r in rows if r[0] == "s"]
+
     def nearest_and_ids(
-        self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str]
-    ) -> list[tuple[str, float, dict[str, Any], bool]]:
-        """One round trip: (id, cosine, payload, True) of the scope's `limit` rows nearest
-        to `vector` (HNSW, iterative scan), then (id, cosine, payload, False) of the rows
-        with these ids. Plain cosine: Mem0's own search folds a keyword pass into it."""
+        self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str], *, neighbours: bool = False
+    ) -> list[tuple[str, float, dict[str, Any], str]]:
+        """One round trip: (id, cosine, payload, "vector") of the scope's `limit` rows
+        nearest to `vector` (HNSW, iterative scan), then (id, cosine, payload, "id") of
+        the rows with these ids; with `neighbours`, then (id, cosine, payload, "neighbour")
+        of the user's raw turns said just before or after any of those (same session,
+        position -1 or +1: what `turns` would fetch for them). Plain cosine: Mem0's own
+        search folds a keyword pass into it.
+
+        The search settings are set for this statement's transaction (`SET LOCAL`, sent
+        in the same message: one round trip), so they hold behind a pooler in
+        transaction mode too, whatever server connection it runs on.
+        """
         where, params = self._where(scope)
         literal = vector_literal(vector)
         query = sql.SQL(
-            "(SELECT id::text, 1 - (vector <=> %s::vector), payload, true FROM {t} WHERE {w} "
+            "WITH c AS MATERIALIZED ("
+            "(SELECT id, vector, payload, 'vector' AS stage FROM {t} WHERE {w} "
             " ORDER BY vector <=> %s::vector LIMIT %s) "
-            "UNION ALL "
-            "(SELECT id::text, 1 - (vector <=> %s::vector), payload, false FROM {t} "
-            " WHERE id = ANY(%s::uuid[]))"
+            "UNION ALL (SELECT id, vector, payload, 'id' FROM {t} WHERE id = ANY(%s::uuid[]))) "
+            "SELECT id::text, 1 - (vector <=> %s::vector), payload, stage FROM c"
         ).format(t=self._t, w=where)
-        with self.pool.connection() as conn:
-            return conn.execute(query, [literal, *params, literal, limit, literal, list(ids)]).fetchall()
+        args: list[Any] = [*params, literal, limit, list(ids), literal]
+        if neighbours:
+            query = sql.SQL("{} UNION ALL {}").format(
+                query,
+                sql.SQL(
+                    "SELECT n.id::text, 1 - (n.vector <=> %s::vector), n.payload, 'neighbour' FROM {t} n "
+                    "WHERE n.payload->>'user_id' = %s AND n.payload ? 'seq' "
+                    "AND (n.payload->>'session_id', n.payload->>'seq') IN ("
+                    "SELECT c.payload->>'session_id', ((c.payload->>'seq')::bigint + d.step)::text "
+                    "FROM c, (VALUES (-1), (1)) AS d(step) "
+                    "WHERE c.payload ? 'seq' AND c.payload->>'seq' ~ '^-?[0-9]{{1,18}}$')"
+                ).format(t=self._t),
+            )
+            args += [literal, scope.user_id]
+        settings = sql.SQL(" ").join(
+            sql.SQL("SET LOCAL {} = {};").format(sql.Identifier(*name.split(".")), sql.Literal(value))
+            for name, value in HNSW_SETTINGS
+        )
+        with self._reading() as conn:
+            # Client-side binding: several statements in one simple query, one implicit transaction.
+            cur = ClientCursor(conn)
+            cur.execute(sql.SQL("{} {}").format(settings, query), args)
+            while cur.description is None and cur.nextset():
+                pass
+            return cur.fetchall()
 
     def turns(
         self, user_id: str, sessions: Sequence[str], seqs: Sequence[str], vector: Sequence[float] | None
@@ -352,17 +418,18 @@ class Mem0Table:
         ).format(cos=cos, t=self._t)
         params: list[Any] = [vector_literal(vector)] if vector is not None else []
         params += [user_id, list(sessions), list(seqs)]
-        with self.pool.connection() as conn:
+        with self._reading() as conn:
             return conn.execute(query, params).fetchall()
 
     def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, np.ndarray]]:
         """(id, vector) of up to `limit` of the user's rows, read in binary."""
         query = sql.SQL("SELECT id::text, vector FROM {} WHERE payload->>'user_id' = %s LIMIT %s").format(self._t)
-        with self.pool.connection() as conn, conn.cursor(binary=True) as cur:
+        with self._reading() as conn, conn.cursor(binary=True) as cur:
             rows = cur.execute(query, [user_id, limit]).fetchall()
         return [(mem_id, vector_array(v)) for mem_id, v in rows]
 
 
 __all__ = [
-    "Mem0Table", "Row", "Scope", "create_table", "entities_table", "stored_dims", "vector_array", "vector_literal",
+    "HNSW_SETTINGS", "Mem0Table", "Row", "Scope", "create_table", "entities_table", "stored_dims", "vector_array",
+    "vector_literal",
 ]  # fmt: skip

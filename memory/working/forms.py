@@ -11,6 +11,12 @@ recently updated forms, and one that alone exceeds it is refused. Every refusal 
 Lives in the session's process only (never stored): it is what the user typed on
 screen for this call. In GATED a preferences-like form is also offered to the
 gatekeeper (`offer_text`), which stores what is durable like any turn.
+
+What comes in is checked in the order of its cost: the payload's size (2413) before it is
+read, its nesting depth by a scan without recursion (2400) before it is parsed, then the
+JSON and its schema; then every title, field name and value passes the same redaction as
+a spoken turn (`redact_document`), so no secret is kept, shown, journaled or stored.
+`parse_form` is meant to run off the event loop (`Workspace.submit_form` does so).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from memory.language.redact import redact_document, redact_secrets
 from memory.livekit.blocks import FormLine, form_line
 
 KEY_PREFIX = "hitl_"
@@ -30,6 +37,12 @@ MAX_TITLE_CHARS = 100
 MAX_FIELD_NAME_CHARS = 100
 MAX_FIELDS = 50
 MAX_LIST_ITEMS = 50
+# The schema goes three levels deep (payload, fields, a list); deeper is refused by a scan
+# before the JSON parser runs (CPython's recursed until RecursionError at ~1000 levels).
+MAX_DEPTH = 8
+# LiveKit's RPC (v1) refuses a request payload over 15 KiB; a form is refused when it could
+# not fit the working memory even with every character escaped (`\uXXXX`: 6 to 1).
+MIN_PAYLOAD_BYTES = 16 * 1024
 BLOCK_TAG = "working_memory"
 
 Scalar = str | int | float | bool
@@ -55,6 +68,7 @@ class Form:
     title: str
     fields: dict[str, FieldValue]
     durable: bool | None = None  # the frontend says it holds facts about the user; None: judged by its title
+    redacted: tuple[str, ...] = ()  # kinds of secret replaced by the mark (never the values)
 
     @property
     def key(self) -> str:
@@ -76,8 +90,50 @@ def _check_scalar(name: str, value: object, where: str) -> Scalar:
     )
 
 
-def parse_form(payload: str) -> Form:
-    """The form in an RPC payload, or `FormError` naming what is wrong with it."""
+def max_payload_bytes(max_chars: int) -> int:
+    """The largest payload read for a working memory of `max_chars` characters."""
+    return max(MIN_PAYLOAD_BYTES, 8 * max_chars)
+
+
+def check_size(payload: str, max_chars: int) -> None:
+    """`FormError` 2413 for a payload too large to be a form that fits, before it is read
+    (a character is at most 4 bytes: exact only near the bound)."""
+    limit = max_payload_bytes(max_chars)
+    size = len(payload) if len(payload) * 4 <= limit or len(payload) > limit else len(payload.encode("utf-8"))
+    if size > limit:
+        raise FormError(
+            FormError.TOO_LARGE,
+            f"form too large: the payload is over {limit} bytes, more than the working memory's {max_chars} "
+            "characters (MEMORY_WORKING_MAX_CHARS) could hold; nothing was read",
+        )
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def nesting_depth(payload: str) -> int:
+    """How deep the JSON's arrays and objects nest, strings left out: a scan, no recursion."""
+    depth = deepest = 0
+    for m in _BRACKET.finditer(_STRING.sub('""', payload)):
+        if m.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def parse_form(payload: str, max_chars: int = 2000) -> Form:
+    """The form in an RPC payload, secrets replaced, or `FormError` naming what is wrong
+    with it. Blocking (a scan, a parse, redaction): run it off the event loop."""
+    check_size(payload, max_chars)
+    if (depth := nesting_depth(payload)) > MAX_DEPTH:
+        raise FormError(
+            FormError.INVALID,
+            f"payload is nested {depth} levels deep; a form has at most {MAX_DEPTH} (fields hold strings, "
+            "numbers, booleans or lists of those)",
+        )
     try:
         data = json.loads(payload, parse_constant=_reject_constant)
     except FormError:
@@ -128,7 +184,9 @@ def parse_form(payload: str) -> Form:
     durable = data.get("durable")
     if durable is not None and not isinstance(durable, bool):
         raise FormError(FormError.INVALID, f"durable must be true or false, not {type(durable).__name__}")
-    return Form(title, checked, durable)
+    title, kinds = redact_secrets(title)
+    fields, more = redact_document(checked)
+    return Form(title, fields, durable, tuple(sorted(set(kinds + more))))
 
 
 def entry_line(key: str, entry: dict[str, Any]) -> FormLine:

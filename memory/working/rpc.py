@@ -2,11 +2,12 @@
 
 `memory.submit_form`, on the agent's participant, with the payload
 `{"title": str, "fields": {name: str | number | bool | list of those}}`. It answers
-`{"key": "hitl_<title>", "evicted": [...], "size": n, "limit": m}`, or an `RpcError`
+`{"key": "hitl_<title>", "evicted": [...], "size": n, "limit": m, "redacted": [kinds]}`
+(the kinds of secret left out, never the values), or an `RpcError`
 whose message names what was wrong (code 2400 bad payload, 2403 not the session's
 user, 2413 too large; at most 256 bytes, the whole text in its `data` as
-`{"error": ...}`); a refusal changes nothing. The handler does no I/O: it returns
-in microseconds and never holds up a reply in progress.
+`{"error": ...}`); a refusal changes nothing. The handler does no I/O; the payload is
+read on a thread, so a large one never holds up a reply in progress.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def register_form_rpc(participant: LocalParticipantLike, workspace: Workspace) -
 
     async def submit_form(data: rtc.RpcInvocationData) -> str:
         try:
-            _, done = workspace.submit_form(data.payload, caller=data.caller_identity)
+            form, done = await workspace.submit_form(data.payload, caller=data.caller_identity)
         except FormError as exc:
             # LiveKit's clients cut an error message to 256 bytes: the message says what was
             # wrong in its first words, and `data` carries it whole.
@@ -46,8 +47,9 @@ def register_form_rpc(participant: LocalParticipantLike, workspace: Workspace) -
                 exc.code, fit_bytes(str(exc)), json.dumps({"error": str(exc)}, ensure_ascii=False)
             ) from None
         return json.dumps(
-            {"key": done.key, "evicted": done.evicted, "size": done.size, "limit": done.limit},
+            {"key": done.key, "evicted": done.evicted, "size": done.size, "limit": done.limit,
+             "redacted": list(form.redacted)},
             ensure_ascii=False,
-        )
+        )  # fmt: skip
 
     participant.register_rpc_method(SUBMIT_FORM, submit_form)

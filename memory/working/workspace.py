@@ -14,12 +14,21 @@ from typing import Any, TypeVar
 
 from memory.livekit.blocks import Blocks
 from memory.livekit.session import MemorySession
-from memory.ops.threads import CONTEXT_POOL
+from memory.ops.threads import CONTEXT_POOL, run_text
 from memory.settings import MemoryMode
 from memory.storage.contexts import Appended, ContextError, ContextStore, SharedContext
 from memory.storage.store import MemoryStore, UnavailableStore
 from memory.types import Turn, clean_text, now_iso
-from memory.working.forms import Form, FormError, Submitted, WorkingMemory, is_durable, offer_text, parse_form
+from memory.working.forms import (
+    Form,
+    FormError,
+    Submitted,
+    WorkingMemory,
+    check_size,
+    is_durable,
+    offer_text,
+    parse_form,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,19 +57,29 @@ class Workspace:
         return self.memory.user_id
 
     # ------------------------------------------------------------------ forms
-    def submit_form(self, payload: str, *, caller: str) -> tuple[Form, Submitted]:
-        """A form from the frontend; `FormError` (nothing changed) when refused."""
+    async def submit_form(self, payload: str, *, caller: str) -> tuple[Form, Submitted]:
+        """A form from the frontend; `FormError` (nothing changed) when refused. The caller
+        and the payload's size are checked at once; the payload is read, checked and
+        redacted on a thread (a 15 KiB form is milliseconds of work), then kept."""
         if caller != self.identity:
             raise FormError(
                 FormError.FORBIDDEN, f"not this session's user: participant {caller[:40]!r} may not submit forms here"
             )
-        form = parse_form(payload)
+        check_size(payload, self.settings.working_max_chars)
+        form = await run_text(parse_form, payload, self.settings.working_max_chars)
+        return form, self.keep_form(form)
+
+    def keep_form(self, form: Form) -> Submitted:
+        """Keep a parsed form in working memory (on the session's loop), and in GATED offer
+        a preferences-like one to the gatekeeper; `FormError` when it alone is too large."""
+        if form.redacted:
+            logger.info("left secrets out of form %r: %s", form.key[:60], ", ".join(form.redacted))
         done = self.forms.submit(form)
         if done.evicted:
             logger.info("working memory full: evicted %s", ", ".join(done.evicted))
         if self.settings.mode is MemoryMode.GATED and is_durable(form):
             self._offer(form)
-        return form, done
+        return done
 
     def _offer(self, form: Form) -> None:
         """GATED: a preferences-like form goes to the gatekeeper like a user turn (through

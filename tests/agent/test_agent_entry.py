@@ -78,7 +78,7 @@ def test_prewarm_takes_what_it_loaded_out_of_full_garbage_collections(
 
 
 async def test_with_the_database_down_a_session_still_gets_an_agent_and_memory_comes_back_with_it(
-    tmp_path: Path, store, user_id: str, monkeypatch: pytest.MonkeyPatch, caplog
+    tmp_path: Path, store, embedded_server_url: str, user_id: str, monkeypatch: pytest.MonkeyPatch, caplog
 ) -> None:
     """A fleet database down while a job process starts: prewarm used to fail (after
     9 s), and LiveKit gives up on the job after three processes, so the caller got no
@@ -100,7 +100,7 @@ async def test_with_the_database_down_a_session_still_gets_an_agent_and_memory_c
 
     socket_dir = tmp_path / "socket"  # where the database will listen: nothing there yet
     socket_dir.mkdir()
-    real = conninfo_to_dict(store.url)
+    real = conninfo_to_dict(embedded_server_url)  # its Unix socket (the store may be behind PgBouncer)
     monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "worker"))
     port = real.get("port", "5432")
     monkeypatch.setenv(

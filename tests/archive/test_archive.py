@@ -263,11 +263,15 @@ async def test_retention_deletes_old_messages_and_raw_turns_and_keeps_summaries_
     assert dry.archived_messages >= 2 and dry.raw_turns >= 1
     assert len(archive.messages(user_id)) == 4  # a dry run deletes nothing
 
-    with store.pool.connection() as holder:  # another process of the fleet is running it
-        holder.execute("SELECT pg_advisory_lock(hashtextextended('memory-retention', 0))")
-        assert run_retention(store, days=90).ran is False
-        holder.execute("SELECT pg_advisory_unlock(hashtextextended('memory-retention', 0))")
-        holder.commit()
+    run_retention(store, days=90, dry_run=True)  # makes the maintenance row
+    with store.pool.connection() as conn:  # another process of the fleet is running it
+        conn.execute("UPDATE memory_maintenance SET lease_until = now() + interval '1 hour', holder = 'another' "
+                     "WHERE name = 'memory-retention'")  # fmt: skip
+    assert run_retention(store, days=90).ran is False
+    assert len(archive.messages(user_id)) == 4
+    with store.pool.connection() as conn:  # ... and was killed: its lease runs out
+        conn.execute("UPDATE memory_maintenance SET lease_until = now() - interval '1 second' "
+                     "WHERE name = 'memory-retention'")  # fmt: skip
 
     report = run_retention(store, days=90)
     assert report.ran and report.archived_messages >= 2

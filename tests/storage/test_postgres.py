@@ -352,7 +352,7 @@ def test_the_worker_stops_the_server_a_killed_job_process_left_running(monkeypat
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def test_a_fleet_database_connection_notices_a_vanished_peer(store: MemoryStore) -> None:
+def test_a_fleet_database_connection_notices_a_vanished_peer(embedded_server_url: str) -> None:
     # A fleet Postgres that vanished without a word (failover, partition) held each read
     # for the kernel's ~15 minutes, and three such reads took every read slot: no look-up
     # ran for the rest of the session. The pool's TCP sockets now probe their peer.
@@ -363,7 +363,7 @@ def test_a_fleet_database_connection_notices_a_vanished_peer(store: MemoryStore)
 
     from memory.storage.postgres import open_pool
 
-    info = conninfo_to_dict(store.url)
+    info = conninfo_to_dict(embedded_server_url)  # its Unix socket (the store may be behind PgBouncer)
     unix_path = os.path.join(info["host"], f".s.PGSQL.{info.get('port', '5432')}")
     listener = socket.create_server(("127.0.0.1", 0))
 

@@ -1,0 +1,113 @@
+"""Issue 30, findings 1 and 2: what a form brings in passes the same redaction as a spoken
+turn before it is kept, journaled, sent to the extraction model or stored (each value,
+list items included: a card typed in four boxes), and a payload too deep or too large is
+refused with its documented code before any heavy work, parsed off the event loop."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from livekit.rtc.rpc import RpcError
+
+from harness.scripted import LLMRequest
+from memory.settings import MemoryMode
+from memory.storage.store import MemoryStore
+from memory.working import workspace as workspace_mod
+from tests.conftest import wait_until
+from tests.test_working_memory import call, working_block
+
+SECRETS = ["Quokka88!", "4111", "4711", "123-45-6789", "Fluffy", "3704 0044", "hunter2"]
+FORM = {
+    "title": "Profile settings",
+    "fields": {
+        "password": "Quokka88!",
+        "card": ["4111", "1111", "1111", "1111"],  # typed in four boxes
+        "PIN": 4711,
+        "ssn": "123-45-6789",
+        "security answer": "Fluffy",
+        "notes": "my IBAN is DE89 3704 0044 0532 0130 00, and use hunter2 as the password",
+        "theme": "dark",
+        "lucky numbers": [7, 13],
+    },
+}
+
+
+def journal_bytes(path: Path) -> bytes:
+    """The journal as it is on disk, with its write-ahead log."""
+    return b"".join(p.read_bytes() for p in (path, path.with_name(path.name + "-wal")) if p.exists())
+
+
+async def test_a_durable_forms_secrets_reach_neither_journal_nor_model_nor_store(
+    store: MemoryStore, user_id: str
+) -> None:
+    # Before: 12 of 12 secrets stayed in write_queue.sqlite3 and its WAL; the card typed in
+    # four boxes (joined with ", ") and the security answer reached the model and the store.
+    said: list[str] = []
+
+    def extract(request: LLMRequest) -> str:
+        said.append(json.dumps([t for _, t in request.messages], ensure_ascii=False))
+        return json.dumps({"facts": [{"text": "User prefers the dark theme", "category": "preferences",
+                                      "slot": "theme"}]})  # fmt: skip
+
+    from harness.scripted import RecordingLLM
+
+    async with call(store, user_id, mode=MemoryMode.GATED, extraction=RecordingLLM(extract)) as c:
+        answer = await c.submit(FORM)
+        assert answer["key"] == "hitl_Profile settings"
+        assert {"password", "card_number", "iban", "field"} <= set(answer["redacted"])
+        journaled = journal_bytes(c.memory.queue.path)
+        assert await c.memory.drain(15.0)
+        block = working_block((await c.harness.user_says("what did I fill in?")).requests[0])
+        journaled += journal_bytes(c.memory.queue.path)
+    stored = " ".join(m.text for m in store.list_user(c.memory.user_id))
+    assert said and stored == "User prefers the dark theme"
+    for secret in SECRETS:
+        assert secret.encode() not in journaled, secret
+        assert all(secret not in s for s in said), secret
+        assert secret not in block, secret
+    assert '"theme": "dark"' in block and '"lucky numbers": [7, 13]' in block  # the rest is kept as it was
+
+
+async def test_a_deeply_nested_form_is_refused_with_2400_and_changes_nothing(store: MemoryStore, user_id: str) -> None:
+    # Before: RecursionError in parse_form, and the frontend got 1500 (application error).
+    deep = '{"title": "x", "fields": {"a": ' + "[" * 2000 + "1" + "]" * 2000 + "}}"
+    async with call(store, user_id) as c:
+        await c.submit({"title": "行程安排", "fields": {"destination": "北京"}})
+        before = c.workspace.forms.variables
+        with pytest.raises(RpcError) as err:
+            await c.submit(deep)
+        assert err.value.code == 2400 and "nested" in err.value.message and "levels" in err.value.message
+        assert c.workspace.forms.variables == before
+
+
+async def test_a_huge_form_is_refused_with_2413_before_it_is_parsed(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: a 1 MB value was parsed, quoted character by character and only then refused
+    # (2.2 s on the event loop of a busy machine).
+    parsed: list[str] = []
+    real_parse = workspace_mod.parse_form
+    monkeypatch.setattr(workspace_mod, "parse_form", lambda s, *a: parsed.append(s) or real_parse(s, *a))
+    async with call(store, user_id) as c:
+        with pytest.raises(RpcError) as err:
+            await c.submit({"title": "notes", "fields": {"text": "x" * 1_000_000}})
+        assert err.value.code == 2413 and "MEMORY_WORKING_MAX_CHARS" in err.value.message
+        assert parsed == []  # refused on its size alone
+        assert c.workspace.forms.variables == {}
+
+
+async def test_a_form_is_parsed_off_the_event_loop(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[int] = []
+    real_parse = workspace_mod.parse_form
+    monkeypatch.setattr(
+        workspace_mod, "parse_form", lambda s, *a: threads.append(threading.get_ident()) or real_parse(s, *a)
+    )
+    async with call(store, user_id) as c:
+        await c.submit({"title": "行程安排", "fields": {"destination": "北京"}})
+        await wait_until(lambda: bool(threads), what="the form to be parsed")
+    assert threads and threading.main_thread().ident not in threads
