@@ -2,6 +2,7 @@
 
 The packages, each importing only from those below it (`lint-imports` checks):
 
+    web                   the operator's web page and LiveKit's token endpoint
     preload               what every job process loads, once in LiveKit's forkserver
     admin                 the operator's command line
     working               forms, shared contexts and hand-offs between agents

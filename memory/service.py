@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from memory.gatekeeper.gatekeeper import MAX_KNOWN_FACTS, Fact, Gatekeeper, GateOutcome, KnownFact
 from memory.journal.queue import purge_user
@@ -25,8 +26,9 @@ from memory.language.prefilter import GateAction, GateDecision
 from memory.language.recall_intent import needs_memory
 from memory.language.redact import redact_secrets
 from memory.ops.threads import configure_reads, run_read, run_upkeep, run_write
-from memory.retrieval.retriever import Retriever
+from memory.retrieval.retriever import Explanation, Retriever
 from memory.settings import MemoryMode, MemorySettings
+from memory.storage.activity import DailyActivity
 from memory.storage.archive import archive_for
 from memory.storage.contexts import ContextStore
 from memory.storage.store import HistoryNotPurged, MemoryStore
@@ -179,6 +181,11 @@ class MemoryService:
             exclude_session=session_id,
         )
 
+    def explain_sync(self, user_id: str, text: str) -> Explanation:
+        """`recall_sync` explained: every candidate with its scores and what became of it
+        (the operator's "what would it recall"). Its `recalled` is what `recall_sync` gives."""
+        return self.retriever.explain(user_id, clean_text(text), categories=self.recall_categories)
+
     async def recall(
         self, user_id: str, text: str, context: Sequence[str] = (), session_id: str | None = None
     ) -> list[MemoryRecord]:
@@ -219,6 +226,22 @@ class MemoryService:
             wait_s=self._read_wait_s,
         )
         return profile_order(rows, limit)
+
+    async def record_activity(self, counts: dict[str, int], *, timeout_s: float = 2.0) -> None:
+        """Add a finished session's counts (`activity.KINDS`) to today's, in the users' time
+        zone: one UPSERT on the write pool, bounded; a failure costs a point on the
+        operator's chart, never the session's close."""
+        if not any(counts.values()):
+            return
+        day = datetime.now(ZoneInfo(self.settings.timezone)).date()
+
+        def add() -> None:
+            DailyActivity(self.store.pool, self.store.table).add(day, counts)
+
+        try:
+            await asyncio.wait_for(run_write(add), timeout_s)
+        except Exception as exc:  # noqa: BLE001 - counts only
+            logger.info("daily counts not recorded: %s", describe_error(exc))
 
     # ---------------------------------------------------------------- forget
     async def forgotten_at(self, user_id: str) -> datetime | None:

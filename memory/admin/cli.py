@@ -93,7 +93,7 @@ class Admin:
 
     def require_known(self, user_id: str) -> None:
         if (
-            self.store.list_user(user_id, limit=1)
+            self.store.rows.has_user(user_id)
             or self.archive.messages(user_id, limit=1)
             or self.journal_rows(user_id)
             or self.contexts(user_id)
@@ -144,16 +144,42 @@ class Admin:
         }
 
     def search(self, user_id: str, query: str) -> dict[str, Any]:
+        """What a new session of the user would recall for `query`, with every candidate's
+        scores and what became of it (`considered`), and the archive's matches."""
         self.require_known(user_id)
-        recalled = self.service.recall_sync(user_id, query)
+        # A session computes the user's memory densities when it starts (MemoryService.prepare),
+        # so its look-ups are corrected by them; without this the answer was not the agent's.
+        self.service.retriever.prepare(user_id)
+        explained = self.service.explain_sync(user_id, query)
         matches = self.archive.match(user_id, query, count=10)
         return {
             "user_id": user_id,
             "query": query,
+            "mode": self.settings.mode.value,
+            # GATED looks memory up only for messages that need it; NORMAL for every one.
+            "would_look_up": self.service.wants_recall(query),
             "memories": [
                 {"text": r.text, "score": round(r.score, 4), "category": r.category, "created_at": r.created_at}
-                for r in recalled
+                for r in explained.recalled
             ],  # fmt: skip
+            "keywords": [{"word": w, "weight": round(x, 4)} for w, x in explained.keywords],
+            "threshold": explained.threshold,
+            "top_k": explained.top_k,
+            "considered": [
+                {
+                    "id": c.record.id,
+                    "text": c.record.text,
+                    "category": c.record.category,
+                    "created_at": c.record.updated_at or c.record.created_at,
+                    "score": round(c.record.score, 4),
+                    "lexical": round(c.lexical, 4),
+                    "vector": round(c.vector, 4),
+                    "cosine": None if c.cosine is None else round(c.cosine, 4),
+                    "stages": list(c.stages),
+                    "outcome": c.outcome,
+                }
+                for c in explained.considered
+            ],
             "archive": [
                 {
                     "text": m.content,
@@ -261,7 +287,8 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _open(settings: MemorySettings) -> tuple[MemoryStore | None, list[str]]:
+def open_store(settings: MemorySettings) -> tuple[MemoryStore | None, list[str]]:
+    """The store these settings name, opened; or None and why not (without making an empty one)."""
     try:
         problems = [p] if (p := missing_store(settings)) else storage_problems(settings.data_dir, settings.database_url)
         return (None, problems) if problems else (MemoryStore.open(settings), [])
@@ -286,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    store, problems = _open(settings)
+    store, problems = open_store(settings)
     if store is None:
         print(f"{PROG}: no memory store to work on:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2

@@ -255,3 +255,7 @@ class MemorySession:
                 "drained": drained,
             },
         )
+        # The operator's chart of recalls per day (memory/storage/activity.py): after the call.
+        await self.service.record_activity(
+            {"recalls": sum(1 for t in turns if t.recall), "injected": sum(t.injected for t in turns)}
+        )

@@ -17,7 +17,8 @@ kind that hangs never takes the threads another needs:
   timeout of their own;
 - retrieval (`RETRIEVAL_POOL`, `DENSITY_POOL`): the lexical recall that runs beside a
   look-up's embedding, and the per-user densities (seconds of numpy), one at a time;
-- text (`run_text`): long turns redacted and split off the event loop, one at a time.
+- text (`run_text`): long turns redacted and split off the event loop, one at a time;
+- the operator's pages (`web_pool`), sized by the web app's settings.
 
 Nothing else in memory/ makes a pool or uses the event loop's default executor
 (tests/ops/test_threads.py).
@@ -77,6 +78,17 @@ _TEXT_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-text")
 async def run_text(fn: Callable[..., T], /, *args: object) -> T:
     """Run CPU-bound text work (redacting and splitting a long turn) off the event loop."""
     return await asyncio.get_running_loop().run_in_executor(_TEXT_POOL, functools.partial(fn, *args))
+
+
+def web_pool(max_workers: int) -> ThreadPoolExecutor:
+    """The operator's pages' own threads (`memory/web/app.py`): a page's query never takes a
+    thread a reply's look-up or a turn's write needs."""
+    return ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="memory-web")
+
+
+async def run_in(pool: ThreadPoolExecutor, fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
+    """Run a blocking call on one of the pools made here."""
+    return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args, **kwargs))
 
 
 async def run_write(fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:

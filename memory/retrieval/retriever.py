@@ -114,6 +114,45 @@ class Candidate:
         return MemoryRecord.from_payload(self.id, payload, self.score)
 
 
+# What became of a candidate (`Retriever.explain`).
+RECALLED = "recalled"
+BELOW_THRESHOLD = "below_threshold"  # fused score under MEMORY_RETRIEVAL_THRESHOLD
+COPY = "copy"  # the same text as a better-ranked memory
+ACKNOWLEDGEMENT = "acknowledgement"  # a bare "ok" or 好的: never shown to a reply
+PAST_TOP_K = "past_top_k"  # good enough, but MEMORY_TOP_K better ones came first
+
+
+@dataclass(frozen=True)
+class Considered:
+    """One candidate of a look-up: the memory (its `score` the fused one), the scores that
+    were fused (lexical in [0, 1]; `vector` the cosine mapped onto [0, 1] as the fusion
+    takes it; `cosine` itself, after the density correction), the stages that found it
+    and what became of it."""
+
+    record: MemoryRecord
+    lexical: float
+    vector: float
+    cosine: float | None
+    stages: tuple[str, ...]
+    outcome: str
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A look-up explained: the weighted keywords, the relevance threshold, how many a
+    reply gets, and every candidate best first."""
+
+    keywords: tuple[tuple[str, float], ...]
+    threshold: float
+    top_k: int
+    considered: tuple[Considered, ...]
+
+    @property
+    def recalled(self) -> list[MemoryRecord]:
+        """What the reply gets, best first (`Retriever.retrieve`'s answer)."""
+        return [c.record for c in self.considered if c.outcome == RECALLED]
+
+
 @dataclass(frozen=True)
 class _Density:
     """How crowded each memory's neighbourhood is, for the hubness correction.
@@ -208,14 +247,62 @@ class Retriever:
         if not s.retrieval.lexical:  # Mem0's dense search alone
             hits = self.store.search(user_id, query, top_k=k, categories=categories, threshold=s.recall_threshold)
             return [h for h in hits if exclude_session is None or h.metadata.get("session_id") != exclude_session]
-        scope = Scope(user_id, categories, exclude_session)
+        ranked, floor, _ = self._ranked(Scope(user_id, categories, exclude_session), query, k, context)
+        return [c.record() for c in worth_showing(c for c in ranked if c.score >= floor)][:k]
+
+    def explain(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        top_k: int | None = None,
+        categories: Sequence[str] | None = None,
+        context: Sequence[str] = (),
+        exclude_session: str | None = None,
+    ) -> Explanation:
+        """What `retrieve` returns for the same arguments, and why: every candidate with
+        the scores that ranked it and what became of it (the operator's "what would it
+        recall" page). The same stages in the same order; the recalled are `retrieve`'s."""
+        s = self.settings
+        k = top_k or s.recall_top_k
+        if not query.strip():
+            return Explanation((), s.retrieval.threshold, k, ())
+        if not s.retrieval.lexical:  # Mem0's dense search: its score is all there is
+            hits = self.retrieve(user_id, query, top_k=k, categories=categories, context=context,
+                                 exclude_session=exclude_session)  # fmt: skip
+            considered = tuple(Considered(h, 0.0, h.score, None, ("mem0",), RECALLED) for h in hits)
+            return Explanation((), s.recall_threshold, k, considered)
+        ranked, floor, q = self._ranked(Scope(user_id, categories, exclude_session), query, k, context)
+        shown = [c.id for c in worth_showing(c for c in ranked if c.score >= floor)]
+        recalled, kept = set(shown[:k]), set(shown)
+        considered = []
+        for c in ranked:
+            if c.id in recalled:
+                outcome = RECALLED
+            elif c.score < floor:
+                outcome = BELOW_THRESHOLD
+            elif c.id in kept:
+                outcome = PAST_TOP_K
+            elif len(canonical_key(c.text)) <= _ACK_MAX_CHARS and is_acknowledgement(c.text):
+                outcome = ACKNOWLEDGEMENT
+            else:
+                outcome = COPY
+            vector = calibrated_cosine(c.cosine, s.retrieval.cos_floor, s.retrieval.cos_ceil)
+            considered.append(Considered(c.record(), c.lexical, vector, c.cosine, tuple(sorted(c.stages)), outcome))
+        return Explanation(tuple(zip(q.words, q.weights, strict=True)), floor, k, tuple(considered))
+
+    def _ranked(
+        self, scope: Scope, query: str, k: int, context: Sequence[str]
+    ) -> tuple[list[Candidate], float, _Query]:
+        """Every candidate of every stage, scored and sorted best first; the threshold."""
+        s = self.settings
         cands, q, turns = self._candidates(scope, query, top_k=k, context=context)
         ranked = self.rank(cands)
         if self._neighbours_count:
             ranked = self.with_neighbours(scope, ranked, q, top_k=k, fetched=turns)
         # The threshold is calibrated on the weighted score; RRF scores are ranks only.
         floor = s.retrieval.threshold if s.retrieval.fusion == "weighted" else 0.0
-        return [c.record() for c in worth_showing(c for c in ranked if c.score >= floor)][:k]
+        return ranked, floor, q
 
     def warm_up(self) -> None:
         """Load the segmenter before the first turn (it takes about a second)."""
@@ -702,4 +789,4 @@ def _like_patterns(words: Sequence[str]) -> list[str]:
     return list(out)
 
 
-__all__ = ["Candidate", "Retriever", "Scope", "calibrated_cosine"]
+__all__ = ["Candidate", "Considered", "Explanation", "Retriever", "Scope", "calibrated_cosine"]

@@ -204,6 +204,51 @@ class ArchiveStore:
         keys = ("id", "chat_id", "message_type", "content", "created_at", "covered_by", "metadata")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
+    def calls(self, user_id: str, *, offset: int = 0, limit: int = 10) -> list[dict[str, Any]]:
+        """One page of the user's calls (chats), newest first: when each began and ended,
+        its messages and summaries counted (the user index)."""
+        query = sql.SQL(
+            "SELECT chat_id, min(created_at), max(created_at), count(*) FILTER (WHERE message_type <> 'summary'), "
+            "count(*) FILTER (WHERE message_type = 'summary') FROM {} WHERE user_id = %s "
+            "GROUP BY chat_id ORDER BY max(created_at) DESC, chat_id OFFSET %s LIMIT %s"
+        ).format(sql.Identifier(self.table))
+        with self.pool.connection() as conn:
+            rows = conn.execute(query, [user_id, offset, limit]).fetchall()
+        keys = ("chat_id", "started_at", "ended_at", "messages", "summaries")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def count_calls(self, user_id: str) -> int:
+        query = sql.SQL("SELECT count(DISTINCT chat_id) FROM {} WHERE user_id = %s").format(sql.Identifier(self.table))
+        with self.pool.connection() as conn:
+            return conn.execute(query, [user_id]).fetchone()[0]
+
+    def call_messages(self, user_id: str, chat_ids: Sequence[str], *, per_call: int = 200) -> list[dict[str, Any]]:
+        """The first `per_call` archived rows of each of these calls of the user, in order."""
+        query = sql.SQL(
+            "SELECT id, chat_id, message_type, content, created_at, covered_by FROM (SELECT *, row_number() OVER "
+            "(PARTITION BY chat_id ORDER BY created_at, id) AS n FROM {} WHERE user_id = %s AND chat_id = ANY(%s)) m "
+            "WHERE n <= %s ORDER BY chat_id, created_at, id"
+        ).format(sql.Identifier(self.table))
+        with self.pool.connection() as conn:
+            rows = conn.execute(query, [user_id, list(chat_ids), per_call]).fetchall()
+        keys = ("id", "chat_id", "message_type", "content", "created_at", "covered_by")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def count_user(self, user_id: str) -> int:
+        """The user's archived messages and summaries."""
+        query = sql.SQL("SELECT count(*) FROM {} WHERE user_id = %s").format(sql.Identifier(self.table))
+        with self.pool.connection() as conn:
+            return conn.execute(query, [user_id]).fetchone()[0]
+
+    def per_day(self, since: datetime, zone: str) -> list[tuple[Any, int, int]]:
+        """(day in `zone`, messages, summaries) archived on each day since `since`."""
+        query = sql.SQL(
+            "SELECT (created_at AT TIME ZONE %s)::date, count(*) FILTER (WHERE message_type <> 'summary'), "
+            "count(*) FILTER (WHERE message_type = 'summary') FROM {} WHERE created_at >= %s GROUP BY 1 ORDER BY 1"
+        ).format(sql.Identifier(self.table))
+        with self.pool.connection() as conn:
+            return conn.execute(query, [zone, since]).fetchall()
+
     def per_user(self) -> dict[str, tuple[int, int, datetime]]:
         """user -> (messages, summaries, newest message time)."""
         query = sql.SQL(

@@ -23,6 +23,7 @@ from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memory.settings import ensure_runtime_dir
+from memory.storage.activity import ensure_activity_schema
 from memory.storage.contexts import ensure_context_schema
 from memory.storage.locks import create_locks_table
 from memory.storage.mem0_table import HNSW_SETTINGS, create_table
@@ -417,7 +418,7 @@ def connect(url: str, **kwargs: Any) -> Connection:
 
 def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
     """Create the Mem0 table with the indexes Mem0 does not make (`mem0_table.create_table`),
-    the table of "forget me" requests and the table of shared contexts."""
+    the table of "forget me" requests, the table of shared contexts and the daily counts."""
     with pool.connection() as conn:
         # One process at a time: LiveKit starts a worker's job processes together, and
         # "IF NOT EXISTS" is no guard when two create the same extension at once (the
@@ -442,6 +443,7 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
         )
         ensure_context_schema(conn, table)  # contexts shared between agents (memory/working)
         create_locks_table(conn, table)  # the per-user fact lock (memory/storage/locks.py)
+        ensure_activity_schema(conn, table)  # counts per day for the operator's chart (no user, no text)
         conn.commit()
 
 

@@ -360,6 +360,12 @@ class MemoryStore:
 
     def purge_user_history(self, user_id: str) -> int:
         """Purge this machine's Mem0 history of every memory a forget of the user removed."""
+        ids = self._forgotten_ids(user_id)
+        self._purge_history(ids)
+        return len(ids)
+
+    def _forgotten_ids(self, user_id: str) -> list[str]:
+        """The ids of the memories the user's forgets removed (kept in the forget record)."""
         with self.pool.connection() as conn:
             forgotten = conn.execute(
                 sql.SQL("SELECT memory_ids FROM {} WHERE user_id = %s").format(
@@ -367,9 +373,7 @@ class MemoryStore:
                 ),
                 [user_id],
             ).fetchone()
-        ids = forgotten[0] if forgotten else []
-        self._purge_history(ids)
-        return len(ids)
+        return list(forgotten[0]) if forgotten else []
 
     def purge_forgotten_history(self) -> int:
         """Purge this machine's Mem0 history of every memory a forget removed, wherever
@@ -406,6 +410,21 @@ class MemoryStore:
             except Exception:
                 db.connection.rollback()  # a full disk: nothing half done, tried again later
                 raise
+
+    def history_left(self, user_id: str) -> int:
+        """Entries of this machine's Mem0 history still about memories a forget of the user
+        removed: 0 once the purge is done (the operator's page checks it after a forget)."""
+        ids = self._forgotten_ids(user_id)
+        db = self.mem0.db
+        left = 0
+        with db._lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                left += db.connection.execute(
+                    f"SELECT count(*) FROM history WHERE memory_id IN ({marks})", chunk
+                ).fetchone()[0]
+        return left
 
     def forgotten_at(self, user_id: str) -> datetime | None:
         """When the user last asked to be forgotten, if ever (one primary-key read)."""
