@@ -60,14 +60,14 @@ from memory.settings import (
 from memory.storage.embedder import local_model, write_model
 from memory.types import describe_error
 
-logger = logging.getLogger("agent")
+logger = logging.getLogger("agent")  # by name: run as a script, __name__ is "__main__"
 
 
 # Interim transcripts of OpenAI's realtime STT: the plugin sends at most one every 0.5 s
 # and drops the deltas in between, so the words the user ended on were often known only
 # from the final transcript, and memory's look-up for them started there, on the
 # reply's path. Every delta as an interim lets the look-up for the whole utterance run
-# before the turn ends (tests/test_pipeline.py checks the plugin still has this knob).
+# before the turn ends (tests/agent/test_pipeline.py checks the plugin still has this knob).
 INTERIM_INTERVAL_S = 0.0
 
 # LiveKit kills a job process whose prewarm takes longer than this. Measured with

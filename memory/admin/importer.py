@@ -24,7 +24,6 @@ were still on their way; an operator's import after it is a new request (`asked_
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import sys
@@ -39,7 +38,8 @@ from memory.archive.writer import archive_turn, write_archived
 from memory.gatekeeper.gatekeeper import Gatekeeper, admit_facts
 from memory.journal.queue import DurableWriteQueue
 from memory.language.redact import redact_document, redact_secrets
-from memory.service import MemoryService, run_write
+from memory.ops.threads import run_text, run_write
+from memory.service import MemoryService
 from memory.settings import MemoryMode, MemorySettings, cloud_models
 from memory.storage.archive_schema import MESSAGE_TYPES
 from memory.storage.store import MemoryStore
@@ -470,7 +470,7 @@ async def import_file(
 ) -> ImportReport:
     """Read, check and write `path` (see the module doc). Raises `InvalidMemoryText`,
     naming what was wrong, before anything is written when the file cannot be read."""
-    return await import_text(store, settings, await asyncio.to_thread(read_source, path), user_id=user_id)
+    return await import_text(store, settings, await run_text(read_source, path), user_id=user_id)
 
 
 async def import_text(

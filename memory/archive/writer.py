@@ -24,7 +24,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
-from memory.service import run_write
+from memory.ops.threads import run_write
 from memory.storage.archive import EMBED_BATCH, ArchivedMessage, archive_for
 from memory.storage.archive_schema import MESSAGE_TYPES
 from memory.storage.store import MemoryStore

@@ -28,7 +28,7 @@ from memory.types import ExtractionUnavailable
 if TYPE_CHECKING:  # LiveKit is loaded where a model is called, not by importing the rules
     from livekit.agents import llm
 
-logger = logging.getLogger("memory.gatekeeper.gatekeeper")
+logger = logging.getLogger(__name__)
 
 MAX_FACT_CHARS = 300
 MAX_FACTS_PER_TURN = 8

@@ -396,5 +396,5 @@ def lex_fields(text: str) -> dict[str, object]:
     except Exception:  # noqa: BLE001 - the write must not fail because of the index
         import logging
 
-        logging.getLogger("memory.language.lexical").exception("could not derive the lexical form")
+        logging.getLogger(__name__).exception("could not derive the lexical form")
         return {}

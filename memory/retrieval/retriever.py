@@ -47,7 +47,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -56,13 +56,14 @@ import numpy as np
 
 from memory.language import hanzi, lexical
 from memory.language.prefilter import is_acknowledgement
+from memory.ops.threads import DENSITY_POOL, RETRIEVAL_POOL
 from memory.settings import EmbedderKind, MemorySettings
 from memory.storage.embedder import local_model
 from memory.storage.mem0_table import Scope
 from memory.storage.store import MemoryStore
 from memory.types import MemoryRecord, canonical_key, parse_time
 
-logger = logging.getLogger("memory.retrieval.retriever")
+logger = logging.getLogger(__name__)
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 # The hubness correction (`_Density`): a user's densities are reused this long;
@@ -85,14 +86,6 @@ _SUBSTRING_SCAN = 500
 _ACK_MAX_CHARS = 40
 # Sentence ends (kept with their sentence) for choosing what to embed.
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；…])\s*")
-
-# The lexical recall of a query runs here while the caller's thread embeds the
-# query. One pool per process, sized like the memory read slots (service.py).
-_WORKERS = ThreadPoolExecutor(max_workers=3, thread_name_prefix="retrieval")
-# Density computations (seconds of numpy for a large store) run one at a time on
-# their own thread: they never take a worker the reply path's lexical recall needs,
-# and never more than one core's worth of them queue up per process.
-_DENSITY_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="density")
 
 
 @dataclass
@@ -226,7 +219,7 @@ class Retriever:
         self._refreshing: dict[str, Future[_Density]] = {}
         self._densities_lock = threading.Lock()
         # Load the segmenter (about a second) now, off the caller's thread, not on the first turn.
-        _WORKERS.submit(lexical.warm_up)
+        RETRIEVAL_POOL.submit(lexical.warm_up)
 
     # ------------------------------------------------------------ public API
     def retrieve(
@@ -392,7 +385,7 @@ class Retriever:
         than embedded on the reply's clock.
         """
         s = self.settings
-        model = self.store.mem0.embedding_model
+        model = self.store.embedder
         vector = model.embed(self.embedding_text(query), "search")
         turns = list(context)[-s.retrieval.context_turns :] if s.retrieval.context_turns else []
         peek = getattr(model, "cached", None)
@@ -423,7 +416,7 @@ class Retriever:
         pool = max(s.retrieval.pool, top_k)
         recall: Future[dict[str, Candidate]] | None = None
         if words and (s.retrieval.fulltext or s.retrieval.substring):
-            recall = _WORKERS.submit(self._lexical_recall, scope, words, pool, top_k)
+            recall = RETRIEVAL_POOL.submit(self._lexical_recall, scope, words, pool, top_k)
         vector: list[float] | None = None
         try:
             if s.retrieval.vector:
@@ -491,7 +484,7 @@ class Retriever:
         """The running computation for the user, or a new one. Hold `_densities_lock`."""
         running = self._refreshing.get(user_id)
         if running is None:
-            running = self._refreshing[user_id] = _DENSITY_WORKER.submit(self._compute_density, user_id)
+            running = self._refreshing[user_id] = DENSITY_POOL.submit(self._compute_density, user_id)
         return running
 
     def _compute_density(self, user_id: str) -> _Density:
@@ -504,7 +497,7 @@ class Retriever:
         """
         try:
             density = _NO_DENSITY
-            rows = self.store.rows.user_vectors(user_id, _DENSITY_MAX + 1)
+            rows = self.store.user_vectors(user_id, _DENSITY_MAX + 1)
             if _DENSITY_MIN <= len(rows) <= _DENSITY_MAX:
                 vectors = np.stack([v for _, v in rows]).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
@@ -542,7 +535,7 @@ class Retriever:
         if not terms and not patterns:
             return found
         # The scan bound: past `_SUBSTRING_SCAN` matches, more rows would not change what is kept much.
-        full, sub = self.store.rows.lexical_hits(
+        full, sub = self.store.lexical_hits(
             scope, terms, patterns, scan=_SUBSTRING_SCAN, limit=pool, substring_below=top_k / 2
         )
         for mem_id in self._fulltext(terms, full, pool):
@@ -591,9 +584,9 @@ class Retriever:
         if vector is None:
             if not ids:
                 return [], None
-            rows = self.store.rows.payloads(ids)
+            rows = self.store.payloads(ids)
         else:
-            rows = self.store.rows.nearest_and_ids(scope, vector, pool, ids, neighbours=self._neighbours_count)
+            rows = self.store.nearest_and_ids(scope, vector, pool, ids, neighbours=self._neighbours_count)
             turns = {} if self._neighbours_count else None
         floor = self.settings.recall_threshold  # MEMORY_THRESHOLD keeps its meaning: a cosine floor
         merged: dict[str, Candidate] = {}
@@ -698,7 +691,7 @@ class Retriever:
         sessions = sorted({t[0] for t in turns})
         wanted = set(turns)
         density = self.density(user_id) if vector is not None else _NO_DENSITY
-        rows = self.store.rows.turns(user_id, sessions, sorted({str(t[1]) for t in turns}), vector)
+        rows = self.store.session_turns(user_id, sessions, sorted({str(t[1]) for t in turns}), vector)
         out = []
         for mem_id, c, payload in rows:
             cand = Candidate(mem_id, payload or {}, cosine=density.adjust(mem_id, c))

