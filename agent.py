@@ -8,15 +8,21 @@ a terminal, `start` in production, `download-files` at image build time.
 from __future__ import annotations
 
 import logging
-import socket
 import sys
 from collections.abc import Mapping
 from typing import Any
 
-from memory.livekit import transcript_log
+from memory.livekit import startup
 from memory.settings import load_env_file, log_transcripts_mode, share_metrics_across_processes
 
 load_env_file()  # the .env of the directory the worker starts in; empty variables unset
+# Run as a command: the configuration, the store, the embedder and the LiveKit project are
+# checked before LiveKit and the models are loaded (a mistake is named in a second), with a
+# line for each as it is ready (memory/livekit/startup.py).
+CHECKED = startup.check(sys.argv) if __name__ == "__main__" else startup.check_under_livekit_main()
+
+from memory.livekit import transcript_log  # noqa: E402 - after the check: it loads the redaction rules
+
 # Before LiveKit logs anything, in this process and (on import) in every job process:
 # raw user transcripts never reach a log line (docs/hostile-input.md).
 transcript_log.install(log_transcripts_mode())
@@ -35,48 +41,33 @@ from livekit.agents import vad as lk_vad
 from livekit.plugins import openai, silero
 from livekit.plugins.openai import stt as openai_stt
 
-from memory import (
-    ArchiveSession,
-    Gatekeeper,
-    MemoryService,
-    MemorySession,
-    MemoryStore,
-    Retriever,
-    UnavailableStore,
-    first_agent,
-    start_retention,
-)
+from memory import MemoryStore, Retriever, UnavailableStore, first_agent, start_retention
 from memory.language import lexical
+from memory.livekit.compose import attach_memory
 from memory.ops import heap, metrics
 from memory.prompts import load_prompt
 from memory.settings import (
     ConfigError,
     EmbedderKind,
-    MemoryMode,
     MemorySettings,
     SttMode,
     cloud_models,
-    console_without_livekit,
     idle_processes,
     load_settings,
-    process_env,
     prometheus_multiproc_dir,
     prometheus_port,
-    startup_problems,
 )
 from memory.storage.embedder import local_model, write_model
-from memory.storage.postgres import stop_if_unused, storage_problems
-from memory.storage.store import schema_problems
 from memory.types import describe_error
 
-logger = logging.getLogger("agent")
+logger = logging.getLogger("agent")  # by name: run as a script, __name__ is "__main__"
 
 
 # Interim transcripts of OpenAI's realtime STT: the plugin sends at most one every 0.5 s
 # and drops the deltas in between, so the words the user ended on were often known only
 # from the final transcript, and memory's look-up for them started there, on the
 # reply's path. Every delta as an interim lets the look-up for the whole utterance run
-# before the turn ends (tests/test_pipeline.py checks the plugin still has this knob).
+# before the turn ends (tests/agent/test_pipeline.py checks the plugin still has this knob).
 INTERIM_INTERVAL_S = 0.0
 
 # LiveKit kills a job process whose prewarm takes longer than this. Measured with
@@ -253,18 +244,10 @@ async def entrypoint(ctx: JobContext) -> None:
     user_id = participant.identity
     ctx.log_context_fields = {"room": ctx.room.name, "user_id": user_id}
 
-    gatekeeper = (
-        Gatekeeper(plugins.memory_llm, learned=settings.gate_model)
-        if settings.mode is MemoryMode.GATED and plugins.memory_llm
-        else None
-    )
-    service = MemoryService(store, settings, gatekeeper=gatekeeper, retriever=ctx.proc.userdata["retriever"])
-    memory = MemorySession(service, user_id=user_id, session_id=ctx.job.id)
-
     session = build_session(ctx.proc.userdata["vad"], plugins)
-    memory.attach(session)
-    if settings.archive:  # both sides archived, long talks summarised (docs/archive.md)
-        ArchiveSession(memory, summarizer=plugins.memory_llm or plugins.llm).attach(session)
+    memory = attach_memory(session, store=store, settings=settings, retriever=ctx.proc.userdata["retriever"],
+                           user_id=user_id, session_id=ctx.job.id, memory_llm=plugins.memory_llm,
+                           summarizer=plugins.memory_llm or plugins.llm)  # fmt: skip
     ctx.add_shutdown_callback(memory.aclose)
 
     await session.start(
@@ -277,122 +260,8 @@ async def entrypoint(ctx: JobContext) -> None:
     session.generate_reply(instructions=load_prompt("greeting"))
 
 
-# LiveKit's CLI takes these flags in place of the variables.
-_CLI_FLAGS = {"--url": "LIVEKIT_URL", "--api-key": "LIVEKIT_API_KEY", "--api-secret": "LIVEKIT_API_SECRET"}
-
-
-def _cli_env(argv: list[str]) -> dict[str, str]:
-    """The environment as the command will see it: a flag counts as its variable."""
-    env = process_env()
-    for i, arg in enumerate(argv):
-        flag, eq, value = arg.partition("=")
-        if flag in _CLI_FLAGS and (eq or i + 1 < len(argv)):
-            env[_CLI_FLAGS[flag]] = value if eq else argv[i + 1]
-    return env
-
-
-def _audio_problems() -> list[str]:
-    """`console` talks through this machine's microphone and speaker, via PortAudio.
-    Without it LiveKit stops with a long traceback from deep inside its console."""
-    try:
-        import sounddevice  # noqa: F401 - whether PortAudio loads is the check
-    except OSError as exc:
-        return [f"'console' needs PortAudio for the microphone ({exc}): apt install libportaudio2"]
-    return []
-
-
-# LiveKit's `start` serves its health check here (AgentServer's production default).
-_START_HTTP_PORT = 8081
-
-
-def _port_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
-    """The ports the worker will listen on must be free. LiveKit finds out only after
-    start-up, logs a traceback and exits 0 (a second worker on the machine, a metrics
-    port another service took); checked here, the message names the variable."""
-    wanted: list[tuple[str, int]] = []
-    raw = env.get("PROMETHEUS_PORT", "").strip()
-    if raw and command in ("dev", "start", "connect"):
-        wanted.append((f"PROMETHEUS_PORT={raw}", int(raw)))
-    if command == "start":
-        wanted.append((f"port {_START_HTTP_PORT} (LiveKit's health check in 'start')", _START_HTTP_PORT))
-    problems = []
-    if command == "start" and raw and int(raw) == _START_HTTP_PORT:
-        problems.append(f"PROMETHEUS_PORT={raw} is LiveKit's health check port in 'start': choose another")
-    for what, port in wanted:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio binds
-            try:
-                sock.bind(("", port))
-            except OSError as exc:
-                problems.append(f"{what} cannot be listened on ({exc.strerror or exc}): is another worker running?")
-    return problems
-
-
-def _console_without_livekit(command: str | None) -> None:
-    """`console` talks to no LiveKit server, but LiveKit's worker builds its API client
-    whenever LIVEKIT_URL is set, and that needs a key and secret: with `.env.example`'s
-    URL and no key it crashes ("either token, or api_key and api_secret, must be set")
-    and hangs. Without both, the URL is dropped for this process."""
-    if command == "console" and console_without_livekit():
-        server.update_options(ws_url="")  # it read the variable when it was made
-
-
-def startup_checks(command: str | None, argv: list[str]) -> tuple[list[str], MemorySettings | None]:
-    """Every problem that would stop `command` (as lines naming what to fix), and the
-    settings it will run with."""
-    env = _cli_env(argv)
-    problems = startup_problems(command, env)
-    busy = [] if problems else _port_problems(command, env)  # once PROMETHEUS_PORT is a number
-    if not problems and command == "console":
-        problems = _audio_problems()
-    settings = None
-    if not problems and command in ("dev", "start", "connect", "console"):
-        settings = load_settings(env, dotenv=False)
-        problems = storage_problems(settings.data_dir, settings.database_url) or schema_problems(settings)
-    return problems + busy, settings
-
-
-def _checks_under_livekit_main() -> None:
-    """`python -m livekit.agents start agent.py` (where LiveKit's deprecation warnings
-    point) imports this module and runs the server itself: `main` never runs. The same
-    checks run here then, as the module is imported in LiveKit's main process."""
-    import multiprocessing
-
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if (
-        getattr(spec, "name", None) != "livekit.agents.__main__"
-        or multiprocessing.current_process().name != "MainProcess"
-    ):
-        return
-    args = sys.argv[1:]
-    command = args[0] if args else None
-    if command != "start":  # `console` there is LiveKit's TCP console, driven by the `lk` CLI
-        return
-    problems, _ = startup_checks(command, args[1:])
-    if problems:
-        sys.exit("agent.py: cannot start:\n  " + "\n  ".join(problems))
-
-
-_checks_under_livekit_main()
-
-
 def main() -> None:
-    command = sys.argv[1] if len(sys.argv) > 1 else None
-    if {"-h", "--help"} & set(sys.argv[1:]):  # help needs no configuration
-        cli.run_app(server)
-        return
-    _console_without_livekit(command)
-    problems, settings = startup_checks(command, sys.argv[2:])
-    if problems:
-        sys.exit("agent.py: cannot start:\n  " + "\n  ".join(problems))
-    try:
-        cli.run_app(server)
-    finally:
-        if settings is not None and not settings.database_url:
-            # A job process LiveKit killed never left the embedded server's users.
-            stop_if_unused(settings.pgdata)
-        if server.failed:  # in place of the SystemExit(0) that LiveKit's CLI (click) ends with
-            sys.exit("agent.py: the worker stopped on an error (logged above)")
+    startup.run(cli.run_app, server, CHECKED or startup.check(sys.argv))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.evaldata import default_eval_dir, load_retrieval
+from bench.evaldata import eval_file, load_retrieval
 from memory.archive.writer import archive_turn, write_archived
 from memory.journal.queue import DurableWriteQueue
 from memory.settings import load_settings
@@ -60,7 +60,7 @@ def real_texts(n: int) -> list[str]:
     """Messages from LoCoMo and MemDaily (English and Chinese), as spoken turns are."""
     out: list[str] = []
     for name in ("locomo.dev.json", "memdaily.dev.json"):
-        data = load_retrieval(default_eval_dir() / name)
+        data = load_retrieval(eval_file(name))
         out += [m.text for s in data.stores for m in s.memories][: n // 2 + 1]
     return out[:n]
 

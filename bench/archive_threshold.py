@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from bench.evaldata import default_eval_dir, load_retrieval
+from bench.evaldata import eval_file, load_retrieval
 from bench.stats import mean_interval
 
 FILES = ("locomo.dev.json", "memdaily.dev.json")
@@ -74,7 +74,7 @@ def main() -> None:
     started = time.perf_counter()
     pos, neg, groups = [], [], []
     for name in FILES:
-        p, n, g = cases(str(default_eval_dir() / name), model, args.max_queries)
+        p, n, g = cases(str(eval_file(name)), model, args.max_queries)
         pos.append(p), neg.append(n), groups.extend(g)
     P, N = np.concatenate(pos), np.concatenate(neg)
     stores = sorted(set(groups))

@@ -1,4 +1,9 @@
-"""Typed loaders for the shared evaluation files (see ../shared/eval/README.md).
+"""Typed loaders for the evaluation files (bench/data/eval/README.md), and where they are.
+
+The files whose licence lets us redistribute them are in the repository
+(`bench/data/eval/`); the others are looked for in `$EVAL_DIR` and in the team's
+`../shared/eval`, and a benchmark that needs one that is missing says in one line where
+it comes from and where to put it (`eval_file`).
 
 Two formats exist: *gatekeeper* files (``items`` of turns labelled ``durable``) and
 *retrieval* files (``stores`` of memories plus ``queries`` with ``relevant`` ids).
@@ -28,7 +33,10 @@ __all__ = [
     "Store",
     "Query",
     "RetrievalFile",
+    "MissingEvalFile",
     "default_eval_dir",
+    "eval_file",
+    "known_files",
     "load_gate",
     "load_retrieval",
     "file_kind",
@@ -37,6 +45,10 @@ __all__ = [
 
 class EvalDataError(ValueError):
     """An evaluation file is missing, is not JSON, or does not match its format."""
+
+
+class MissingEvalFile(EvalDataError):
+    """A benchmark's default file is in none of the places looked in."""
 
 
 # --------------------------------------------------------------------------- types
@@ -127,12 +139,53 @@ class RetrievalFile:
 # ------------------------------------------------------------------------- helpers
 
 
+REPO_EVAL_DIR = Path(__file__).resolve().parent / "data" / "eval"
+TEAM_EVAL_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "eval"
+
+# The files that are not in the repository: why, and their public source.
+NOT_REDISTRIBUTED: dict[str, tuple[str, str]] = {
+    "locomo.dev.json": ("LoCoMo, CC BY-NC 4.0", "https://github.com/snap-research/LoCoMo data/locomo10.json @ 3eb6f2c"),
+    "memdaily.dev.json": ("MemDaily, no licence stated", "https://github.com/nuster1128/MemSim @ db9d5d5"),
+    "msc_gate.balanced.dev.json": ("MSC persona summaries, ParlAI's data terms", "https://parl.ai/projects/msc/"),
+    "msc_gate.realistic.dev.json": ("MSC persona summaries, ParlAI's data terms", "https://parl.ai/projects/msc/"),
+    "zh_gate.smoke.dev.json": (
+        "MemDaily (no licence stated) and MemoryBank",
+        "https://github.com/nuster1128/MemSim @ db9d5d5 and https://github.com/zhongwanjun/MemoryBank-SiliconFriend",
+    ),
+}
+
+
 def default_eval_dir() -> Path:
     """``$EVAL_DIR`` if set, else ``<repo>/../shared/eval`` (the team's layout)."""
     env = os.environ.get("EVAL_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[1].parent / "shared" / "eval"
+    return TEAM_EVAL_DIR
+
+
+def eval_dirs() -> list[Path]:
+    """Where evaluation files are looked for, in order: ``$EVAL_DIR``, the repository's
+    ``bench/data/eval``, the team's ``../shared/eval``."""
+    env = os.environ.get("EVAL_DIR")
+    return [*([Path(env)] if env else []), REPO_EVAL_DIR, TEAM_EVAL_DIR]
+
+
+def known_files() -> list[str]:
+    """Every evaluation file a benchmark may use: those in the repository and the others."""
+    return sorted({p.name for p in REPO_EVAL_DIR.glob("*.json")} | set(NOT_REDISTRIBUTED))
+
+
+def eval_file(name: str) -> Path:
+    """The evaluation file `name` from the first place that has it; `MissingEvalFile`
+    saying in one line where it comes from and where to put it when none has."""
+    for directory in eval_dirs():
+        if (directory / name).is_file():
+            return directory / name
+    why, source = NOT_REDISTRIBUTED.get(name, ("not a file this repository knows", "bench/data/eval/README.md"))
+    raise MissingEvalFile(
+        f"{name} is not in the repository ({why}): get it from {source}, convert it as bench/data/eval/README.md "
+        f"says and put it in {REPO_EVAL_DIR.relative_to(REPO_EVAL_DIR.parents[2])}/ (or set EVAL_DIR)"
+    )
 
 
 class _Checker:

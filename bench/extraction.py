@@ -32,7 +32,7 @@ Each item or chain is a user of its own. Then it scores what was stored:
 Data (``--data``, the eval README's gatekeeper format extended for facts: items with
 ``facts`` [{"text", "category"|null}], ``language``, ``instruction``; plus ``chains``
 [{"turns", "current", "history", "category", "language"}]). Without ``--data`` it is
-built from public data in the eval directory (``$EVAL_DIR`` or ../shared/eval):
+built from public data in the eval files (bench/data/eval/README.md):
 ``--per-side`` durable and as many non-durable turns of msc_gate.realistic.dev (the
 annotators' persona sentence is the gold fact) and of zh_gate.smoke.dev (MemDaily user
 statements, the statement is the gold fact; MemoryBank chit-chat of the user side),
@@ -67,7 +67,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.evaldata import EvalDataError, default_eval_dir, load_gate
+from bench.evaldata import EvalDataError, eval_file, load_gate
 
 DEFAULT_THRESHOLD = 0.87
 DEFAULT_PER_SIDE = 30
@@ -184,13 +184,13 @@ def load_data(path: Path) -> Dataset:
     return Dataset(str(top.get("name", path.stem)), tuple(items), tuple(chains), (str(top.get("source", "")),))
 
 
-def build_default(eval_dir: Path, per_side: int = DEFAULT_PER_SIDE, seed: int = SEED) -> Dataset:
+def build_default(per_side: int = DEFAULT_PER_SIDE, seed: int = SEED) -> Dataset:
     """Public turns with gold facts from the eval directory, plus the hand-written set."""
     rng = random.Random(seed)
     items: list[Item] = []
     sources: list[str] = []
     for name, lang in (("msc_gate.realistic.dev.json", "en"), ("zh_gate.smoke.dev.json", "zh")):
-        gate = load_gate(eval_dir / name)
+        gate = load_gate(eval_file(name))
         sources.append(f"{gate.name}: {gate.meta.get('source', '')}")
         user_side = [it for it in gate.items if it.extra.get("role", "user") == "user"]
         durable = [it for it in user_side if it.durable and it.fact]
@@ -569,7 +569,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         print(f"error: --base-url must be an http(s) URL with a host, got {args.base_url!r}", file=sys.stderr)
         return 2
     try:
-        ds = load_data(args.data) if args.data else build_default(default_eval_dir(), args.per_side)
+        ds = load_data(args.data) if args.data else build_default(args.per_side)
     except EvalDataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

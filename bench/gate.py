@@ -3,7 +3,7 @@
     uv run python -m bench.gate [--data FILE ...] [--by-reason] [--cv K [--cv-target R]]
 
 Runs ``memory.language.prefilter.prefilter`` over every item (text + context) and, in the
-same run, the first-person keyword baseline from ../shared/eval/README.md, and
+same run, the first-person keyword baseline of the eval files' README, and
 reports for both: precision, recall and F1 of "passes" (action != SKIP) against
 ``durable``, skip rate (share of non-durable turns skipped), counts, FORCE count and
 p50/p95 time per call in microseconds, with 95% bootstrap intervals of recall and skip
@@ -14,7 +14,7 @@ measured on the held-out one, beside the product's full rule set, and each rule'
 held-out recall gain and skip cost). The readable table goes
 first; the LAST line is one JSON object with all figures per file, for scripts/CI.
 
-Default data: the three gate files in ``$EVAL_DIR`` or ``<repo>/../shared/eval``.
+Default data: the three gate files (bench/data/eval/README.md says where they come from).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import gate_model, stats
-from bench.evaldata import EvalDataError, GateFile, default_eval_dir, load_gate
+from bench.evaldata import EvalDataError, GateFile, eval_file, load_gate
 from bench.gate_cv import DEFAULT_TARGET, cross_validate, format_cv
 from bench.holdout import PARTS, select_gate
 from memory.language.gate_model import gate as gated_prefilter
@@ -233,7 +233,7 @@ def report_json(gate: GateFile, reports: dict[str, MethodReport], by_reason: boo
 
 
 def _default_paths() -> list[Path]:
-    return [default_eval_dir() / name for name in DEFAULT_FILES]
+    return [eval_file(name) for name in DEFAULT_FILES]
 
 
 def main(argv: Iterable[str] | None = None) -> int:
@@ -268,7 +268,11 @@ def main(argv: Iterable[str] | None = None) -> int:
     )
     args = ap.parse_args(list(argv) if argv is not None else None)
 
-    paths = args.data or _default_paths()
+    try:
+        paths = args.data or _default_paths()
+    except EvalDataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     results: dict[str, Any] = {}
     for path in paths:
         try:

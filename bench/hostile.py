@@ -65,7 +65,7 @@ from memory.types import Turn, now_iso
 
 log = logging.getLogger("bench.hostile")
 ROOT = Path(__file__).resolve().parent.parent
-CHILD = ROOT / "tests" / "hostile_child.py"
+CHILD = ROOT / "tests" / "journal" / "hostile_child.py"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -448,9 +448,9 @@ async def capacity(store: MemoryStore, settings: MemorySettings, sessions: int, 
     wanted = missing = 0
     real_prepare = MemorySession.prepare_chat_ctx
 
-    async def timed(self: MemorySession, chat_ctx: Any) -> Any:
+    async def timed(self: MemorySession, chat_ctx: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
-        out = await real_prepare(self, chat_ctx)
+        out = await real_prepare(self, chat_ctx, **kwargs)
         added.append((time.perf_counter() - t0) * 1000)
         return out
 

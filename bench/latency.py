@@ -45,7 +45,7 @@ from typing import Any
 from livekit.agents import Agent
 
 import harness as harness_mod
-from bench.evaldata import default_eval_dir
+from bench.evaldata import EvalDataError, eval_file
 from bench.stats import mean_interval
 from bench.work_window import Work, in_window, record_work
 from harness import LLMRequest, PipelineHarness, ScriptedLLM, Utterance
@@ -69,10 +69,10 @@ BENCH_USER = "bench-user"
 def _eval_file(name: str) -> Path:
     """An eval file the workload is made of; without it the benchmark would silently
     measure another workload (synthetic notes, no memory questions)."""
-    path = default_eval_dir() / name
-    if not path.exists():
-        raise SystemExit(f"bench.latency: {path} not found; set EVAL_DIR to the eval files' directory")
-    return path
+    try:
+        return eval_file(name)
+    except EvalDataError as exc:
+        raise SystemExit(f"bench.latency: {exc}") from None
 
 
 def _memory_texts(limit: int) -> list[str]:

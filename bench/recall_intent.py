@@ -3,7 +3,7 @@
     uv run python -m bench.recall_intent [--data FILE ...] [--misses N]
 
 GATED searches memory only for messages the trigger says need it. Two figures, from
-any mix of the two eval formats (../shared/eval/README.md):
+any mix of the two eval formats (bench/data/eval/README.md):
 
 - on a retrieval file, every query is a question that memory answers: the share
   that triggers a search is the trigger's recall (a miss is a question asked of an
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench import stats
-from bench.evaldata import EvalDataError, default_eval_dir, file_kind, load_gate, load_retrieval
+from bench.evaldata import EvalDataError, eval_file, file_kind, load_gate, load_retrieval
 from memory.language.recall_intent import recall_reason
 
 DEFAULT_FILES = (
@@ -70,10 +70,14 @@ def run_file(path: str) -> tuple[str, str, dict[str, Any], list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.recall_intent", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", nargs="+", help="eval files (default: the dev files in ../shared/eval)")
+    ap.add_argument("--data", nargs="+", help="eval files (default: the dev files, bench/data/eval/README.md)")
     ap.add_argument("--misses", type=int, default=0, help="print up to N questions per file that get no search")
     args = ap.parse_args(argv)
-    paths = args.data or [str(default_eval_dir() / f) for f in DEFAULT_FILES]
+    try:
+        paths = args.data or [str(eval_file(f)) for f in DEFAULT_FILES]
+    except EvalDataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     results: dict[str, Any] = {}
     print(f"{'file':24} {'measures':12} {'messages':>8} {'searched':>8} {'rate':>6}  95% interval")
     for path in paths:

@@ -6,7 +6,7 @@
   say them; caught = the secret's value no longer in the text. Plain sentences with
   numbers and keywords that must stay as they were.
 - False positives: every text of the evaluation files (retrieval memories and queries,
-  gatekeeper turns and facts; `$EVAL_DIR` or ../shared/eval): none of them holds a
+  gatekeeper turns and facts; bench/data/eval/README.md): none of them holds a
   secret, so each text the redaction changes is one ordinary memory damaged. Per file
   and per rule, with the texts changed (`--show`).
 
@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-from bench.evaldata import default_eval_dir, file_kind, load_gate, load_retrieval
+from bench.evaldata import MissingEvalFile, eval_file, file_kind, known_files, load_gate, load_retrieval
 from bench.hostile_probes import PLAIN, PLAIN_SAID, SECRETS, SECRETS_HELD_OUT, SECRETS_ISSUE30, SECRETS_SAID
 from memory.language.redact import redact_secrets
 from memory.language.secret_rules import RULES
@@ -86,12 +87,23 @@ def false_positives(paths: list[Path], show: int) -> dict[str, object]:
     }
 
 
+def _default_paths() -> list[Path]:
+    """Every evaluation file found; one line for each that is not, saying where it comes from."""
+    found = []
+    for name in known_files():
+        try:
+            found.append(eval_file(name))
+        except MissingEvalFile as exc:
+            print(f"bench.redaction: not measured on {exc}", file=sys.stderr)
+    return found
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", nargs="*", help="eval files (default: every file in $EVAL_DIR or ../shared/eval)")
+    ap.add_argument("--data", nargs="*", help="eval files (default: every one found, bench/data/eval/README.md)")
     ap.add_argument("--show", type=int, default=20, help="texts changed to print")
     args = ap.parse_args()
-    paths = [Path(p) for p in args.data] if args.data else sorted(default_eval_dir().glob("*.json"))
+    paths = [Path(p) for p in args.data] if args.data else _default_paths()
     result = probes()
     if paths:
         result.update(false_positives(paths, args.show))

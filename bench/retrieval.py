@@ -1,6 +1,6 @@
 """Retrieval benchmark: the product's own write path and `Retriever`, on public data.
 
-    uv run python -m bench.retrieval --data ../shared/eval/locomo.dev.json [--k 10]
+    uv run python -m bench.retrieval --data bench/data/eval/madial_en.dev.json [--k 10]
         [--method dense full no-fulltext ...] [--limit-queries N] [--calibrate]
 
 Each store of the file becomes one user whose memories are written with
@@ -552,7 +552,7 @@ def print_folds(summaries: dict[str, dict[str, Any]]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.retrieval", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True, help="a retrieval file (see ../shared/eval/README.md)")
+    ap.add_argument("--data", required=True, help="a retrieval file (bench/data/eval/README.md)")
     ap.add_argument("--k", type=int, default=10, help="memories retrieved per query (default 10)")
     ap.add_argument("--method", nargs="+", default=["dense", "full"], help=f"any of: {', '.join(METHODS)}")
     ap.add_argument("--limit-queries", type=int, default=None, help="only the first N queries")

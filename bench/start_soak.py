@@ -61,12 +61,24 @@ class Soak:
     errors: list[str] = field(default_factory=list)
 
 
-async def fake_livekit(soak: Soak, port: int) -> Any:
-    """The stand-in server: register the worker, then read what it sends."""
+async def fake_livekit(soak: Soak, port: int, *, api_key: str | None = None, api_secret: str | None = None) -> Any:
+    """The stand-in server: register the worker, then read what it sends. With `api_secret`
+    it checks the worker's token as LiveKit does (HS256 with the key's secret, the key as
+    issuer) and refuses a bad one with HTTP 401 before the handshake."""
+    import jwt
     from aiohttp import WSMsgType, web
     from livekit.protocol import agent as agent_pb
 
-    async def ws_agent(request: web.Request) -> web.WebSocketResponse:
+    async def ws_agent(request: web.Request) -> web.StreamResponse:
+        if api_secret is not None:
+            token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            try:
+                claims = jwt.decode(token, api_secret, algorithms=["HS256"], options={"verify_aud": False})
+                if api_key is not None and claims.get("iss") != api_key:
+                    raise jwt.InvalidTokenError("unknown API key")
+            except jwt.InvalidTokenError as exc:
+                soak.errors.append(f"refused a token: {exc}")
+                return web.Response(status=401, text="invalid authorization token")
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
         async for msg in ws:

@@ -36,7 +36,8 @@ def _kind_of_write(args: tuple[Any, ...]) -> str:
 @contextmanager
 def record_work() -> Iterator[list[Work]]:
     """Wrap memory's async work for the duration of the block; yields the log."""
-    from memory.livekit.session import MemorySession
+    from memory.livekit.reader import MemoryReader
+    from memory.rows import RowHandler
 
     log: list[Work] = []
     patched: list[tuple[type, str, Any]] = []
@@ -55,11 +56,11 @@ def record_work() -> Iterator[list[Work]]:
         patched.append((cls, name, real))
         setattr(cls, name, timed)
 
-    wrap(MemorySession, "_remember", None)
-    wrap(MemorySession, "_fetch", "lookup")
-    wrap(MemorySession, "_refresh_profile", "profile_refresh")
-    wrap(MemorySession, "_load_profile", "session_start")
-    wrap(MemorySession, "_check_forget", "forget_check")
+    wrap(RowHandler, "__call__", None)
+    wrap(MemoryReader, "_fetch", "lookup")
+    wrap(MemoryReader, "_refresh_profile", "profile_refresh")
+    wrap(MemoryReader, "_load_profile", "session_start")
+    wrap(MemoryReader, "_check_forget", "forget_check")
     try:
         yield log
     finally:

@@ -2,16 +2,19 @@
 
 The packages, each importing only from those below it (`lint-imports` checks):
 
+    web                   the operator's web page and LiveKit's token endpoint
     preload               what every job process loads, once in LiveKit's forkserver
-    admin                 the operator's command line
+    admin | chat          the operator's command line; the agent in a terminal, typed
     working               forms, shared contexts and hand-offs between agents
-    livekit | forget      the glue to LiveKit's AgentSession; "forget me"
-    archive               every message kept, summaries of long talks, retention
-    service               what each MEM0_SETTING does on a turn
+    livekit | forget      the glue to LiveKit's AgentSession (the door for every block
+                          memory adds to a request: livekit/blocks.py); "forget me"
+    rows                  the journal's handler: what a journaled row becomes
+    service | archive     what each MEM0_SETTING does on a turn; every message kept,
+                          summaries of long talks, retention
     journal               the durable write journal
     gatekeeper | retrieval
     storage               Postgres, the embedder, Mem0's table and the tables beside it
-    language | ops        text in English and Chinese (pure); metrics and heap
+    language | ops        text in English and Chinese (pure); thread pools, metrics, heap
     settings | types | prompts
 
 The names `agent.py` composes are exported here; each loads its module on first use,

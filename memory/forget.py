@@ -22,15 +22,18 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from memory.service import Forgotten, MemoryService
 from memory.settings import ConfigError, MemorySettings, load_settings
 from memory.storage.postgres import connect, storage_problems
 from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
+
+if TYPE_CHECKING:  # `where` and `missing_store` serve every admin command: the service loads only to forget
+    from memory.service import Forgotten
 
 
 def where(settings: MemorySettings) -> str:
@@ -104,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(f"memory store: {where(settings)}")
     status = 0
+    from memory.service import MemoryService
+
     try:
         service = MemoryService(store, settings)
         for identity, user_id in zip(args.user_ids, ids, strict=True):

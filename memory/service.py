@@ -11,16 +11,11 @@ import asyncio
 import dataclasses
 import functools
 import logging
-import os
-import re
-import threading
-import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any, TypeVar
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from memory.gatekeeper.gatekeeper import MAX_KNOWN_FACTS, Fact, Gatekeeper, GateOutcome, KnownFact
@@ -31,177 +26,16 @@ from memory.language.dates import Span
 from memory.language.prefilter import GateAction, GateDecision
 from memory.language.recall_intent import needs_memory
 from memory.language.redact import redact_secrets
-from memory.retrieval.retriever import Retriever
+from memory.ops.threads import configure_reads, run_read, run_upkeep, run_write
+from memory.retrieval.retriever import Explanation, Retriever
 from memory.settings import MemoryMode, MemorySettings
+from memory.storage.activity import DailyActivity
 from memory.storage.archive import archive_for
 from memory.storage.contexts import ContextStore
 from memory.storage.store import HistoryNotPurged, MemoryStore
-from memory.types import InvalidMemoryText, MemoryRecord, StoreBusy, Turn, WriteResult, clean_text, describe_error
+from memory.types import InvalidMemoryText, MemoryRecord, Turn, WriteResult, clean_text, describe_error
 
-logger = logging.getLogger("memory.service")
-
-T = TypeVar("T")
-
-
-# Store calls block a thread (psycopg, the embedder). They get small pools of their
-# own: a stalled database then ties up these threads only, never the event loop's
-# default executor that LiveKit and its plugins also use. Reads and writes do not
-# share one: a write that hangs (a store that takes reads but blocks writes: a
-# table lock, a primary waiting on a dead synchronous standby) leaves its thread
-# behind each time its attempt times out, and must never take the threads the
-# turns' look-ups need. Timed-out write attempts queue up here instead, and are
-# no-ops when they finally run (write ids).
-def _background_priority() -> None:
-    """Writes are background work: their threads (and the embedder's OpenMP team, made by
-    the thread that first embeds) run at a lower CPU priority than the event loop, which
-    an embedding of a long turn on both cores of a busy machine stalled for 150 ms. Per
-    thread on Linux; elsewhere a no-op."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WRITE_NICENESS)
-    except (AttributeError, OSError):
-        pass
-
-
-WRITE_NICENESS = 10
-_WRITE_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-write", initializer=_background_priority)
-# Session-start upkeep that can take seconds on a large store (re-indexing rows an
-# older version wrote) runs here, one job at a time, on no thread that the reads or
-# the write queue need.
-_UPKEEP_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-upkeep")
-
-
-# Reads beyond this many in flight fail at once instead of queueing: behind a
-# hung store, a queued look-up could only ever answer long after its turn.
-MAX_READS_IN_FLIGHT = 3
-_READ_POOL = ThreadPoolExecutor(max_workers=MAX_READS_IN_FLIGHT, thread_name_prefix="memory-read")
-_reads_lock = threading.Lock()
-_reads_in_flight = 0
-# Look-ups refused for this long in a row (seconds) mean reads hang on the store: said
-# at WARNING, at most once a minute. A moment of load is not worth a line.
-STUCK_READS_WARN_S = 30.0
-_refused_since: float | None = None
-_stuck_warned_at = float("-inf")
-
-
-async def run_write(fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
-    """Run a blocking store write on the write pool (never on a read's thread)."""
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_WRITE_POOL, functools.partial(fn, *args, **kwargs))
-
-
-@dataclass(eq=False)
-class _Waiter:
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[None]
-    granted: bool = False
-
-
-# Look-ups waiting for a read slot, oldest first, and how long a read takes (a moving
-# average): a look-up that could not start and finish within its wait is shed at once.
-_waiting: deque[_Waiter] = deque()
-_read_s = 0.05
-
-
-def configure_reads(slots: int) -> None:
-    """`MEMORY_MAX_READS_IN_FLIGHT`: the read threads of this process (set by the first
-    service; changed only while no read is in flight)."""
-    global MAX_READS_IN_FLIGHT, _READ_POOL
-    with _reads_lock:
-        if slots == MAX_READS_IN_FLIGHT or _reads_in_flight or _waiting:
-            return
-        old, _READ_POOL = _READ_POOL, ThreadPoolExecutor(max_workers=slots, thread_name_prefix="memory-read")
-        MAX_READS_IN_FLIGHT = slots
-    old.shutdown(wait=False)
-
-
-def _expected_s() -> float:
-    """When a look-up queued now would be done: the waiters ahead, the slots, a read's time."""
-    return (len(_waiting) // MAX_READS_IN_FLIGHT + 1) * _read_s + _read_s
-
-
-def _release_slot() -> None:
-    """A read finished (or a granted waiter left): the slot goes to the oldest waiter."""
-    global _reads_in_flight
-    with _reads_lock:
-        while _waiting:
-            waiter = _waiting.popleft()
-            waiter.granted = True
-            try:
-                waiter.loop.call_soon_threadsafe(_grant, waiter)
-            except RuntimeError:  # its loop is closed: the next waiter gets the slot
-                continue
-            return
-        _reads_in_flight -= 1
-
-
-def _grant(waiter: _Waiter) -> None:
-    if waiter.future.done():  # it stopped waiting just now: pass the slot on
-        _release_slot()
-    else:
-        waiter.future.set_result(None)
-
-
-def _refused(why: str) -> StoreBusy:
-    global _refused_since, _stuck_warned_at
-    now = time.monotonic()
-    _refused_since = now if _refused_since is None else _refused_since
-    if now - _refused_since >= STUCK_READS_WARN_S and now - _stuck_warned_at >= 60.0:
-        _stuck_warned_at = now
-        logger.warning(
-            "memory reads stuck for %.0f s: every look-up goes without memory until the store answers",
-            now - _refused_since,
-        )
-    return StoreBusy(why)
-
-
-async def run_read(fn: Callable[..., T], /, *args: object, wait_s: float = 0.0, **kwargs: object) -> T:
-    """A store read on the read pool (`MAX_READS_IN_FLIGHT` threads a process).
-
-    With every slot taken it waits for one at most `wait_s` (the reply's budget), in
-    order of arrival, and is refused at once (`StoreBusy`) when the reads ahead of it
-    mean it could not be done within that time anyway: many sessions in one process
-    then shed look-ups instead of queueing them past their replies (docs/hostile-input.md).
-    A slot is freed when the thread finishes, not when the caller stops waiting: a hung
-    call keeps holding its slot, which is the point.
-    """
-    global _reads_in_flight, _refused_since
-    waiter: _Waiter | None = None
-    with _reads_lock:
-        if _reads_in_flight < MAX_READS_IN_FLIGHT:
-            _reads_in_flight += 1
-            _refused_since = None
-        elif wait_s <= 0 or _expected_s() > wait_s:
-            raise _refused(f"{_reads_in_flight} memory reads already in flight, {len(_waiting)} waiting")
-        else:
-            loop = asyncio.get_running_loop()
-            waiter = _Waiter(loop, loop.create_future())
-            _waiting.append(waiter)
-    if waiter is not None:
-        try:
-            await asyncio.wait_for(asyncio.shield(waiter.future), wait_s)
-        except (TimeoutError, asyncio.CancelledError) as exc:
-            with _reads_lock:
-                granted = waiter.granted
-                if not granted:
-                    _waiting.remove(waiter)
-            if granted and not waiter.future.done():
-                waiter.future.cancel()  # _grant, still to run, passes the slot on
-            elif granted:
-                _release_slot()
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            raise _refused(f"no memory read slot within {wait_s * 1000:.0f} ms") from None
-
-    started = time.perf_counter()
-
-    def release(_: object) -> None:
-        global _read_s
-        _read_s = 0.8 * _read_s + 0.2 * (time.perf_counter() - started)
-        _release_slot()
-
-    future = _READ_POOL.submit(functools.partial(fn, *args, **kwargs))
-    future.add_done_callback(release)
-    return await asyncio.wrap_future(future)
+logger = logging.getLogger(__name__)
 
 
 def _verdict(outcome: GateOutcome) -> dict[str, Any]:
@@ -221,31 +55,6 @@ def _journaled_verdict(turn: Turn) -> GateOutcome | None:
         return GateOutcome(decision, [Fact(**fact) for fact in turn.verdict["facts"]])
     except (KeyError, TypeError, ValueError):  # a row from another version: ask the model again
         return None
-
-
-def split_turn(text: str, max_chars: int) -> list[str]:
-    """A turn longer than the store keeps in one memory, as several parts that each fit,
-    cut after a sentence where one ends in the second half of a part, else after a
-    clause, else between words: a long turn loses nothing (only whitespace at the cuts).
-    Chinese has no spaces, so cutting "between words" alone cut "1391234567 | 8" apart."""
-    parts: list[str] = []
-    rest = text.strip()
-    while len(rest) > max_chars:
-        window = rest[: max_chars + 1]
-        cut = max_chars
-        for breaks in (_SENTENCE_BREAK, _CLAUSE_BREAK, _SPACE_BREAK):
-            found = [m.end() for m in breaks.finditer(window) if max_chars // 2 <= m.end() <= max_chars]
-            if found:
-                cut = found[-1]
-                break
-        parts.append(rest[:cut].strip())
-        rest = rest[cut:].strip()
-    return [*parts, rest] if rest else parts
-
-
-_SENTENCE_BREAK = re.compile(r"[。！？!?；;…]+|[.](?=\s)|\n")
-_CLAUSE_BREAK = re.compile(r"[，、,：:]")
-_SPACE_BREAK = re.compile(r"\s")
 
 
 @dataclass
@@ -302,7 +111,7 @@ class Forgotten:
         )
 
 
-# The profile is short# The profile is short: who the user is comes first, then each kind of fact in turn.
+# The profile is short: who the user is comes first, then each kind of fact in turn.
 PROFILE_PINNED: tuple[str, ...] = ("name",)
 PROFILE_ORDER: tuple[str, ...] = ("personal_facts", "relationships", "preferences", "goals")
 
@@ -349,7 +158,7 @@ class MemoryService:
         self.store = store
         self.settings = settings
         self.mode = settings.mode
-        self.gatekeeper = gatekeeper or Gatekeeper(None)
+        self.gatekeeper = gatekeeper or Gatekeeper(None, learned=settings.gate_model)
         self.retriever = retriever or Retriever(store, settings)
         # A look-up may wait for a read slot at most this long: the reply's budget.
         self._read_wait_s = settings.recall_budget_ms / 1000
@@ -383,6 +192,11 @@ class MemoryService:
             exclude_session=session_id,
         )
 
+    def explain_sync(self, user_id: str, text: str) -> Explanation:
+        """`recall_sync` explained: every candidate with its scores and what became of it
+        (the operator's "what would it recall"). Its `recalled` is what `recall_sync` gives."""
+        return self.retriever.explain(user_id, clean_text(text), categories=self.recall_categories)
+
     async def recall(
         self, user_id: str, text: str, context: Sequence[str] = (), session_id: str | None = None
     ) -> list[MemoryRecord]:
@@ -401,9 +215,8 @@ class MemoryService:
         # that closes while waiting must not cancel it for the others: a cancelled one
         # would stay registered as running and the user would get no densities again.
         await asyncio.shield(asyncio.wrap_future(self.retriever.prepare_future(user_id)))
-        loop = asyncio.get_running_loop()
         try:
-            count = await loop.run_in_executor(_UPKEEP_POOL, self.store.reindex_lex, user_id)
+            count = await run_upkeep(self.store.reindex_lex, user_id)
         except Exception as exc:  # noqa: BLE001 - old rows stay findable by substring and vector
             logger.warning("lexical re-index failed: %r", exc)
             return
@@ -424,6 +237,22 @@ class MemoryService:
             wait_s=self._read_wait_s,
         )
         return profile_order(rows, limit, today=datetime.now(self._zone).date())
+
+    async def record_activity(self, counts: dict[str, int], *, timeout_s: float = 2.0) -> None:
+        """Add a finished session's counts (`activity.KINDS`) to today's, in the users' time
+        zone: one UPSERT on the write pool, bounded; a failure costs a point on the
+        operator's chart, never the session's close."""
+        if not any(counts.values()):
+            return
+        day = datetime.now(ZoneInfo(self.settings.timezone)).date()
+
+        def add() -> None:
+            DailyActivity(self.store.pool, self.store.table).add(day, counts)
+
+        try:
+            await asyncio.wait_for(run_write(add), timeout_s)
+        except Exception as exc:  # noqa: BLE001 - counts only
+            logger.info("daily counts not recorded: %s", describe_error(exc))
 
     # ---------------------------------------------------------------- forget
     async def forgotten_at(self, user_id: str) -> datetime | None:

@@ -414,6 +414,61 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
     )
 
 
+# The operator's web page and token endpoint (`python -m memory.web`).
+WEB_SECRET_MIN_CHARS = 16
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    """`MEMORY_WEB_*`: where the operator's web server listens and the secret that opens it."""
+
+    secret: str
+    host: str = "127.0.0.1"
+    port: int = 8765
+    cors_origins: tuple[str, ...] = ()  # browser origins allowed to call POST /api/token
+
+    @property
+    def loopback(self) -> bool:
+        """Listening on this machine only (the default): nothing else on the network reaches it."""
+        return self.host in _LOOPBACK
+
+
+def web_settings(env: Mapping[str, str] | None = None) -> WebSettings:
+    """The web server's settings; a `ConfigError` names the variable. It never starts
+    without `MEMORY_WEB_SECRET`: every page and the token endpoint need it."""
+    if env is None:
+        load_env_file()
+        env = os.environ
+    secret = env.get("MEMORY_WEB_SECRET", "").strip()
+    if len(secret) < WEB_SECRET_MIN_CHARS:
+        state = "not set" if not secret else f"only {len(secret)} characters"
+        raise ConfigError(
+            f"MEMORY_WEB_SECRET is {state}: set at least {WEB_SECRET_MIN_CHARS} random characters, e.g. the output of "
+            '`python -c "import secrets; print(secrets.token_urlsafe(32))"`'
+        )
+    host, port = _listen(env.get("MEMORY_WEB_LISTEN", "").strip() or "127.0.0.1:8765")
+    origins = tuple(o.strip().rstrip("/") for o in env.get("MEMORY_WEB_CORS_ORIGINS", "").split(",") if o.strip())
+    for origin in origins:
+        if not _has_url_form(origin, ("http", "https")) or origin.count("/") != 2:
+            raise ConfigError(
+                f"MEMORY_WEB_CORS_ORIGINS: {origin!r} is not an origin (scheme, host and port only: "
+                "http://localhost:3000)"
+            )
+    return WebSettings(secret=secret, host=host, port=port, cors_origins=origins)
+
+
+def _listen(raw: str) -> tuple[str, int]:
+    """MEMORY_WEB_LISTEN as (host, port): "127.0.0.1:8765", "0.0.0.0:80", "[::1]:8765", ":0".
+    One variable, not a host and a port: Kubernetes sets MEMORY_WEB_PORT=tcp://... itself
+    in every pod of a namespace with a service named memory-web."""
+    host, sep, port = raw.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"MEMORY_WEB_LISTEN={raw!r} is not HOST:PORT (127.0.0.1:8765; port 0 = any free port)")
+    return host, int(port)
+
+
 # Which variables each LiveKit CLI command needs before it can do anything useful.
 _COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
     "dev": (*LIVEKIT_VARS, "OPENAI_API_KEY"),
@@ -442,7 +497,8 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_RETRIEVAL_TIME_WEIGHT MEMORY_RETRIEVAL_WHEN_WEIGHT MEMORY_RETRIEVAL_SESSIONS MEMORY_GATE_MODEL
     MEMORY_MAX_TURN_CHARS MEMORY_SPILL_DIR MEMORY_LOG_TRANSCRIPTS MEMORY_MAX_READS_IN_FLIGHT MEMORY_DB_MAX_CONNECTIONS
     MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS MEMORY_CONTEXT_RETENTION_DAYS
-    MEMORY_ARCHIVE MEMORY_ARCHIVE_THRESHOLD MEMORY_SUMMARY_AFTER MEMORY_RETENTION_DAYS""".split()
+    MEMORY_ARCHIVE MEMORY_ARCHIVE_THRESHOLD MEMORY_SUMMARY_AFTER MEMORY_RETENTION_DAYS
+    MEMORY_WEB_SECRET MEMORY_WEB_LISTEN MEMORY_WEB_CORS_ORIGINS""".split()
 )
 _MEM0_OWN = frozenset(
     "MEM0_API_KEY MEM0_DIR MEM0_SOURCE MEM0_CLIENT_STACK MEM0_APPLICATION MEM0_TELEMETRY "

@@ -1,4 +1,5 @@
-"""Shared fixtures: one real embedded Postgres + Mem0 store for the whole run.
+"""Shared fixtures: one real embedded Postgres + Mem0 store per test process (the run,
+or each pytest-xdist worker, with a data directory of its own).
 
 Each test gets its own user id, so tests share the server (it starts once, in
 about a second) without seeing each other's memories.
@@ -90,7 +91,10 @@ def database_url(request: pytest.FixtureRequest, embedded_server_url: str) -> It
 
 @pytest.fixture(scope="session")
 def base_settings(data_dir: Path, database_url: str | None) -> MemorySettings:
-    env = {"MEMORY_DATA_DIR": str(data_dir)}
+    # The spill files beside the data, not in the machine's shared /dev/shm directory: a
+    # queue takes over the spill files of dead processes, and a test's killed child must
+    # leave its files to that test, not to another run (or xdist worker) on the machine.
+    env = {"MEMORY_DATA_DIR": str(data_dir), "MEMORY_SPILL_DIR": str(data_dir / "spill")}
     if database_url:
         env["MEMORY_DATABASE_URL"] = database_url
     return load_settings(env, dotenv=False)

@@ -1,8 +1,9 @@
-"""`uv run python -m memory.admin COMMAND`: see, search, export and delete what is kept.
+"""`uv run python -m memory.admin COMMAND`: see, search, export, import and delete what is kept.
 
-Commands: `users`, `show USER`, `search USER QUERY`, `export USER`, `forget USER`,
-`stats`, `dead-letters [--replay ID ... | --replay-all]`, `retention [--dry-run]`.
-Tables for people, `--json` for scripts (`export` is always one JSON document).
+Commands: `users`, `show USER`, `search USER QUERY`, `export USER`, `import FILE`,
+`forget USER`, `stats`, `dead-letters [--replay ID ... | --replay-all]`, `retention [--dry-run]`.
+Tables for people, `--json` for scripts, before or after the command (`export` is always
+one JSON document). The arguments are parsed by `args` before this module is loaded.
 It runs with the worker's configuration (.env), like `python -m memory.forget`, and
 says so clearly when there is no store or it cannot be reached (exit 2) or when
 nothing is stored under a user (exit 1): identities are exact.
@@ -11,23 +12,24 @@ nothing is stored under a user (exit 1): identities are exact.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import functools
 import sqlite3
 import sys
 import time
 from collections.abc import Sequence
 from contextlib import closing
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from memory.admin.args import PROG, parse
 from memory.admin.tables import table, to_json
-from memory.archive.retention import run_retention
 from memory.forget import exit_status, missing_store, quiet_logs, where
 from memory.forget import report as report_forget
 from memory.journal.codec import decode_turn
 from memory.journal.queue import DEAD, PENDING
 from memory.journal.spill import read_user
 from memory.ops.printable import printable
-from memory.service import MemoryService
 from memory.settings import ConfigError, MemorySettings, load_settings
 from memory.storage.archive import ArchiveStore, archive_for
 from memory.storage.contexts import ContextStore
@@ -35,7 +37,8 @@ from memory.storage.postgres import storage_problems
 from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
 
-PROG = "python -m memory.admin"
+if TYPE_CHECKING:  # loaded by the commands that recall, forget or import, not by those that list
+    from memory.service import MemoryService
 
 
 class Unknown(LookupError):
@@ -49,7 +52,14 @@ class Admin:
         self.store = store
         self.settings = settings
         self.archive: ArchiveStore = archive_for(store)
-        self.service = MemoryService(store, settings)
+
+    @functools.cached_property
+    def service(self) -> MemoryService:
+        """The service, for the commands that recall or forget: made on first use (its
+        retriever loads the Chinese segmenter, about a second, that listing never needs)."""
+        from memory.service import MemoryService
+
+        return MemoryService(self.store, self.settings)
 
     # ------------------------------------------------------------- helpers
     def journal_rows(self, user_id: str | None = None) -> list[dict[str, Any]]:
@@ -93,7 +103,7 @@ class Admin:
 
     def require_known(self, user_id: str) -> None:
         if (
-            self.store.list_user(user_id, limit=1)
+            self.store.rows.has_user(user_id)
             or self.archive.messages(user_id, limit=1)
             or self.journal_rows(user_id)
             or self.contexts(user_id)
@@ -120,7 +130,8 @@ class Admin:
         memories = []
         for rec in self.store.list_user(user_id, limit=10_000):
             doc = {"id": rec.id, "text": rec.text, "category": rec.category, "slot": rec.slot,
-                   "created_at": rec.created_at, "updated_at": rec.updated_at}  # fmt: skip
+                   "created_at": rec.created_at, "updated_at": rec.updated_at,
+                   "session_id": rec.metadata.get("session_id"), "seq": rec.metadata.get("seq")}  # fmt: skip
             if rec.category:  # a fact: its earlier values
                 doc["history"] = [
                     {
@@ -144,16 +155,42 @@ class Admin:
         }
 
     def search(self, user_id: str, query: str) -> dict[str, Any]:
+        """What a new session of the user would recall for `query`, with every candidate's
+        scores and what became of it (`considered`), and the archive's matches."""
         self.require_known(user_id)
-        recalled = self.service.recall_sync(user_id, query)
+        # A session computes the user's memory densities when it starts (MemoryService.prepare),
+        # so its look-ups are corrected by them; without this the answer was not the agent's.
+        self.service.retriever.prepare(user_id)
+        explained = self.service.explain_sync(user_id, query)
         matches = self.archive.match(user_id, query, count=10)
         return {
             "user_id": user_id,
             "query": query,
+            "mode": self.settings.mode.value,
+            # GATED looks memory up only for messages that need it; NORMAL for every one.
+            "would_look_up": self.service.wants_recall(query),
             "memories": [
                 {"text": r.text, "score": round(r.score, 4), "category": r.category, "created_at": r.created_at}
-                for r in recalled
+                for r in explained.recalled
             ],  # fmt: skip
+            "keywords": [{"word": w, "weight": round(x, 4)} for w, x in explained.keywords],
+            "threshold": explained.threshold,
+            "top_k": explained.top_k,
+            "considered": [
+                {
+                    "id": c.record.id,
+                    "text": c.record.text,
+                    "category": c.record.category,
+                    "created_at": c.record.updated_at or c.record.created_at,
+                    "score": round(c.record.score, 4),
+                    "lexical": round(c.lexical, 4),
+                    "vector": round(c.vector, 4),
+                    "cosine": None if c.cosine is None else round(c.cosine, 4),
+                    "stages": list(c.stages),
+                    "outcome": c.outcome,
+                }
+                for c in explained.considered
+            ],
             "archive": [
                 {
                     "text": m.content,
@@ -230,41 +267,19 @@ def _when(value: str | None) -> datetime | None:
     return when.replace(tzinfo=UTC) if when and when.tzinfo is None else when
 
 
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    ap.add_argument("--json", action="store_true", help="JSON instead of tables")
-    ap.add_argument(
-        "--stored-id",
-        action="store_true",
-        help="USER is the id as the store and logs give it (lk-... for identities with spaces)",
-    )
-    sub = ap.add_subparsers(dest="command", required=True)
-    sub.add_parser("users", help="users with counts and last activity")
-    p = sub.add_parser("show", help="memories, facts with their history, summaries, recent archive")
-    p.add_argument("user")
-    p.add_argument("--recent", type=int, default=20, help="archived messages shown (default 20)")
-    p = sub.add_parser("search", help="what the agent would recall for QUERY")
-    p.add_argument("user")
-    p.add_argument("query")
-    p = sub.add_parser("export", help="everything kept about USER, one JSON document")
-    p.add_argument("user")
-    p.add_argument("-o", "--output", help="write to this file instead of standard output")
-    p = sub.add_parser("forget", help="delete everything kept about USER")
-    p.add_argument("user")
-    sub.add_parser("stats", help="totals and sizes")
-    p = sub.add_parser("dead-letters", help="list the journal's dead letters, or replay them")
-    p.add_argument("--replay", nargs="+", metavar="TURN_ID", help="put these back in the queue")
-    p.add_argument("--replay-all", action="store_true", help="put every dead letter back in the queue")
-    p = sub.add_parser("retention", help="delete what is older than MEMORY_RETENTION_DAYS")
-    p.add_argument("--dry-run", action="store_true", help="count only, delete nothing")
-    p.add_argument("--days", type=float, help="the period in days (default: MEMORY_RETENTION_DAYS)")
-    return ap
+# Commands that need Mem0 (an embedding, its history file): the others open the store
+# without loading it, and answer in a second.
+_WITH_MEM0 = ("search", "import", "forget")
 
 
-def _open(settings: MemorySettings) -> tuple[MemoryStore | None, list[str]]:
+def open_store(settings: MemorySettings, command: str = "") -> tuple[MemoryStore | None, list[str]]:
+    """The store these settings name, opened; or None and why not (without making an empty one).
+    Mem0 is loaded only for `command`s that embed or forget (`_WITH_MEM0`), else on first use."""
     try:
         problems = [p] if (p := missing_store(settings)) else storage_problems(settings.data_dir, settings.database_url)
-        return (None, problems) if problems else (MemoryStore.open(settings), [])
+        if problems:
+            return None, problems
+        return MemoryStore.open(settings, load_mem0=command in _WITH_MEM0), []
     except ConfigError as exc:
         return None, [str(exc)]
     except Exception as exc:  # noqa: BLE001 - the database went away after the check
@@ -272,8 +287,12 @@ def _open(settings: MemorySettings) -> tuple[MemoryStore | None, list[str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return run(parse(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one parsed command (`python -m memory.admin` parses first: `args`)."""
     quiet_logs()
-    args = _parser().parse_args(argv)
     user_id = None
     if getattr(args, "user", None) is not None:
         try:
@@ -286,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    store, problems = _open(settings)
+    store, problems = open_store(settings, args.command)
     if store is None:
         print(f"{PROG}: no memory store to work on:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
@@ -397,6 +416,8 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
             return report_forget(args.user, gone, prog=PROG)
         out(to_json({"user_id": user_id, **gone.as_dict(), "journal": gone.waiting_turns}))
         return exit_status(gone)
+    elif cmd == "import":
+        return _import(admin, args, user_id)
     elif cmd == "stats":
         doc = admin.stats()
         out(to_json(doc) if args.json else table(["", "value"], [
@@ -427,6 +448,8 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
             )
         )
     elif cmd == "retention":
+        from memory.archive.retention import run_retention
+
         report = run_retention(admin.store, days=args.days, dry_run=args.dry_run)
         if not report.ran:
             print(f"{PROG}: another process is running retention now; try again later", file=sys.stderr)
@@ -438,6 +461,22 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
             f"{report.raw_turns} raw-turn memories; kept {report.summaries_kept} summaries and "
             f"{report.facts_kept} facts")  # fmt: skip
     return 0
+
+
+def _import(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
+    """`import FILE`: what it wrote, and what it refused (exit 1); exit 2 when the file
+    is not one it reads (nothing written)."""
+    from memory.admin.importer import import_file
+
+    try:
+        report = asyncio.run(import_file(admin.store, admin.settings, args.file, user_id=user_id))
+    except InvalidMemoryText as exc:
+        print(f"{PROG}: nothing was imported: {exc}", file=sys.stderr)
+        return 2
+    print(to_json(report.as_dict()) if args.json else report.summary())
+    for problem in report.refused[:20]:
+        print(f"{PROG}: not imported: {problem}", file=sys.stderr)
+    return 1 if report.refused else 0
 
 
 if __name__ == "__main__":

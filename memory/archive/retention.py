@@ -38,7 +38,7 @@ from memory.storage.archive import archive_for
 from memory.storage.contexts import ContextStore
 from memory.storage.store import MemoryStore
 
-logger = logging.getLogger("memory.retention")
+logger = logging.getLogger(__name__)
 
 RETENTION_EVERY_S = 6 * 3600.0
 BATCH = 5000  # rows a statement: short locks, the worker's writes go on between them

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
-from memory.service import run_write
+from memory.ops.threads import run_write
 from memory.storage.archive import EMBED_BATCH, ArchivedMessage, archive_for
 from memory.storage.archive_schema import MESSAGE_TYPES
 from memory.storage.store import MemoryStore
@@ -46,13 +46,16 @@ def archive_turn(
     created_at: str,
     covers: tuple[str, ...] = (),
     metadata: dict[str, object] | None = None,
+    asked_at: str | None = None,
 ) -> Turn:
-    """The journal row for one archived message."""
+    """The journal row for one archived message (`asked_at`: when an import asked for it)."""
     extra: dict[str, object] = {"message_type": message_type}
     if covers:
         extra["covers"] = list(covers)
     if metadata:
         extra["metadata"] = dict(metadata)
+    if asked_at:
+        extra["asked_at"] = asked_at
     return Turn(user_id=user_id, text=text, session_id=chat_id, turn_id=message_id, created_at=created_at,
                 kind=KIND, extra=extra)  # fmt: skip
 
@@ -77,6 +80,7 @@ def message_of(turn: Turn) -> ArchivedMessage:
         created_at=turn.created_at,
         covers=tuple(covers),
         metadata=meta,
+        asked_at=extra.get("asked_at") if isinstance(extra.get("asked_at"), str) else None,
     )
 
 

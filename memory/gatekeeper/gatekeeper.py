@@ -15,8 +15,8 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from livekit.agents import APIStatusError, llm
 from pydantic import BaseModel, Field
 
 from memory.language.gate_model import gate
@@ -26,7 +26,10 @@ from memory.prompts import load_prompt
 from memory.settings import DURABLE_CATEGORIES
 from memory.types import ExtractionUnavailable
 
-logger = logging.getLogger("memory.gatekeeper.gatekeeper")
+if TYPE_CHECKING:  # LiveKit is loaded where a model is called, not by importing the rules
+    from livekit.agents import llm
+
+logger = logging.getLogger(__name__)
 
 MAX_FACT_CHARS = 300
 MAX_FACTS_PER_TURN = 8
@@ -41,8 +44,12 @@ REFUSED_STATUS = 413
 REFUSED_CODES = ("content_filter", "context_length_exceeded", "string_above_max_length", "invalid_prompt")
 
 
-def refuses_turn(exc: APIStatusError) -> bool:
+def refuses_turn(exc: BaseException) -> bool:
     """Is this API error about this turn's content, so that every retry would get it too?"""
+    from livekit.agents import APIStatusError
+
+    if not isinstance(exc, APIStatusError):
+        return False
     if exc.status_code == REFUSED_STATUS:
         return True
     return exc.status_code == 400 and any(code in f"{exc.message} {exc.body}" for code in REFUSED_CODES)
@@ -154,6 +161,32 @@ def _distinct_slots(facts: list[Fact]) -> list[Fact]:
     return facts
 
 
+def fact_from(item: object, categories: Sequence[str] = DURABLE_CATEGORIES) -> Fact | None:
+    """One item ({"text", "category", "slot"}) as a fact by the rules every stored fact
+    passes, extracted or imported: text of 1 to `MAX_FACT_CHARS` characters, a known
+    category (a singular or another spelling is the category it names), a snake_case
+    slot. None for an item that fails them."""
+    if not isinstance(item, dict):
+        return None
+    text = item.get("text", item.get("fact"))
+    if not isinstance(text, str) or not text.strip() or len(text.strip()) > MAX_FACT_CHARS:
+        return None
+    category = _category(item, categories)
+    if category not in categories:
+        return None
+    return Fact(text=text.strip(), category=category, slot=normalise_slot(item.get("slot")))
+
+
+def admit_facts(items: Sequence[object], categories: Sequence[str] = DURABLE_CATEGORIES) -> list[Fact | None]:
+    """Facts from outside the model (an import), item by item: `fact_from`'s rules, and
+    no instruction to the assistant (`is_instruction`). None where an item is refused."""
+    out: list[Fact | None] = []
+    for item in items:
+        fact = fact_from(item, categories)
+        out.append(None if fact is None or is_instruction(fact.text) else fact)
+    return out
+
+
 def parse_extraction(raw: str, categories: Sequence[str] = DURABLE_CATEGORIES) -> list[Fact]:
     """Parse the LLM's JSON, in the shapes models really return: {"facts": [...]}, a bare
     list, one bare fact, another key for the list. Each item stands alone: one with an
@@ -174,15 +207,11 @@ def parse_extraction(raw: str, categories: Sequence[str] = DURABLE_CATEGORIES) -
     for item in items:
         if len(facts) == MAX_FACTS_PER_TURN:
             break
-        text = item.get("text", item.get("fact")) if isinstance(item, dict) else None
-        if not isinstance(text, str) or not text.strip() or len(text.strip()) > MAX_FACT_CHARS:
+        fact = fact_from(item, categories)
+        if fact is None:
             dropped += 1
             continue
-        category = _category(item, categories)
-        if category not in categories:
-            dropped += 1
-            continue
-        facts.append(Fact(text=text.strip(), category=category, slot=normalise_slot(item.get("slot"))))
+        facts.append(fact)
     if dropped:
         # How many, never their words: a fact is the user's own.
         logger.warning("dropped %d extracted item(s) with no text or no known category", dropped)
@@ -223,12 +252,13 @@ class Gatekeeper:
         try:
             raw = await asyncio.wait_for(self._extract(text, context, facts_known), self._timeout_s)
         except Exception as exc:
-            if not (isinstance(exc, APIStatusError) and refuses_turn(exc)):  # transient: the queue retries the turn
+            if not refuses_turn(exc):  # transient: the queue retries the turn
                 raise ExtractionUnavailable(f"fact extraction call failed: {exc!r}") from exc
             # The model refuses this turn (a content filter, a request too large): it
             # would refuse every retry, and the turns behind it in the queue would wait.
-            logger.warning("fact extraction refused the turn (HTTP %d)", exc.status_code)
-            return GateOutcome(decision, _forced_fallback(text, decision), True, error=f"HTTP {exc.status_code}")
+            status = getattr(exc, "status_code", 0)
+            logger.warning("fact extraction refused the turn (HTTP %d)", status)
+            return GateOutcome(decision, _forced_fallback(text, decision), True, error=f"HTTP {status}")
         try:
             facts = parse_extraction(raw)
         except ValueError as exc:  # junk output is permanent: keep only a forced write
@@ -240,6 +270,8 @@ class Gatekeeper:
         return GateOutcome(decision, facts, extraction_called=True)
 
     async def _extract(self, text: str, context: Sequence[str], known: Sequence[KnownFact] = ()) -> str:
+        from livekit.agents import llm
+
         assert self._llm is not None
         ctx = llm.ChatContext.empty()
         ctx.add_message(role="system", content=self._prompt)

@@ -94,7 +94,7 @@ from memory.ops import metrics
 from memory.storage.postgres import REFUSED_CONTENT
 from memory.types import ExtractionUnavailable, InvalidMemoryText, StoreBusy, StoreUnavailable, Turn, describe_error
 
-logger = logging.getLogger("memory.journal.queue")
+logger = logging.getLogger(__name__)
 
 Handler = Callable[[Turn], Awaitable[object]]
 
@@ -333,6 +333,7 @@ class DurableWriteQueue:
         self._hold_until = 0.0
         self._released: asyncio.Event | None = None
         self.hold_timeouts = 0  # holds that ran out before their release (observability)
+        self.hold_waits = 0  # times the consumer stopped at a hold with work to do (observability)
         self._failures = 0  # consecutive failed attempts (drives the backoff)
         self._closed = False
         # Turns whose journal insert failed (disk full, lock timeout): kept in
@@ -492,6 +493,8 @@ class DurableWriteQueue:
 
     async def _wait_hold(self) -> None:
         assert self._loop is not None and self._released is not None
+        if self._hold_until > self._loop.time():
+            self.hold_waits += 1
         while (left := self._hold_until - self._loop.time()) > 0:
             self._released.clear()
             try:

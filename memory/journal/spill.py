@@ -38,7 +38,7 @@ from memory.journal.codec import decode_turn, encode_turn
 if TYPE_CHECKING:
     from memory.types import Turn
 
-logger = logging.getLogger("memory.journal.spill")
+logger = logging.getLogger(__name__)
 
 _RELEASED = ".released"
 

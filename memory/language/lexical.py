@@ -33,8 +33,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-import cn2an
-
 from memory.language import hanzi
 
 # Stored with `lex` as `lex_v`; bump when `index_text` changes. Session start rewrites
@@ -139,6 +137,8 @@ def rarity(word: str) -> float:
 def warm_up() -> None:
     """Load the segmenter, the word frequencies and the character tables now (prewarm),
     not on the first turn."""
+    import cn2an  # noqa: F401 - Chinese numerals' converter (`_digits`), here and not at the first number
+
     hanzi.warm_up()
     _jieba()
     analyse("你喜欢的颜色")
@@ -174,6 +174,8 @@ def normalise(text: str, *, pronouns: bool = True) -> str:
 
 def _digits(numeral: re.Match[str]) -> str:
     """The numeral as digits (cn2an), or as it was when it is no number ("万万")."""
+    import cn2an  # loaded by the first Chinese numeral (prewarm's `warm_up`), not by every import (0.2 s)
+
     try:
         return str(cn2an.cn2an(numeral.group(0).replace("两", "二"), "normal"))
     except Exception:  # noqa: BLE001 - cn2an raises KeyError too ("七十〇年"); any failure keeps the text
@@ -396,5 +398,5 @@ def lex_fields(text: str, extra: str = "") -> dict[str, object]:
     except Exception:  # noqa: BLE001 - the write must not fail because of the index
         import logging
 
-        logging.getLogger("memory.language.lexical").exception("could not derive the lexical form")
+        logging.getLogger(__name__).exception("could not derive the lexical form")
         return {}

@@ -7,6 +7,7 @@ from typing import Any
 
 from livekit.agents import Agent, ModelSettings, llm
 
+from memory.livekit.blocks import Blocks
 from memory.livekit.session import MemorySession
 from memory.prompts import load_prompt
 
@@ -19,9 +20,13 @@ class MemoryAgent(Agent):
         self.memory = memory
 
     async def prepare_request(self, chat_ctx: llm.ChatContext) -> llm.ChatContext:
-        """This request's copy of the context, with the memory blocks added; agents that
-        carry more blocks (memory/working) add theirs to what this returns."""
-        return await self.memory.prepare_chat_ctx(chat_ctx)
+        """This request's copy of the context, with the memory blocks added (by the door,
+        `memory/livekit/blocks.py`)."""
+        return await self.memory.prepare_chat_ctx(chat_ctx, agent_blocks=self.add_blocks)
+
+    def add_blocks(self, blocks: Blocks) -> None:
+        """Agents that carry more (memory/working: forms, the shared context's id) hand
+        their data to the door here; they never add a message themselves."""
 
     async def llm_node(
         self,

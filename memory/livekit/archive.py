@@ -1,15 +1,16 @@
 """The archive in a LiveKit session: both sides kept, long talks summarised, the
 summary swapped in, and earlier conversations recalled when the user asks for them.
 
-Everything that touches the reply is done on `llm_node`'s copy of the context
-(`MemorySession.context_hooks`), never on the session's own: editing that would throw
-away a preemptive reply and ask the LLM again (DESIGN.md). So:
+Everything that touches the reply is handed as data to the door
+(`memory/livekit/blocks.py`), which places it in `llm_node`'s copy of the context, never
+in the session's own: editing that would throw away a preemptive reply and ask the LLM
+again (docs/design.md). So:
 
 - archiving is a journal row per message (`conversation_item_added`), off the reply path;
 - the summary is made by a background task with its own LLM handle, never awaited by a
   reply; until it is back, replies carry the messages themselves; once back, each
-  request's copy carries the summary in place of the messages it covers (a list edit:
-  microseconds, still one request per turn);
+  request's copy carries the summary in place of the messages it covers (the door's list
+  edit: microseconds, still one request per turn);
 - "what did we talk about last time?" (`intent.asks_about_past_conversations`) starts a
   look-up from the final transcript, waited for within the recall budget; other turns
   pay one regular expression.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
 from livekit.agents import AgentSession, llm
@@ -30,23 +31,19 @@ from memory.archive.intent import asks_about_past_conversations
 from memory.archive.summarizer import summarize
 from memory.archive.writer import archive_turn
 from memory.language.redact import redact_secrets
-from memory.livekit.session import PROFILE_MESSAGE_ID, MemorySession
-from memory.livekit.turns import answered_turn
-from memory.prompts import load_prompt
-from memory.service import run_read
+from memory.livekit import blocks as door
+from memory.livekit.session import MemorySession
+from memory.ops.threads import run_read
 from memory.settings import MemoryMode
 from memory.storage.archive import Match, archive_for
 from memory.types import clean_text, now_iso
 
-logger = logging.getLogger("memory.archive")
+logger = logging.getLogger(__name__)
 
-SUMMARY_MESSAGE_ID = "memory_conversation_summary"
-PAST_MESSAGE_ID = "memory_past_conversations"
-LAST_CONVERSATION_ID = "memory_last_conversation"
+SUMMARY_MESSAGE_ID = door.SUMMARY_ID  # the summary's block, as the door names it
 SUMMARY_TIMEOUT_S = 20.0  # a summary the model has not written by then is tried again at the next message
 END_SUMMARY_TIMEOUT_S = 8.0  # at session end, within LiveKit's shutdown time
 PAST_MATCHES = 5
-LAST_LINE_CHARS = 200
 
 
 @dataclass
@@ -72,8 +69,7 @@ class ArchiveStats:
     archived: int = 0
     summaries: int = 0
     summary_failures: int = 0
-    swaps: int = 0
-    swap_s: list[float] = field(default_factory=list)  # time each swap took on the reply path
+    swaps: int = 0  # requests that carried the summary in place of the messages it covers
     recalls: int = 0
 
 
@@ -92,7 +88,7 @@ class ArchiveSession:
         self._summary_no = 0
         self._summarizing: asyncio.Task[None] | None = None
         self._past: dict[str, asyncio.Task[list[Match]]] = {}
-        self._last_line: str | None = None
+        self._last: door.Said | None = None
         self._last_task: asyncio.Task[None] | None = None
         self._zone = ZoneInfo(self.settings.timezone)
 
@@ -103,7 +99,7 @@ class ArchiveSession:
     def attach(self, session: AgentSession) -> None:
         session.on("conversation_item_added", self._on_item)
         session.on("user_input_transcribed", self._on_transcribed)
-        self.memory.context_hooks.append(self.apply)
+        self.memory.block_sources.append(self.add_blocks)
         self.memory.close_hooks.append(self.aclose)
         if self.settings.mode is MemoryMode.GATED:
             self._last_task = asyncio.ensure_future(self._load_last_conversation())
@@ -188,37 +184,24 @@ class ArchiveSession:
             self._maybe_summarize()  # messages that came while the model wrote
 
     # ------------------------------------------------------------- replies
-    async def apply(self, ctx: llm.ChatContext) -> None:
-        """On a request's copy of the context: the summary in place of what it covers,
+    async def add_blocks(self, blocks: door.Blocks, said: str | None, items: frozenset[str]) -> None:
+        """A request's data for the door: the summary in place of the messages it covers,
         earlier conversations when asked for, and (GATED) the last conversation's line."""
-        started = time.perf_counter()
         summary = self.summary
-        if summary is not None:
-            items = ctx.items
-            first = next((i for i, it in enumerate(items) if it.id in summary.items), None)
-            if first is not None:
-                ctx.items[:] = [it for it in items if it.id not in summary.items]
-                block = load_prompt("conversation_summary").format(summary=_one_line(summary.text))
-                ctx.items.insert(first, llm.ChatMessage(role="system", content=[block], id=SUMMARY_MESSAGE_ID))
-                self.stats.swaps += 1
-                self.stats.swap_s.append(time.perf_counter() - started)
-        await self._add_last_conversation(ctx)
-        last_user = answered_turn(ctx.items)
-        if last_user is None:
+        if summary is not None and summary.items & items:
+            blocks.summary, blocks.summary_covers = summary.text, summary.items
+            self.stats.swaps += 1
+        await self._add_last_conversation(blocks)
+        if said is None or not asks_about_past_conversations(said):
             return
-        text = ctx.items[last_user].text_content or ""
-        if not asks_about_past_conversations(text):
-            return
-        task = self._past.get(text.strip()) or self._start_past(text)
+        task = self._past.get(said.strip()) or self._start_past(said)
         try:
             matches = await asyncio.wait_for(asyncio.shield(task), self.memory.recaller.budget_s)
         except Exception as exc:  # noqa: BLE001 - late or failed: this reply goes without it
             logger.info("past conversations not found within the budget: %r", exc)
             return
         if matches:
-            lines = "\n".join(self._match_line(m) for m in matches)
-            block = load_prompt("past_conversations").format(items=lines)
-            ctx.items.insert(last_user, llm.ChatMessage(role="system", content=[block], id=PAST_MESSAGE_ID))
+            blocks.past = [self._said(m) for m in matches]
             self.stats.recalls += 1
 
     def _on_transcribed(self, ev: UserInputTranscribedEvent) -> None:
@@ -246,10 +229,10 @@ class ArchiveSession:
                 found.append(m)
         return found
 
-    def _match_line(self, m: Match) -> str:
+    def _said(self, m: Match) -> door.Said:
         day = m.created_at.astimezone(self._zone).date().isoformat()
-        who = {"summary": "summary", "user": "user said", "assistant": "you said"}[m.message_type]
-        return f"- ({day}, {who}) {_one_line(m.content)}"
+        kind = {"summary": "summary", "user": "user", "assistant": "you"}[m.message_type]
+        return door.Said(day, kind, m.content)
 
     async def _load_last_conversation(self) -> None:
         try:
@@ -259,12 +242,9 @@ class ArchiveSession:
             return
         if last:
             day = last[0].created_at.astimezone(self._zone).date().isoformat()
-            text = _one_line(last[0].content)
-            if len(text) > LAST_LINE_CHARS:
-                text = text[: LAST_LINE_CHARS - 1].rstrip() + "…"
-            self._last_line = f"- Last conversation ({day}): {text}"
+            self._last = door.Said(day, "last_conversation", last[0].content)
 
-    async def _add_last_conversation(self, ctx: llm.ChatContext) -> None:
+    async def _add_last_conversation(self, blocks: door.Blocks) -> None:
         """GATED: the profile's one line about the last conversation (waited for within
         the budget on the first reply, as the profile is)."""
         task = self._last_task
@@ -276,23 +256,7 @@ class ArchiveSession:
             except (TimeoutError, Exception):  # noqa: BLE001 - any failure here is reported, never raised
                 self._last_task = None if not task.done() else task  # not again on every reply
                 return
-        line = self._last_line
-        if not line:
-            return
-        for i, item in enumerate(ctx.items):
-            if item.id == PROFILE_MESSAGE_ID and isinstance(item, llm.ChatMessage):
-                block = item.text_content or ""
-                ctx.items[i] = llm.ChatMessage(
-                    role="system",
-                    id=PROFILE_MESSAGE_ID,
-                    content=[block.replace("</user_profile>", f"{line}\n</user_profile>")],
-                )
-                return
-        pos = 0
-        while pos < len(ctx.items) and getattr(ctx.items[pos], "role", None) in ("system", "developer"):
-            pos += 1
-        block = load_prompt("user_profile").format(memories=line)
-        ctx.items.insert(pos, llm.ChatMessage(role="system", content=[block], id=LAST_CONVERSATION_ID))
+        blocks.last_conversation = self._last
 
     # ------------------------------------------------------------ shutdown
     async def aclose(self) -> None:
@@ -308,8 +272,3 @@ class ArchiveSession:
         rest = self._uncovered()
         if self.summarizer is not None and any(m.role == "user" for m in self.messages) and (rest or not self.summary):
             await self._summarize(rest, end=True)
-
-
-def _one_line(text: str) -> str:
-    """Stored text as data: on one line, no tag it could close."""
-    return " ".join(text.replace("<", "‹").replace(">", "›").split())

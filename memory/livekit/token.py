@@ -24,12 +24,46 @@ MEET_URL = "https://meet.livekit.io/custom"
 DEFAULT_TTL_HOURS = 24.0
 
 
-def mint(creds: LiveKitCredentials, identity: str, room: str, *, ttl: timedelta, name: str | None = None) -> str:
-    """A token that joins `room` as `identity`. The worker uses automatic dispatch, so the
-    agent joins any new room of the project."""
+def identity_problem(identity: object) -> str | None:
+    """Why `identity` cannot be a participant identity memory is kept under, if it cannot:
+    empty, or padded with spaces (which the store would keep apart from the unpadded one)."""
+    if not isinstance(identity, str) or not identity.strip():
+        return "must be a non-empty string"
+    if identity != identity.strip():
+        return "must not start or end with spaces"
+    return None
+
+
+def new_room() -> str:
+    """A fresh room name: a new room is a new session."""
+    return f"memory-{secrets.token_hex(4)}"
+
+
+def mint(
+    creds: LiveKitCredentials,
+    identity: str,
+    room: str,
+    *,
+    ttl: timedelta,
+    name: str | None = None,
+    metadata: str | None = None,
+    attributes: dict[str, str] | None = None,
+    room_config: api.RoomConfiguration | None = None,
+) -> str:
+    """A token that joins `room` as `identity`, with what a starter frontend needs: publish
+    (the microphone), subscribe (the agent's voice), data (chat, RPC such as forms). The
+    worker uses automatic dispatch, so the agent joins any new room of the project;
+    `room_config` carries an explicit agent dispatch when the frontend asks for one."""
     grants = api.VideoGrants(room_join=True, room=room, can_publish=True, can_subscribe=True, can_publish_data=True)
     token = api.AccessToken(creds.api_key, creds.api_secret).with_identity(identity).with_grants(grants).with_ttl(ttl)
-    return token.with_name(name or identity).to_jwt()
+    token = token.with_name(name or identity)
+    if metadata:
+        token = token.with_metadata(metadata)
+    if attributes:
+        token = token.with_attributes(attributes)
+    if room_config is not None:
+        token = token.with_room_config(room_config)
+    return token.to_jwt()
 
 
 def join_url(creds: LiveKitCredentials, token: str) -> str:
@@ -50,8 +84,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     identity = args.identity
-    if not identity.strip() or identity != identity.strip():
-        print("identity: must be non-empty, without leading or trailing spaces", file=sys.stderr)
+    if problem := identity_problem(identity):
+        print(f"identity: {problem}", file=sys.stderr)
         return 2
     if not args.ttl_hours > 0:
         print("--ttl-hours: must be a positive number of hours", file=sys.stderr)
@@ -61,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"memory.livekit.token: {exc}", file=sys.stderr)
         return 2
-    room = args.room or f"memory-{secrets.token_hex(4)}"
+    room = args.room or new_room()
     token = mint(creds, identity, room, ttl=timedelta(hours=args.ttl_hours), name=args.name)
     if args.json:
         print(json.dumps({"url": creds.url, "room": room, "identity": identity, "token": token}))

@@ -12,10 +12,10 @@ import re
 from livekit.agents import llm
 
 from memory.language.redact import redact_secrets
-from memory.service import split_turn
+from memory.language.split import split_turn
 from memory.types import Turn, clean_text
 
-logger = logging.getLogger("memory.livekit")
+logger = logging.getLogger(__name__)
 
 # Items that may follow the user's message in a request that still answers it: a tool
 # call and its result (LiveKit asks the LLM again with them), notes such as a reply's

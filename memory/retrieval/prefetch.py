@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from memory.types import MemoryRecord
 
-logger = logging.getLogger("memory.retrieval.prefetch")
+logger = logging.getLogger(__name__)
 
 Context = tuple[str, ...]
 Fetch = Callable[[str, Context], Awaitable[list[MemoryRecord]]]

@@ -47,7 +47,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -57,6 +57,7 @@ import numpy as np
 
 from memory.language import dates, hanzi, lexical
 from memory.language.prefilter import is_acknowledgement
+from memory.ops.threads import DENSITY_POOL, RETRIEVAL_POOL
 from memory.retrieval import structure
 from memory.settings import EmbedderKind, MemorySettings
 from memory.storage.embedder import local_model
@@ -64,7 +65,7 @@ from memory.storage.mem0_table import Scope
 from memory.storage.store import MemoryStore
 from memory.types import MemoryRecord, canonical_key, parse_time
 
-logger = logging.getLogger("memory.retrieval.retriever")
+logger = logging.getLogger(__name__)
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 # The hubness correction (`_Density`): a user's densities are reused this long;
@@ -87,14 +88,6 @@ _SUBSTRING_SCAN = 500
 _ACK_MAX_CHARS = 40
 # Sentence ends (kept with their sentence) for choosing what to embed.
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；…])\s*")
-
-# The lexical recall of a query runs here while the caller's thread embeds the
-# query. One pool per process, sized like the memory read slots (service.py).
-_WORKERS = ThreadPoolExecutor(max_workers=3, thread_name_prefix="retrieval")
-# Density computations (seconds of numpy for a large store) run one at a time on
-# their own thread: they never take a worker the reply path's lexical recall needs,
-# and never more than one core's worth of them queue up per process.
-_DENSITY_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="density")
 
 
 @dataclass
@@ -122,6 +115,45 @@ class Candidate:
     def record(self) -> MemoryRecord:
         payload = {k: v for k, v in self.payload.items() if k not in _INTERNAL_KEYS}
         return MemoryRecord.from_payload(self.id, payload, self.score)
+
+
+# What became of a candidate (`Retriever.explain`).
+RECALLED = "recalled"
+BELOW_THRESHOLD = "below_threshold"  # fused score under MEMORY_RETRIEVAL_THRESHOLD
+COPY = "copy"  # the same text as a better-ranked memory
+ACKNOWLEDGEMENT = "acknowledgement"  # a bare "ok" or 好的: never shown to a reply
+PAST_TOP_K = "past_top_k"  # good enough, but MEMORY_TOP_K better ones came first
+
+
+@dataclass(frozen=True)
+class Considered:
+    """One candidate of a look-up: the memory (its `score` the fused one), the scores that
+    were fused (lexical in [0, 1]; `vector` the cosine mapped onto [0, 1] as the fusion
+    takes it; `cosine` itself, after the density correction), the stages that found it
+    and what became of it."""
+
+    record: MemoryRecord
+    lexical: float
+    vector: float
+    cosine: float | None
+    stages: tuple[str, ...]
+    outcome: str
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A look-up explained: the weighted keywords, the relevance threshold, how many a
+    reply gets, and every candidate best first."""
+
+    keywords: tuple[tuple[str, float], ...]
+    threshold: float
+    top_k: int
+    considered: tuple[Considered, ...]
+
+    @property
+    def recalled(self) -> list[MemoryRecord]:
+        """What the reply gets, best first (`Retriever.retrieve`'s answer)."""
+        return [c.record for c in self.considered if c.outcome == RECALLED]
 
 
 @dataclass(frozen=True)
@@ -193,7 +225,7 @@ class Retriever:
         self._densities_lock = threading.Lock()
         self._zone = ZoneInfo(settings.timezone)
         # Load the segmenter (about a second) now, off the caller's thread, not on the first turn.
-        _WORKERS.submit(lexical.warm_up)
+        RETRIEVAL_POOL.submit(lexical.warm_up)
 
     # ------------------------------------------------------------ public API
     def retrieve(
@@ -223,18 +255,65 @@ class Retriever:
         if not s.retrieval.lexical:  # Mem0's dense search alone
             hits = self.store.search(user_id, query, top_k=k, categories=categories, threshold=s.recall_threshold)
             return [h for h in hits if exclude_session is None or h.metadata.get("session_id") != exclude_session]
-        scope = Scope(user_id, categories, exclude_session)
+        ranked, floor, _ = self._ranked(Scope(user_id, categories, exclude_session), query, k, context, now)
+        return [c.record() for c in worth_showing(c for c in ranked if c.score >= floor)][:k]
+
+    def explain(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        top_k: int | None = None,
+        categories: Sequence[str] | None = None,
+        context: Sequence[str] = (),
+        exclude_session: str | None = None,
+        now: datetime | None = None,
+    ) -> Explanation:
+        """What `retrieve` returns for the same arguments, and why: every candidate with
+        the scores that ranked it and what became of it (the operator's "what would it
+        recall" page). The same stages in the same order; the recalled are `retrieve`'s."""
+        s = self.settings
+        k = top_k or s.recall_top_k
+        if not query.strip():
+            return Explanation((), s.retrieval.threshold, k, ())
+        if not s.retrieval.lexical:  # Mem0's dense search: its score is all there is
+            hits = self.retrieve(user_id, query, top_k=k, categories=categories, context=context,
+                                 exclude_session=exclude_session, now=now)  # fmt: skip
+            considered = tuple(Considered(h, 0.0, h.score, None, ("mem0",), RECALLED) for h in hits)
+            return Explanation((), s.recall_threshold, k, considered)
+        ranked, floor, q = self._ranked(Scope(user_id, categories, exclude_session), query, k, context, now)
+        shown = [c.id for c in worth_showing(c for c in ranked if c.score >= floor)]
+        recalled, kept = set(shown[:k]), set(shown)
+        considered = []
+        for c in ranked:
+            if c.id in recalled:
+                outcome = RECALLED
+            elif c.score < floor:
+                outcome = BELOW_THRESHOLD
+            elif c.id in kept:
+                outcome = PAST_TOP_K
+            elif len(canonical_key(c.text)) <= _ACK_MAX_CHARS and is_acknowledgement(c.text):
+                outcome = ACKNOWLEDGEMENT
+            else:
+                outcome = COPY
+            vector = calibrated_cosine(c.cosine, s.retrieval.cos_floor, s.retrieval.cos_ceil)
+            considered.append(Considered(c.record(), c.lexical, vector, c.cosine, tuple(sorted(c.stages)), outcome))
+        return Explanation(tuple(zip(q.words, q.weights, strict=True)), floor, k, tuple(considered))
+
+    def _ranked(
+        self, scope: Scope, query: str, k: int, context: Sequence[str], now: datetime | None = None
+    ) -> tuple[list[Candidate], float, _Query]:
+        """Every candidate of every stage, scored and sorted best first; the threshold."""
+        s = self.settings
         cands, q, turns = self._candidates(scope, query, top_k=k, context=context)
-        ranked = self.with_structure(user_id, self.rank(cands), q, query, now)
+        ranked = self.with_structure(self.rank(cands), q, query, now)
         if self._neighbours_count:
             ranked = self.with_neighbours(scope, ranked, q, top_k=k, fetched=turns)
         # The threshold is calibrated on the weighted score; RRF scores are ranks only.
         floor = s.retrieval.threshold if s.retrieval.fusion == "weighted" else 0.0
-        return [c.record() for c in worth_showing(c for c in ranked if c.score >= floor)][:k]
+        return ranked, floor, q
 
-    def with_structure(
-        self, user_id: str, ranked: list[Candidate], q: _Query, query: str, now: datetime | None
-    ) -> list[Candidate]:
+    def with_structure(self, ranked: list[Candidate], q: _Query, query: str, now: datetime | None) -> list[Candidate]:
         """The fused scores plus what structure says (`structure`): the conversation a
         turn is in, the days the query names, a day said where the query asks when."""
         r = self.settings.retrieval
@@ -337,7 +416,7 @@ class Retriever:
         than embedded on the reply's clock.
         """
         s = self.settings
-        model = self.store.mem0.embedding_model
+        model = self.store.embedder
         vector = model.embed(self.embedding_text(query), "search")
         turns = list(context)[-s.retrieval.context_turns :] if s.retrieval.context_turns else []
         peek = getattr(model, "cached", None)
@@ -368,7 +447,7 @@ class Retriever:
         pool = max(s.retrieval.pool, top_k)
         recall: Future[dict[str, Candidate]] | None = None
         if words and (s.retrieval.fulltext or s.retrieval.substring):
-            recall = _WORKERS.submit(self._lexical_recall, scope, words, pool, top_k)
+            recall = RETRIEVAL_POOL.submit(self._lexical_recall, scope, words, pool, top_k)
         vector: list[float] | None = None
         try:
             if s.retrieval.vector:
@@ -436,7 +515,7 @@ class Retriever:
         """The running computation for the user, or a new one. Hold `_densities_lock`."""
         running = self._refreshing.get(user_id)
         if running is None:
-            running = self._refreshing[user_id] = _DENSITY_WORKER.submit(self._compute_density, user_id)
+            running = self._refreshing[user_id] = DENSITY_POOL.submit(self._compute_density, user_id)
         return running
 
     def _compute_density(self, user_id: str) -> _Density:
@@ -449,7 +528,7 @@ class Retriever:
         """
         try:
             density = _NO_DENSITY
-            rows = self.store.rows.user_vectors(user_id, _DENSITY_MAX + 1)
+            rows = self.store.user_vectors(user_id, _DENSITY_MAX + 1)
             if _DENSITY_MIN <= len(rows) <= _DENSITY_MAX:
                 vectors = np.stack([v for _, v in rows]).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
@@ -487,7 +566,7 @@ class Retriever:
         if not terms and not patterns:
             return found
         # The scan bound: past `_SUBSTRING_SCAN` matches, more rows would not change what is kept much.
-        full, sub = self.store.rows.lexical_hits(
+        full, sub = self.store.lexical_hits(
             scope, terms, patterns, scan=_SUBSTRING_SCAN, limit=pool, substring_below=top_k / 2
         )
         for mem_id in self._fulltext(terms, full, pool):
@@ -536,9 +615,9 @@ class Retriever:
         if vector is None:
             if not ids:
                 return [], None
-            rows = self.store.rows.payloads(ids)
+            rows = self.store.payloads(ids)
         else:
-            rows = self.store.rows.nearest_and_ids(scope, vector, pool, ids, neighbours=self._neighbours_count)
+            rows = self.store.nearest_and_ids(scope, vector, pool, ids, neighbours=self._neighbours_count)
             turns = {} if self._neighbours_count else None
         floor = self.settings.recall_threshold  # MEMORY_THRESHOLD keeps its meaning: a cosine floor
         merged: dict[str, Candidate] = {}
@@ -653,7 +732,7 @@ class Retriever:
         sessions = sorted({t[0] for t in turns})
         wanted = set(turns)
         density = self.density(user_id) if vector is not None else _NO_DENSITY
-        rows = self.store.rows.turns(user_id, sessions, sorted({str(t[1]) for t in turns}), vector)
+        rows = self.store.session_turns(user_id, sessions, sorted({str(t[1]) for t in turns}), vector)
         out = []
         for mem_id, c, payload in rows:
             cand = Candidate(mem_id, payload or {}, cosine=density.adjust(mem_id, c))
@@ -761,4 +840,4 @@ def _like_patterns(words: Sequence[str]) -> list[str]:
     return list(out)
 
 
-__all__ = ["Candidate", "Retriever", "Scope", "calibrated_cosine"]
+__all__ = ["Candidate", "Considered", "Explanation", "Retriever", "Scope", "calibrated_cosine"]

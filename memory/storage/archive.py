@@ -39,6 +39,9 @@ class ArchivedMessage:
     created_at: str | datetime
     covers: tuple[str, ...] = ()  # a summary: the message ids it stands for
     metadata: dict[str, Any] = field(default_factory=dict)
+    # When the write was asked for, if not when it was said: an operator's import of a
+    # user's export after a forget is a request after the forget, not a turn before it.
+    asked_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ class ArchiveStore:
                 raise InvalidMemoryText(f"created_at of message {m.id!r} is no ISO time")
             rows.append((m, content, when, meta))
         for user_id in {m.user_id for m in messages}:
-            said = min(w for m, _, w, _ in rows if m.user_id == user_id)
+            said = min(_asked(m, w) for m, _, w, _ in rows if m.user_id == user_id)
             if self.store.forgotten(user_id, said.isoformat()):
                 raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said.isoformat()})")
         vectors = self.embed_passages([content for _, content, _, _ in rows])
@@ -148,7 +151,7 @@ class ArchiveStore:
                     conn.execute(mark, [m.id, m.user_id, list(m.covers), m.id, m.id])
         # A forget between the check and the insert: take the rows back.
         for user_id in {m.user_id for m in messages}:
-            said = min(w for m, _, w, _ in rows if m.user_id == user_id)
+            said = min(_asked(m, w) for m, _, w, _ in rows if m.user_id == user_id)
             if self.store.forgotten(user_id, said.isoformat()):
                 self.delete_user(user_id)
                 raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said.isoformat()})")
@@ -204,6 +207,51 @@ class ArchiveStore:
         keys = ("id", "chat_id", "message_type", "content", "created_at", "covered_by", "metadata")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
+    def calls(self, user_id: str, *, offset: int = 0, limit: int = 10) -> list[dict[str, Any]]:
+        """One page of the user's calls (chats), newest first: when each began and ended,
+        its messages and summaries counted (the user index)."""
+        query = sql.SQL(
+            "SELECT chat_id, min(created_at), max(created_at), count(*) FILTER (WHERE message_type <> 'summary'), "
+            "count(*) FILTER (WHERE message_type = 'summary') FROM {} WHERE user_id = %s "
+            "GROUP BY chat_id ORDER BY max(created_at) DESC, chat_id OFFSET %s LIMIT %s"
+        ).format(sql.Identifier(self.table))
+        with self.pool.connection() as conn:
+            rows = conn.execute(query, [user_id, offset, limit]).fetchall()
+        keys = ("chat_id", "started_at", "ended_at", "messages", "summaries")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def count_calls(self, user_id: str) -> int:
+        query = sql.SQL("SELECT count(DISTINCT chat_id) FROM {} WHERE user_id = %s").format(sql.Identifier(self.table))
+        with self.pool.connection() as conn:
+            return conn.execute(query, [user_id]).fetchone()[0]
+
+    def call_messages(self, user_id: str, chat_ids: Sequence[str], *, per_call: int = 200) -> list[dict[str, Any]]:
+        """The first `per_call` archived rows of each of these calls of the user, in order."""
+        query = sql.SQL(
+            "SELECT id, chat_id, message_type, content, created_at, covered_by FROM (SELECT *, row_number() OVER "
+            "(PARTITION BY chat_id ORDER BY created_at, id) AS n FROM {} WHERE user_id = %s AND chat_id = ANY(%s)) m "
+            "WHERE n <= %s ORDER BY chat_id, created_at, id"
+        ).format(sql.Identifier(self.table))
+        with self.pool.connection() as conn:
+            rows = conn.execute(query, [user_id, list(chat_ids), per_call]).fetchall()
+        keys = ("id", "chat_id", "message_type", "content", "created_at", "covered_by")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def count_user(self, user_id: str) -> int:
+        """The user's archived messages and summaries."""
+        query = sql.SQL("SELECT count(*) FROM {} WHERE user_id = %s").format(sql.Identifier(self.table))
+        with self.pool.connection() as conn:
+            return conn.execute(query, [user_id]).fetchone()[0]
+
+    def per_day(self, since: datetime, zone: str) -> list[tuple[Any, int, int]]:
+        """(day in `zone`, messages, summaries) archived on each day since `since`."""
+        query = sql.SQL(
+            "SELECT (created_at AT TIME ZONE %s)::date, count(*) FILTER (WHERE message_type <> 'summary'), "
+            "count(*) FILTER (WHERE message_type = 'summary') FROM {} WHERE created_at >= %s GROUP BY 1 ORDER BY 1"
+        ).format(sql.Identifier(self.table))
+        with self.pool.connection() as conn:
+            return conn.execute(query, [zone, since]).fetchall()
+
     def per_user(self) -> dict[str, tuple[int, int, datetime]]:
         """user -> (messages, summaries, newest message time)."""
         query = sql.SQL(
@@ -232,6 +280,11 @@ class ArchiveStore:
             n = conn.execute(query, [user_id]).rowcount
             conn.commit()
         return n
+
+
+def _asked(message: ArchivedMessage, said: datetime) -> datetime:
+    """When the write of `message` was asked for (a forget after it refuses it)."""
+    return parse_time(message.asked_at) or said
 
 
 def _vector(vec: Sequence[float]) -> str:

@@ -92,6 +92,9 @@ def create_table(conn: Connection, table: str, dims: int) -> None:
         ("lex", sql.SQL("USING gin (to_tsvector('simple', payload->>'lex'))")),
         # The turns next to a recalled raw turn, by session and position (retrieval).
         ("turn", sql.SQL("((payload->>'user_id'), (payload->>'session_id'), (payload->>'seq')) WHERE payload ? 'seq'")),
+        # A user's raw turns newest first, a page at a time (the operator's page of a user
+        # with 10,000 turns reads 100 rows, not all of them).
+        ("raw", sql.SQL("((payload->>'user_id'), (payload->>'created_at')) WHERE NOT (payload ? 'category')")),
     ):
         unique = sql.SQL("UNIQUE ") if name.endswith("uidx") else sql.SQL("")
         suffix = name if name.endswith("uidx") else f"{name}_idx"
@@ -241,6 +244,12 @@ class Mem0Table:
         with self.pool.connection() as conn, conn.cursor() as cur:
             cur.executemany(query, [(Jsonb(fields), row_id, text) for fields, row_id, text in updates])
 
+    def set_fields(self, row_id: str, fields: dict[str, Any]) -> None:
+        """Merge `fields` into one row's payload, whatever its text (an import's dates)."""
+        query = sql.SQL("UPDATE {} SET payload = payload || %s WHERE id = %s").format(self._t)
+        with self.pool.connection() as conn:
+            conn.execute(query, [Jsonb(fields), row_id])
+
     # ------------------------------------------------------------ deletes
     def delete_user(self, user_id: str, conn: Connection | None = None) -> list[str]:
         """Delete every row of the user (one statement, no cap); their ids."""
@@ -312,6 +321,53 @@ class Mem0Table:
         ).format(sql.SQL("max({})").format(_NEWEST), self._t)
         with self._reading() as conn:
             return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(query).fetchall()}
+
+    def has_user(self, user_id: str) -> bool:
+        """Does the user have any row (one index probe; `list_user(limit=1)` sorts them all)?"""
+        query = sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE payload->>'user_id' = %s)").format(self._t)
+        with self._reading() as conn:
+            return bool(conn.execute(query, [user_id]).fetchone()[0])
+
+    def count_user(self, user_id: str) -> tuple[int, int]:
+        """(raw turns, facts) of one user (the user index)."""
+        query = sql.SQL(
+            "SELECT count(*) FILTER (WHERE NOT payload ? 'category'), count(*) FILTER (WHERE payload ? 'category') "
+            "FROM {} WHERE payload->>'user_id' = %s"
+        ).format(self._t)
+        with self._reading() as conn:
+            raw, facts = conn.execute(query, [user_id]).fetchone()
+        return raw, facts
+
+    def user_page(self, user_id: str, *, facts: bool, offset: int, limit: int) -> list[Row]:
+        """One page of a user's facts (by category, newest first within one) or raw turns
+        (newest first): the operator's page of a user with 10,000 memories reads 100."""
+        kind = sql.SQL("payload ? 'category'") if facts else _RAW_TURN
+        # Facts by category (the user index gives the categories in order); raw turns are
+        # never updated, so by when they were said (the raw-turn index gives the page).
+        order = (
+            sql.SQL("payload->>'category', {} DESC, id").format(_NEWEST)
+            if facts
+            else sql.SQL("payload->>'created_at' DESC, id DESC")
+        )
+        query = sql.SQL(
+            "SELECT id, payload - 'lex' - 'lex_v' FROM {} WHERE payload->>'user_id' = %s AND {} "
+            "ORDER BY {} OFFSET %s LIMIT %s"
+        ).format(self._t, kind, order)
+        with self._reading() as conn:
+            rows = conn.execute(query, [user_id, offset, limit]).fetchall()
+        return [(str(r[0]), r[1]) for r in rows]
+
+    def created_per_day(self, since: datetime, zone: str) -> list[tuple[Any, int, int]]:
+        """(day in `zone`, raw turns, facts) created on each day since `since`, of the
+        memories still kept (a sequential scan: for the operator's chart, not a session)."""
+        query = sql.SQL(
+            "SELECT ((payload->>'created_at')::timestamptz AT TIME ZONE %s)::date AS day, "
+            "count(*) FILTER (WHERE NOT payload ? 'category'), count(*) FILTER (WHERE payload ? 'category') "
+            "FROM {} WHERE CASE WHEN payload->>'created_at' ~ {} THEN (payload->>'created_at')::timestamptz END >= %s "
+            "GROUP BY 1 ORDER BY 1"
+        ).format(self._t, sql.Literal(_ISO))
+        with self._reading() as conn:
+            return conn.execute(query, [zone, since]).fetchall()
 
     # ------------------------------------------------------------ retrieval stages
     def payloads(self, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], str]]:
@@ -428,7 +484,10 @@ class Mem0Table:
 
     def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, np.ndarray]]:
         """(id, vector) of up to `limit` of the user's rows, read in binary."""
-        query = sql.SQL("SELECT id::text, vector FROM {} WHERE payload->>'user_id' = %s LIMIT %s").format(self._t)
+        # In id order: the same rows give the same densities, whatever order the heap returns.
+        query = sql.SQL("SELECT id::text, vector FROM {} WHERE payload->>'user_id' = %s ORDER BY id LIMIT %s").format(
+            self._t
+        )
         with self._reading() as conn, conn.cursor(binary=True) as cur:
             rows = cur.execute(query, [user_id, limit]).fetchall()
         return [(mem_id, vector_array(v)) for mem_id, v in rows]

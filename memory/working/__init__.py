@@ -20,7 +20,9 @@ __all__ = ["SUBMIT_FORM", "Receptionist", "Specialist", "WorkingAgent", "Workspa
 
 def first_agent(room: Any, memory: MemorySession, store: Any, identity: str) -> WorkingAgent:
     """The session's first agent, with working memory and shared contexts wired in.
-    Call after `ctx.connect()`: the RPC method goes on the room's local participant."""
+    Call after `ctx.connect()`: the RPC method goes on the room's local participant
+    (no room, as in the text chat: no forms)."""
     workspace = Workspace(memory, store, identity=identity)
-    register_form_rpc(room.local_participant, workspace)
+    if room is not None:
+        register_form_rpc(room.local_participant, workspace)
     return Receptionist(workspace)

@@ -1,29 +1,28 @@
 """Agents with working memory and shared contexts: the worker's agents derive from
 `WorkingAgent`, so every one of them has the context tools and sees the forms.
 
-The blocks go in `llm_node` (after the memories), never into `turn_ctx` in
-`on_user_turn_completed`: that would throw away a preemptive reply and ask the LLM
-twice (see memory/livekit/session.py).
+The forms and the context's id are handed to the door (`memory/livekit/blocks.py`) for
+each request in `llm_node`, never added to `turn_ctx` in `on_user_turn_completed`: that
+would throw away a preemptive reply and ask the LLM twice (see memory/livekit/session.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from livekit.agents import function_tool, llm
+from livekit.agents import function_tool
 from livekit.agents.llm import ToolError
 
 from memory.livekit.agent import MemoryAgent
+from memory.livekit.blocks import Blocks, shared_context_text
 from memory.prompts import load_prompt
 from memory.storage.contexts import ContextError, SharedContext
-from memory.working.quote import quote_text
 from memory.working.workspace import Workspace
 
 
 def context_block(ctx: SharedContext) -> str:
-    """A context as the tools return it: notes as quoted data in a delimited block."""
-    lines = [f"- [{quote_text(n.agent)}, {n.at}] {quote_text(n.text)}" for n in ctx.notes] or ["(no notes yet)"]
-    return load_prompt("shared_context").format(context_id=ctx.id, notes="\n".join(lines))
+    """A context as the tools return it: its notes quoted by the door's one rule."""
+    return shared_context_text(ctx.id, [(n.agent, n.at, n.text) for n in ctx.notes])
 
 
 class WorkingAgent(MemoryAgent):
@@ -49,10 +48,8 @@ class WorkingAgent(MemoryAgent):
         if self.handed_over:  # the caller was passed on mid-call: the new agent speaks first
             self.session.generate_reply()
 
-    async def prepare_request(self, chat_ctx: llm.ChatContext) -> llm.ChatContext:
-        ctx = await super().prepare_request(chat_ctx)
-        self.workspace.inject(ctx, self.context_id)
-        return ctx
+    def add_blocks(self, blocks: Blocks) -> None:
+        self.workspace.add_blocks(blocks, self.context_id)
 
     # ------------------------------------------------------------------- tools
     @function_tool()

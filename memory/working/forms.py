@@ -30,8 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory.language.redact import redact_document, redact_secrets
-from memory.prompts import load_prompt
-from memory.working.quote import json_line, quote_text
+from memory.livekit.blocks import FormLine, form_line
 
 KEY_PREFIX = "hitl_"
 MAX_TITLE_CHARS = 100
@@ -190,10 +189,10 @@ def parse_form(payload: str, max_chars: int = 2000) -> Form:
     return Form(title, fields, durable, tuple(sorted(set(kinds + more))))
 
 
-def entry_line(key: str, entry: dict[str, Any]) -> str:
-    """One form as its line of the block: title, time, fields as JSON (all quoted)."""
-    title = quote_text(key.removeprefix(KEY_PREFIX))
-    return f"- {json_line(title)} (updated {entry['timestamp']}): {json_line(entry['fields'])}"
+def entry_line(key: str, entry: dict[str, Any]) -> FormLine:
+    """One form as the door shows it (`memory/livekit/blocks.py`): title, time, fields,
+    quoted by the one rule every block follows."""
+    return form_line(key.removeprefix(KEY_PREFIX), entry["timestamp"], entry["fields"])
 
 
 @dataclass(frozen=True)
@@ -215,7 +214,7 @@ class WorkingMemory:
         self._entries: OrderedDict[str, dict[str, Any]] = OrderedDict()  # least recently updated first
         # Each entry's line, rendered once when submitted: quoting is per character, and
         # every LLM request and every submission would otherwise redo all of them.
-        self._lines: dict[str, str] = {}
+        self._lines: dict[str, FormLine] = {}
 
     @property
     def variables(self) -> dict[str, dict[str, Any]]:
@@ -224,7 +223,7 @@ class WorkingMemory:
 
     @property
     def size(self) -> int:
-        return sum(len(line) for line in self._lines.values())
+        return sum(len(f.line) for f in self._lines.values())
 
     def submit(self, form: Form, *, now: datetime | None = None) -> Submitted:
         """Keep `form`, evicting the least recently updated others if needed; `FormError`
@@ -232,7 +231,7 @@ class WorkingMemory:
         stamp = (now or datetime.now(UTC)).isoformat(timespec="seconds")
         entry = {"fields": form.fields, "timestamp": stamp}
         line = entry_line(form.key, entry)
-        own = len(line)
+        own = len(line.line)
         if own > self.max_chars:
             raise FormError(
                 FormError.TOO_LARGE,
@@ -240,11 +239,11 @@ class WorkingMemory:
                 f"{self.max_chars} (MEMORY_WORKING_MAX_CHARS); title {form.title[:40]!r}",
             )
         others = [k for k in self._entries if k != form.key]
-        used = sum(len(self._lines[k]) for k in others)
+        used = sum(len(self._lines[k].line) for k in others)
         evicted = []
         while others and used + own > self.max_chars:
             key = others.pop(0)
-            used -= len(self._lines[key])
+            used -= len(self._lines[key].line)
             evicted.append(key)
         for key in evicted:
             del self._entries[key], self._lines[key]
@@ -253,12 +252,9 @@ class WorkingMemory:
         self._lines[form.key] = line
         return Submitted(form.key, evicted, used + own, self.max_chars)
 
-    def block(self) -> str | None:
-        """The block every LLM request carries, or None while nothing was submitted."""
-        if not self._entries:
-            return None
-        lines = "\n".join(self._lines[k] for k in self._entries)
-        return load_prompt("working_memory").format(forms=lines)
+    def lines(self) -> list[FormLine]:
+        """The forms every LLM request carries (the door's `working_memory` block), oldest first."""
+        return [self._lines[k] for k in self._entries]
 
 
 # Titles (and field names) that say a form holds lasting facts about the user, in

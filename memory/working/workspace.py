@@ -10,13 +10,11 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from livekit.agents import llm
-
+from memory.livekit.blocks import Blocks
 from memory.livekit.session import MemorySession
-from memory.prompts import load_prompt
+from memory.ops.threads import CONTEXT_POOL, run_text
 from memory.settings import MemoryMode
 from memory.storage.contexts import Appended, ContextError, ContextStore, SharedContext
 from memory.storage.store import MemoryStore, UnavailableStore
@@ -32,17 +30,14 @@ from memory.working.forms import (
     parse_form,
 )
 
-logger = logging.getLogger("memory.working")
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-WORKING_MESSAGE_ID = "working_memory"
-CONTEXT_MESSAGE_ID = "shared_context_id"
 # A context read or write that takes longer than this is a tool error, not a stuck reply.
 CONTEXT_TIMEOUT_S = 3.0
-# Threads of their own: a stalled database ties up these, never the look-ups' read
-# slots or the event loop (the reply in progress goes on while a note is written).
-_CONTEXT_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-context")
+# On threads of their own (memory/ops/threads.py): a stalled database ties up these,
+# never the look-ups' read slots or the event loop.
 
 
 class Workspace:
@@ -71,7 +66,7 @@ class Workspace:
                 FormError.FORBIDDEN, f"not this session's user: participant {caller[:40]!r} may not submit forms here"
             )
         check_size(payload, self.settings.working_max_chars)
-        form = await asyncio.to_thread(parse_form, payload, self.settings.working_max_chars)
+        form = await run_text(parse_form, payload, self.settings.working_max_chars)
         return form, self.keep_form(form)
 
     def keep_form(self, form: Form) -> Submitted:
@@ -100,24 +95,12 @@ class Workspace:
         self.memory.queue.enqueue(turn)
         self.offered.append(turn)
 
-    # -------------------------------------------------------------- injection
-    def inject(self, ctx: llm.ChatContext, context_id: str | None) -> None:
-        """Add the working-memory block (and the shared context's id) to this request's
-        copy of the context, after the system messages (and the profile): every request
-        carries them, spoken or typed, a greeting or a tool's follow-up."""
-        blocks = []
-        if context_id:
-            blocks.append((CONTEXT_MESSAGE_ID, load_prompt("shared_context_id").format(context_id=context_id)))
-        if (forms := self.forms.block()) is not None:
-            blocks.append((WORKING_MESSAGE_ID, forms))
-        if not blocks:
-            return
-        items = ctx.items
-        pos = 0
-        while pos < len(items) and getattr(items[pos], "role", None) in ("system", "developer"):
-            pos += 1
-        for offset, (msg_id, text) in enumerate(blocks):
-            items.insert(pos + offset, llm.ChatMessage(role="system", content=[text], id=msg_id))
+    # ------------------------------------------------------------------ blocks
+    def add_blocks(self, blocks: Blocks, context_id: str | None) -> None:
+        """Every request carries the forms and the shared context's id, spoken or typed,
+        a greeting or a tool's follow-up: handed to the door as data."""
+        blocks.context_id = context_id
+        blocks.forms = self.forms.lines()
 
     # --------------------------------------------------------------- contexts
     def _contexts(self) -> ContextStore:
@@ -128,7 +111,7 @@ class Workspace:
             return fn(self._contexts(), *args)
 
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(_CONTEXT_POOL.submit(call)), CONTEXT_TIMEOUT_S)
+            return await asyncio.wait_for(asyncio.wrap_future(CONTEXT_POOL.submit(call)), CONTEXT_TIMEOUT_S)
         except ContextError:
             raise
         except TimeoutError:

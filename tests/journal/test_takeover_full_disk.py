@@ -19,7 +19,7 @@ from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from memory.types import StoreUnavailable, Turn
 from tests.conftest import make_service
-from tests.test_write_queue import CHILD, ROOT, kill_when_ready, stored_write_ids
+from tests.journal.test_write_queue import CHILD, ROOT, kill_when_ready, stored_write_ids
 
 pytestmark = pytest.mark.skipif(not can_mount(), reason="no tmpfs can be mounted here (root and mount permission)")
 

@@ -65,8 +65,10 @@ def test_a_turn_is_found_by_the_question_it_answers_and_shown_as_said(structured
     assert "ctx" not in hits[0].metadata and "turtles" not in hits[0].text
 
 
-def test_without_the_switch_the_same_turn_is_not_found_by_its_question(store: MemoryStore, user_id: str) -> None:
-    assert not store.settings.retrieval.index_context or pytest.skip("the default writes the context")
+def test_without_the_switch_the_turn_is_indexed_alone(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "settings", store.settings.tuned(retrieval_index_context=False))
     store.add_raw(user_id, ANSWER, context=[QUESTION])
     payload, _ = _payload(store, user_id, ANSWER)
     assert "ctx" not in payload

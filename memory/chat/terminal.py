@@ -1,0 +1,223 @@
+"""`python -m memory.chat USER`: a typed conversation with the worker's own agent.
+
+The same pieces as a call (agent.py): its prewarm (the store, the embedder, the models),
+its session (`build_session`) with the speech models left out, its memory
+(`attach_memory`: NORMAL or GATED as configured, the archive) and its first agent. A
+typed turn goes where a spoken one goes: LiveKit adds it to the conversation, memory
+journals and stores it from there (`conversation_item_added`), and every reply's
+request gets the user's memories in `llm_node` (`on_user_turn_completed`, which typed
+input skips, is used for neither). So what a chat remembers, a call recalls, and the
+other way round.
+
+Needs only an OpenAI key, or `OPENAI_BASE_URL` pointing at any OpenAI-compatible server
+(Ollama, vLLM, llama.cpp's server): no LiveKit server, no sound card. The configuration
+and the store are checked before LiveKit and the models load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from memory.livekit import startup
+from memory.settings import cloud_models, load_env_file, load_settings, process_env, startup_problems
+from memory.types import InvalidMemoryText, describe_error, memory_user_id
+
+PROG = "python -m memory.chat"
+QUIT = ("/quit", "/exit", "quit", "exit", "/bye")
+# How long leaving waits for memory's writes (the journal keeps what is not written yet,
+# and the next start writes it): the next chat should find what this one said.
+SAVE_S = 30.0
+# How long a typed reply waits for memory at least. A spoken reply waits MEMORY_BUDGET_MS
+# (150 ms) because the caller hears every millisecond, and its look-up has started while
+# the user spoke; a typed message brings no such head start, and nobody hears the wait: a
+# first look-up on a busy machine missed 150 ms and the chat answered as if it knew nothing.
+CHAT_BUDGET_S = 1.0
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog=PROG,
+        description="Chat with the agent in this terminal, as USER: it remembers you across chats and calls.",
+        epilog="Type a message and Enter; /quit (or Ctrl-D) leaves. The worker's .env is read (MEM0_SETTING, "
+        "OPENAI_*, MEMORY_*); LiveKit's variables are not needed.",
+    )
+    ap.add_argument("user", metavar="USER", help="who you are: the participant identity memory is kept under")
+    ap.add_argument("--verbose", action="store_true", help="memory's own log lines, and tracebacks")
+    return ap
+
+
+def chat_problems(env: dict[str, str]) -> list[str]:
+    """What stops the chat, as lines naming the variable: the worker's own checks less
+    LiveKit's, and an OpenAI key or an OpenAI-compatible server."""
+    problems = startup_problems(None, env)
+    if not env.get("OPENAI_API_KEY", "").strip() and not env.get("OPENAI_BASE_URL", "").strip():
+        problems.insert(
+            0,
+            "OPENAI_API_KEY is not set: the chat needs an OpenAI key, or OPENAI_BASE_URL pointing at an "
+            "OpenAI-compatible server (Ollama: OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_LLM_MODEL=llama3.2)",
+        )
+    return problems
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+class _Quiet(logging.Filter):
+    """Without --verbose, a warning or error is one line: its message and the exception's."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            record.msg, record.args = f"{record.getMessage()} ({describe_error(record.exc_info[1])})", None
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def _logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("· %(levelname)s %(name)s: %(message)s"))
+    if not verbose:
+        handler.addFilter(_Quiet())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    if verbose:
+        logging.getLogger("memory").setLevel(logging.INFO)
+
+
+def _lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]) -> None:
+    """Standard input, a line at a time, from a daemon thread (a read blocked on a
+    terminal must not keep the process from exiting); None at its end."""
+
+    def read() -> None:
+        for line in sys.stdin:
+            loop.call_soon_threadsafe(queue.put_nowait, line)
+        loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    threading.Thread(target=read, name="chat-stdin", daemon=True).start()
+
+
+def _memory_note(memory: Any, before: int) -> str | None:
+    """What memory gave the replies since turn `before`: a line, or None when nothing."""
+    recalled = sum(t.injected for t in memory.turns[before:])
+    profile = any(t.profile_injected for t in memory.turns[before:])
+    parts = ([f"recalled {recalled}"] if recalled else []) + (["your profile"] if profile else [])
+    return f"· memory: {', '.join(parts)}" if parts else None
+
+
+async def _chat(identity: str, settings: Any) -> int:
+    from livekit.agents import llm
+
+    import agent  # the worker's module: its prewarm, models and session
+    from memory.livekit.compose import attach_memory
+    from memory.prompts import load_prompt
+    from memory.storage.postgres import stop_if_unused
+    from memory.working import first_agent
+
+    proc = SimpleNamespace(userdata={})
+    agent.prewarm(proc)
+    store, vad = proc.userdata["store"], proc.userdata["vad"]
+    # A local server needs no key, but the OpenAI client wants one.
+    plugins = proc.userdata.get("plugins") or agent.make_plugins(
+        settings, vad, env={**process_env(), "OPENAI_API_KEY": cloud_models().api_key or "unused"}
+    )
+    typed = dataclasses.replace(plugins, stt=None, tts=None)  # typed in, printed out: no speech models
+    session = agent.build_session(vad, typed)
+    memory = attach_memory(
+        session,
+        store=store,
+        settings=proc.userdata["settings"],
+        retriever=proc.userdata["retriever"],
+        user_id=identity,
+        session_id=None,
+        memory_llm=plugins.memory_llm,
+        summarizer=plugins.memory_llm or plugins.llm,
+        budget_s=max(settings.recall_budget_ms / 1000, CHAT_BUDGET_S),
+    )
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    inbox: asyncio.Queue[str | None] = asyncio.Queue()
+    loop.add_signal_handler(signal.SIGINT, lambda: inbox.put_nowait(None))
+
+    def on_item(ev: Any) -> None:
+        item = ev.item
+        if isinstance(item, llm.ChatMessage) and item.role == "assistant" and item.text_content:
+            _say(f"agent: {item.text_content}")
+
+    def on_close(ev: Any) -> None:
+        if getattr(ev, "error", None) is not None:
+            _say(f"· the session ended: {describe_error(ev.error.error) if hasattr(ev.error, 'error') else ev.error}")
+        stop.set()
+        inbox.put_nowait(None)
+
+    session.on("conversation_item_added", on_item)
+    session.on("close", on_close)
+    status = 0
+    try:
+        await session.start(agent=first_agent(None, memory, store, identity))
+        _say(f"· chatting as {identity!r} ({settings.mode.value}); /quit or Ctrl-D to leave")
+        await session.generate_reply(instructions=load_prompt("greeting"))  # as a call begins
+        _lines(loop, inbox)
+        while not stop.is_set():
+            if sys.stdin.isatty():
+                print("you: ", end="", flush=True)
+            line = await inbox.get()
+            if line is None or line.strip().lower() in QUIT:
+                break
+            if not line.strip():
+                continue
+            before = len(memory.turns)
+            await session.run(user_input=line.strip())
+            if note := _memory_note(memory, before):
+                _say(note)
+    except Exception as exc:  # noqa: BLE001 - said in one line; the journal keeps what was said
+        models = cloud_models()
+        _say(f"· the chat stopped: {describe_error(exc)} (OPENAI_BASE_URL: {models.base_url or 'api.openai.com'}, "
+             f"OPENAI_LLM_MODEL: {models.llm_model})")  # fmt: skip
+        status = 1
+    finally:
+        _say("· saving what memory keeps...")
+        await session.aclose()
+        await memory.aclose(drain_timeout_s=SAVE_S)
+        waiting = memory.queue.owned_pending_count()
+        writes = [w.event for report in memory.write_reports for w in report.writes]
+        _say(f"· memory: {writes.count('ADD')} added, {writes.count('UPDATE')} updated"
+             + (f", {waiting} still in the journal (written at the next start)" if waiting else ""))  # fmt: skip
+        store.close()
+        if not settings.database_url:
+            stop_if_unused(settings.pgdata)  # the last one out stops the embedded server
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    load_env_file()
+    env = process_env()
+    problems = chat_problems(env)
+    try:
+        identity = args.user
+        memory_user_id(identity)
+    except InvalidMemoryText as exc:
+        problems.append(f"USER: {exc}")
+    if problems:
+        print(f"{PROG}: cannot start: " + ("\n  ".join(["", *problems]) if len(problems) > 1 else problems[0]),
+              file=sys.stderr)  # fmt: skip
+        return 2
+    _logging(args.verbose)
+    startup.talk("chat")
+    settings = load_settings(env, dotenv=False)
+    problems = startup.memory_problems(settings)
+    if problems:
+        print(f"{PROG}: cannot start: " + "\n  ".join(problems), file=sys.stderr)
+        return 2
+    _say("· loading the agent (LiveKit and the models)...")
+    return asyncio.run(_chat(identity, settings))

@@ -1,0 +1,190 @@
+"""The pages' words in English and Chinese, the two languages memory speaks.
+
+Stored text is never translated: a Chinese fact shows as it was written, whatever the
+page's language. The language comes from `?lang=`, then a cookie, then the browser's
+Accept-Language.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+LANGS: tuple[str, ...] = ("en", "zh")
+
+# key -> (English, 中文). `{name}` fields are filled by `translator`.
+WORDS: dict[str, tuple[str, str]] = {
+    "title": ("Memory", "记忆"),
+    "users": ("Users", "用户"),
+    "store": ("Store", "存储"),
+    "dead_letters": ("Dead letters", "死信"),
+    "log_out": ("Log out", "退出"),
+    "log_in": ("Log in", "登录"),
+    "secret": ("Operator's secret (MEMORY_WEB_SECRET)", "运维密钥（MEMORY_WEB_SECRET）"),
+    "wrong_secret": ("That is not the secret.", "密钥不正确。"),
+    "too_many": ("Too many wrong attempts: wait a minute.", "错误次数过多，请稍等一分钟。"),
+    "mode": ("Mode", "模式"),
+    "search_identity": ("Search by identity", "按身份搜索"),
+    "search": ("Search", "搜索"),
+    "user": ("User", "用户"),
+    "raw_turns": ("Turns (NORMAL)", "对话轮次（NORMAL）"),
+    "facts": ("Facts (GATED)", "事实（GATED）"),
+    "messages": ("Archived messages", "存档消息"),
+    "summaries": ("Summaries", "摘要"),
+    "last_activity": ("Last activity", "最近活动"),
+    "no_users": ("No user matches.", "没有匹配的用户。"),
+    "page": ("Page {n} of {of}", "第 {n} 页，共 {of} 页"),
+    "previous": ("Previous", "上一页"),
+    "next": ("Next", "下一页"),
+    "recall": ("What would it recall?", "它会想起什么？"),
+    "export": ("Export (JSON)", "导出（JSON）"),
+    "forget": ("Forget this user…", "遗忘此用户…"),
+    "facts_by_category": ("Facts by category (GATED)", "按类别的事实（GATED）"),
+    "no_facts": ("No facts.", "没有事实。"),
+    "fact": ("Fact", "事实"),
+    "category:relationships": ("Relationships", "人际关系"),
+    "category:preferences": ("Preferences", "偏好"),
+    "category:goals": ("Goals", "目标"),
+    "category:personal_facts": ("Personal facts", "个人信息"),
+    "slot": ("Slot", "槽位"),
+    "updated": ("Updated", "更新于"),
+    "history": ("History", "历史"),
+    "replaced": ("“{old}” became “{new}”", "“{old}”改为“{new}”"),
+    "added": ("added as “{new}”", "新增为“{new}”"),
+    "deleted": ("deleted", "已删除"),
+    "turns_by_call": ("Turns by call (NORMAL)", "按通话的对话轮次（NORMAL）"),
+    "no_turns": ("No turns.", "没有对话轮次。"),
+    "call": ("Call", "通话"),
+    "text": ("Text", "内容"),
+    "archive": ("Calls in the archive", "存档中的通话"),
+    "no_calls": ("No archived calls.", "没有存档的通话。"),
+    "from_to": ("{start} – {end}", "{start} – {end}"),
+    "n_messages": ("{n} messages", "{n} 条消息"),
+    "summary": ("Summary", "摘要"),
+    "show_messages": ("Messages", "消息"),
+    "more_messages": ("… and more: the export has them all.", "……更多内容见导出文件。"),
+    "summarised": ("summarised", "已摘要"),
+    "contexts": ("Shared contexts", "共享上下文"),
+    "no_contexts": ("No shared contexts.", "没有共享上下文。"),
+    "created_by": ("created by {agent}", "由 {agent} 创建"),
+    "journal": ("Waiting in this machine's journal", "本机日志中等待写入"),
+    "journal_empty": ("Nothing waiting.", "没有等待写入的内容。"),
+    "state": ("State", "状态"),
+    "kind": ("Kind", "种类"),
+    "attempts": ("Attempts", "尝试次数"),
+    "error": ("Error", "错误"),
+    "query": ("Message", "消息"),
+    "recall_help": (
+        "Type a message as the user would say it: the list is what the agent's reply would get, ranked as it "
+        "ranks them.",
+        "像用户那样输入一句话：下面列出的就是智能体回复时会得到的记忆，按它的排序方式排列。",
+    ),
+    "ask": ("Recall", "检索"),
+    "would_not_look_up": (
+        "GATED: the agent would not look memory up for this message (it does not ask about the user). "
+        "Shown: what it would find if it did.",
+        "GATED：对于这句话，智能体不会检索记忆（它没有询问用户相关的事）。下面是假如检索时的结果。",
+    ),
+    "recalled": ("Recalled, as the reply gets them", "检索到的记忆（回复所得）"),
+    "nothing_recalled": ("Nothing recalled.", "没有检索到记忆。"),
+    "rank": ("#", "#"),
+    "fused": ("Fused", "融合分"),
+    "lexical": ("Lexical", "词汇分"),
+    "vector": ("Vector", "向量分"),
+    "cosine": ("Cosine", "余弦"),
+    "stages": ("Found by", "来源"),
+    "category": ("Category", "类别"),
+    "cut": ("Considered and left out", "考虑过但被排除"),
+    "nothing_cut": ("Nothing else was considered.", "没有其他候选。"),
+    "why": ("Why", "原因"),
+    "below_threshold": ("below the relevance threshold {threshold}", "低于相关性阈值 {threshold}"),
+    "copy": ("a copy of a better-ranked memory", "与排名更高的记忆重复"),
+    "acknowledgement": ("a bare acknowledgement", "仅是应答语"),
+    "past_top_k": ("{k} better ones came first (MEMORY_TOP_K)", "已有 {k} 条更好的（MEMORY_TOP_K）"),
+    "block": ("The block the model sees", "模型看到的记忆块"),
+    "keywords": ("Keywords (weight)", "关键词（权重）"),
+    "archive_matches": ("Archive matches (similarity ≥ {min})", "存档匹配（相似度 ≥ {min}）"),
+    "similarity": ("Similarity", "相似度"),
+    "forget_title": ("Forget {user}", "遗忘 {user}"),
+    "forget_warning": (
+        "This deletes everything kept about this user, on every table, and cannot be undone. Turns of theirs still "
+        "on their way are refused when they arrive.",
+        "这将删除所有表中关于此用户的一切，无法撤销。仍在途中的该用户对话在到达时会被拒绝。",
+    ),
+    "will_delete": ("What will be deleted", "将被删除的内容"),
+    "type_to_confirm": ("Type the identity to confirm: {user}", "输入该身份以确认：{user}"),
+    "forget_button": ("Forget everything about this user", "遗忘关于此用户的一切"),
+    "mismatch": (
+        "What you typed does not match the identity: nothing was forgotten.",
+        "输入的内容与身份不符：没有遗忘任何内容。",
+    ),
+    "forgotten": ("Forgot {user}", "已遗忘 {user}"),
+    "place": ("Place", "位置"),
+    "removed": ("Removed", "已删除"),
+    "left_now": ("Left now", "现存"),
+    "nothing_left": ("Nothing is left in any table.", "所有表中均无残留。"),
+    "something_left": ("Something is left: see the table.", "仍有残留：见上表。"),
+    "memories": ("Memories (turns and facts)", "记忆（轮次与事实）"),
+    "mem0_history": ("Mem0's history on this machine", "本机 Mem0 历史"),
+    "spilled": ("This machine's spill files", "本机溢出文件"),
+    "not_done": (
+        "Not done: {place} ({why}). Forget again once that is fixed.",
+        "未完成：{place}（{why}）。修复后请再遗忘一次。",
+    ),
+    "journal_rows": ("This machine's journal", "本机日志"),
+    "unknown_user": (
+        "Nothing is stored under {user} (identities are exact: case, spaces and accents count).",
+        "{user} 名下没有任何存储（身份需完全一致：大小写、空格与重音均有区别）。",
+    ),
+    "dead_help": (
+        "Turns the store refused for good. Replay puts them back in the queue: a running worker writes them within "
+        "about 10 s, else the next one to start.",
+        "存储永久拒绝的对话。重放会把它们放回队列：运行中的 worker 约 10 秒内写入，否则由下一个启动的 worker 写入。",
+    ),
+    "no_dead_letters": ("No dead letters.", "没有死信。"),
+    "replay_selected": ("Replay selected", "重放所选"),
+    "replay_all": ("Replay all", "全部重放"),
+    "replayed": ("{n} back in the queue.", "已有 {n} 条放回队列。"),
+    "failed_at": ("Failed at", "失败时间"),
+    "turn_id": ("Turn id", "轮次 ID"),
+    "over_time": ("The store over time (last {days} days, {zone})", "存储随时间变化（最近 {days} 天，{zone}）"),
+    "day": ("Day", "日期"),
+    "new_turns": ("Turns stored (NORMAL)", "存入的对话轮次（NORMAL）"),
+    "new_facts": ("Facts stored (GATED)", "存入的事实（GATED）"),
+    "recalls": ("Replies that recalled", "检索过记忆的回复"),
+    "injected": ("Memories given to replies", "提供给回复的记忆"),
+    "archived": ("Messages archived", "存档的消息"),
+    "chart_note": (
+        "Turns and facts count the memories still kept, by the day they were stored. Recalls are added by each "
+        "call when it ends.",
+        "轮次与事实按存入日期统计仍保存的记忆。检索次数在每次通话结束时记入。",
+    ),
+    "totals": ("Totals", "总计"),
+}
+
+
+def pick_lang(query: str | None, cookie: str | None, accept: str | None) -> str:
+    """`?lang=` if it names one, else the cookie's, else Chinese for a browser that asks
+    for it first, else English."""
+    for value in (query, cookie):
+        if value in LANGS:
+            return value
+    first = (accept or "").split(",")[0].strip().lower()
+    return "zh" if first.startswith("zh") else "en"
+
+
+def category_name(lang: str, category: str) -> str:
+    """A durable category's name in `lang`; one the settings added shows as it is."""
+    words = WORDS.get(f"category:{category}")
+    return words[LANGS.index(lang) if lang in LANGS else 0] if words else category
+
+
+def translator(lang: str) -> Callable[..., str]:
+    """`t(key, **fields)` in `lang`; an unknown key shows as itself (a test finds it)."""
+    index = LANGS.index(lang) if lang in LANGS else 0
+
+    def t(key: str, **fields: object) -> str:
+        words = WORDS.get(key)
+        text = words[index] if words else key
+        return text.format(**fields) if fields else text
+
+    return t

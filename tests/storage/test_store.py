@@ -1,0 +1,347 @@
+"""The store on the real embedded Postgres, Mem0 and local embedder."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from memory.storage.store import MemoryStore
+from memory.types import ForgottenTurn, InvalidMemoryText, memory_user_id, now_iso, validate_user_id
+
+
+def test_raw_write_is_found_again_only_by_its_user(store: MemoryStore, user_id: str) -> None:
+    store.add_raw(user_id, "My sister's name is Anna", metadata={"session_id": "s1"})
+    hits = store.search(user_id, "what is my sister called?")
+    assert [h.text for h in hits] == ["My sister's name is Anna"]
+    assert hits[0].metadata["session_id"] == "s1"
+    assert store.search(user_id + "-other", "what is my sister called?") == []
+
+
+def test_replayed_write_id_is_not_stored_twice(store: MemoryStore, user_id: str) -> None:
+    first = store.add_raw(user_id, "I like green tea", write_id="turn-1")
+    again = store.add_raw(user_id, "I like green tea", write_id="turn-1")
+    assert (first.event, again.event) == ("ADD", "NOOP")
+    assert again.id == first.id
+    assert len(store.list_user(user_id)) == 1
+
+
+def test_fact_for_same_slot_supersedes_and_keeps_history(store: MemoryStore, user_id: str) -> None:
+    paris = store.upsert_fact(user_id, "User lives in Paris", category="personal_facts", slot="home_city")
+    berlin = store.upsert_fact(user_id, "User lives in Berlin", category="personal_facts", slot="home_city")
+    assert berlin.event == "UPDATE" and berlin.id == paris.id
+    texts = [r.text for r in store.list_user(user_id)]
+    assert texts == ["User lives in Berlin"]
+    history = [(h["old_memory"], h["new_memory"], h["event"]) for h in store.history(paris.id)]
+    assert history == [(None, "User lives in Paris", "ADD"), ("User lives in Paris", "User lives in Berlin", "UPDATE")]
+
+
+def test_restated_fact_is_a_noop(store: MemoryStore, user_id: str) -> None:
+    store.upsert_fact(user_id, "User's sister is Anna", category="relationships", slot="sister_name")
+    again = store.upsert_fact(user_id, "user's sister is anna.", category="relationships", slot=None)
+    assert again.event == "NOOP"
+    assert len(store.list_user(user_id)) == 1
+
+
+def test_category_filter_limits_search(store: MemoryStore, user_id: str) -> None:
+    store.add_raw(user_id, "My favourite colour is blue")
+    store.upsert_fact(user_id, "User likes blue", category="preferences", slot="favorite_color")
+    hits = store.search(user_id, "favourite colour", categories=["preferences"])
+    assert [h.text for h in hits] == ["User likes blue"]
+    assert hits[0].category == "preferences"
+
+
+def test_chinese_memory_is_found_by_chinese_question(store: MemoryStore, user_id: str) -> None:
+    store.upsert_fact(user_id, "用户的妹妹叫小雪", category="relationships", slot="sister_name")
+    store.upsert_fact(user_id, "用户喜欢蓝色", category="preferences", slot="favorite_color")
+    hits = store.search(user_id, "我妹妹叫什么名字？", top_k=1)
+    assert hits[0].text == "用户的妹妹叫小雪"
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "x" * 5000])
+def test_bad_text_is_refused_with_a_reason_and_nothing_is_lost(store: MemoryStore, user_id: str, bad: str) -> None:
+    store.add_raw(user_id, "I have a cat called Miso")
+    with pytest.raises(InvalidMemoryText, match="empty|limit"):
+        store.add_raw(user_id, bad)
+    assert [r.text for r in store.list_user(user_id)] == ["I have a cat called Miso"]
+
+
+def test_unknown_category_is_refused_by_name(store: MemoryStore, user_id: str) -> None:
+    with pytest.raises(InvalidMemoryText, match="'gossip'"):
+        store.upsert_fact(user_id, "User heard a rumour", category="gossip")
+
+
+def history_rows_mentioning(store: MemoryStore, needle: str) -> list[tuple]:
+    """Every row of Mem0's history file, in any table, with `needle` in any column."""
+    with closing(sqlite3.connect(store.settings.mem0_dir / "history.db")) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return [row for t in tables for row in conn.execute(f"SELECT * FROM {t}") if needle in repr(row)]
+
+
+def test_forget_user_removes_everything_searchable(store: MemoryStore, user_id: str) -> None:
+    other = user_id + "-other"
+    store.add_raw(user_id, "My PIN hint is my dog's birthday FORGET-ME-1")
+    store.upsert_fact(user_id, "User's dog is Rex FORGET-ME-2", category="relationships", slot="dog_name")
+    store.upsert_fact(user_id, "User's dog is Bello FORGET-ME-3", category="relationships", slot="dog_name")
+    kept = store.add_raw(other, "My dog is called Rex too")
+    assert history_rows_mentioning(store, "FORGET-ME-")  # Mem0 keeps every old and new text
+    assert store.delete_user(user_id) == 2
+    assert store.list_user(user_id) == []
+    assert store.search(user_id, "dog") == []
+    # Nothing of the user's text is left in Mem0's history (it logs deletes with the text).
+    assert history_rows_mentioning(store, "FORGET-ME-") == []
+    # Another user's memory and its history are untouched.
+    assert [r.text for r in store.list_user(other)] == ["My dog is called Rex too"]
+    assert [h["event"] for h in store.history(kept.id)] == ["ADD"]
+
+
+def test_forget_user_removes_the_entities_mem0_linked(store: MemoryStore, user_id: str) -> None:
+    # Mem0 links entities of an updated fact in `<table>_entities` when it can extract
+    # them (with spaCy installed); its rows carry the user id and the entity's text.
+    entities = f"{store.table}_entities"
+    with store.pool.connection() as conn:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {entities} (id UUID PRIMARY KEY, vector vector(384), payload JSONB)")
+        for owner in (user_id, user_id + "-other"):
+            conn.execute(
+                f"INSERT INTO {entities} (id, payload) VALUES (gen_random_uuid(), %s)",
+                [Jsonb({"data": "Berlin", "entity_type": "LOCATION", "user_id": owner})],
+            )
+    store.delete_user(user_id)
+    with store.pool.connection() as conn:
+        owners = [r[0] for r in conn.execute(f"SELECT payload->>'user_id' FROM {entities}").fetchall()]
+    assert user_id not in owners and user_id + "-other" in owners
+
+
+def test_turns_said_before_forget_are_refused_and_later_ones_kept(store: MemoryStore, user_id: str) -> None:
+    before = now_iso()
+    store.add_raw(user_id, "I live at 12 Main St")
+    store.delete_user(user_id)
+    # A turn said before the request, arriving late (a journal on another machine).
+    with pytest.raises(ForgottenTurn, match="asked to be forgotten"):
+        store.add_raw(user_id, "My phone number is 555-0100", said_at=before, write_id="late-1")
+    with pytest.raises(ForgottenTurn):
+        store.upsert_fact(user_id, "User's phone is 555-0100", category="personal_facts", said_at=before)
+    assert store.list_user(user_id) == []
+    # What the user says afterwards is remembered again.
+    later = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+    store.add_raw(user_id, "I like jazz", said_at=later)
+    assert [r.text for r in store.list_user(user_id)] == ["I like jazz"]
+
+
+def test_a_write_racing_the_forget_takes_itself_back(store: MemoryStore, user_id: str, monkeypatch) -> None:
+    said_at = now_iso()
+    real_add = store.mem0.add
+
+    def forget_then_add(*args, **kwargs):  # the forget lands between the check and the write
+        store.delete_user(user_id)
+        return real_add(*args, **kwargs)
+
+    monkeypatch.setattr(store.mem0, "add", forget_then_add)
+    with pytest.raises(ForgottenTurn):
+        store.add_raw(user_id, "My address is SECRET-RACE", said_at=said_at)
+    monkeypatch.undo()
+    assert store.list_user(user_id) == []
+    assert history_rows_mentioning(store, "SECRET-RACE") == []
+
+
+def test_a_forget_between_the_row_and_its_history_entry_leaves_no_history(
+    store: MemoryStore, user_id: str, monkeypatch
+) -> None:
+    # Mem0 inserts the row, then its history entry: a forget in between took the row
+    # and purged the history before the entry was written.
+    said_at = now_iso()
+    real_history = store.mem0.db.add_history
+
+    def forget_then_record(*args, **kwargs):
+        store.delete_user(user_id)
+        return real_history(*args, **kwargs)
+
+    monkeypatch.setattr(store.mem0.db, "add_history", forget_then_record)
+    with pytest.raises(ForgottenTurn):
+        store.add_raw(user_id, "My locker code word is PLATYPUS", said_at=said_at)
+    monkeypatch.undo()
+    assert store.list_user(user_id) == []
+    assert history_rows_mentioning(store, "PLATYPUS") == []
+
+
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [
+        ("bob\x00", "NUL"),
+        ("u" * 1025, "limit is 1024"),
+        ("用" * 342, "1026 bytes"),
+        ("  ", "empty"),
+        ("alice ", "whitespace"),
+    ],
+    ids=["nul", "long", "long-in-utf8", "blank", "whitespace"],
+)
+def test_bad_user_id_is_refused_by_name_and_nothing_stored_is_lost(
+    store: MemoryStore, user_id: str, bad: str, named: str
+) -> None:
+    store.add_raw(user_id, "I have a cat called Miso")
+    with pytest.raises(InvalidMemoryText, match=named):
+        store.add_raw(bad, "I like tea")
+    with pytest.raises(InvalidMemoryText, match=named):
+        store.upsert_fact(bad, "User likes tea", category="preferences")
+    assert [r.text for r in store.list_user(user_id)] == ["I have a cat called Miso"]
+
+
+def test_odd_characters_are_stored_cleaned_not_refused(store: MemoryStore, user_id: str) -> None:
+    # A NUL or a lone surrogate in a transcript would make Postgres refuse the row on
+    # every retry; the text is stored without them.
+    store.add_raw(user_id, "My locker code is 12\x0034", metadata={"source_text": "ok"})
+    store.upsert_fact(user_id, "User's locker is number 7\ud800", category="personal_facts", slot="locker")
+    assert sorted(r.text for r in store.list_user(user_id)) == ["My locker code is 1234", "User's locker is number 7?"]
+
+
+def test_a_value_the_database_refuses_is_named_not_retried(store: MemoryStore, user_id: str) -> None:
+    with pytest.raises(InvalidMemoryText, match="database refused"):
+        store.add_raw(user_id, "I like tea", metadata={"source_text": "bad\x00"})
+    assert store.list_user(user_id) == []
+
+
+def test_two_writers_of_one_slot_at_once_leave_one_value(store: MemoryStore, user_id: str, monkeypatch) -> None:
+    # Two sessions of the user write the same slot at the same moment. Without a lock
+    # both would find it empty (the barrier lets both look first) and both add.
+    barrier = threading.Barrier(2)
+    real_find = store.find_slot
+
+    def find_together(user: str, slot: str | None):
+        try:
+            barrier.wait(timeout=1.0)  # with the lock, the second writer is not here yet
+        except threading.BrokenBarrierError:
+            pass
+        return real_find(user, slot)
+
+    monkeypatch.setattr(store, "find_slot", find_together)
+    names = ["Anna", "Maria"]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(
+            lambda n: store.upsert_fact(user_id, f"User's sister is {n}", category="relationships", slot="sister"),
+            names,
+        ))  # fmt: skip
+    assert sorted(r.event for r in results) == ["ADD", "UPDATE"]
+    assert len(store.list_user(user_id)) == 1
+
+
+def test_an_older_statement_arriving_late_does_not_undo_a_newer_one(store: MemoryStore, user_id: str) -> None:
+    earlier = now_iso()
+    later = (datetime.now(UTC) + timedelta(seconds=5)).isoformat()
+    meta = {"timestamp": later}
+    store.upsert_fact(user_id, "User's sister is Maria", category="relationships", slot="sister",
+                      metadata=meta, said_at=later)  # fmt: skip
+    # Session 1's "Anna", said first, written last (its journal row was replayed).
+    late = store.upsert_fact(user_id, "User's sister is Anna", category="relationships", slot="sister",
+                             metadata={"timestamp": earlier}, said_at=earlier)  # fmt: skip
+    assert late.event == "NOOP"
+    assert [r.text for r in store.list_user(user_id)] == ["User's sister is Maria"]
+    # A newer statement still supersedes.
+    newest = (datetime.now(UTC) + timedelta(seconds=10)).isoformat()
+    store.upsert_fact(user_id, "User's sister is Lena", category="relationships", slot="sister",
+                      metadata={"timestamp": newest}, said_at=newest)  # fmt: skip
+    assert [r.text for r in store.list_user(user_id)] == ["User's sister is Lena"]
+
+
+def test_a_forget_run_on_one_machine_reaches_another_machines_history_at_its_next_start(
+    store: MemoryStore, user_id: str, tmp_path
+) -> None:
+    # Two machines of a fleet share the database, each with its own Mem0 history file.
+    other = dataclasses.replace(store.settings, data_dir=tmp_path, database_url=store.url)
+    machine_b = MemoryStore.open(other)
+    try:
+        machine_b.add_raw(user_id, "My PIN is FLEET-SECRET-1")
+    finally:
+        machine_b.close()
+    assert store.delete_user(user_id) == 1  # the operator runs the forget on machine A
+
+    def b_history() -> list[tuple]:
+        with closing(sqlite3.connect(other.mem0_dir / "history.db")) as conn:
+            return [row for row in conn.execute("SELECT * FROM history") if "FLEET-SECRET" in repr(row)]
+
+    assert b_history()  # machine B's file is out of A's reach...
+    MemoryStore.open(other).close()  # ...until B's next worker start
+    assert b_history() == []
+
+
+def test_a_write_that_landed_after_the_forget_but_could_not_undo_itself_goes_on_its_retry(
+    store: MemoryStore, user_id: str, monkeypatch
+) -> None:
+    said_at = now_iso()
+    real_add = store.mem0.add
+
+    def forget_then_add(*args, **kwargs):
+        store.delete_user(user_id)
+        return real_add(*args, **kwargs)
+
+    def connection_lost(*args, **kwargs):
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(store.mem0, "add", forget_then_add)
+    monkeypatch.setattr(store, "_undo_if_forgotten", connection_lost)
+    with pytest.raises(psycopg.OperationalError):  # transient: the write queue retries it
+        store.add_raw(user_id, "My address is UNDO-GAP", said_at=said_at, write_id="turn-9")
+    monkeypatch.undo()
+    assert [r.text for r in store.list_user(user_id)] == ["My address is UNDO-GAP"]
+    with pytest.raises(ForgottenTurn):  # the retry is refused, and takes the row with it
+        store.add_raw(user_id, "My address is UNDO-GAP", said_at=said_at, write_id="turn-9")
+    assert store.list_user(user_id) == []
+    assert history_rows_mentioning(store, "UNDO-GAP") == []
+
+
+def test_memory_text_stays_out_of_the_logs(store: MemoryStore, user_id: str, caplog) -> None:
+    caplog.set_level(logging.INFO)  # LiveKit's CLI runs the worker's root logger at INFO
+    store.upsert_fact(user_id, "User lives in LOGGED-CITY-A", category="personal_facts", slot="home")
+    store.upsert_fact(user_id, "User lives in LOGGED-CITY-B", category="personal_facts", slot="home")
+    assert [r.name for r in caplog.records if "LOGGED-CITY" in r.getMessage()] == []
+
+
+def test_every_identity_maps_to_an_id_the_store_keeps_and_no_two_collide() -> None:
+    odd = ["alice ", " alice", "John Smith", "bob\x00", "u" * 2000, "line\nbreak"]
+    ids = [memory_user_id(i) for i in odd]
+    assert all(validate_user_id(i) == i for i in ids)  # each one the store accepts as it is
+    assert len(set(ids)) == len(odd) and "alice" not in ids  # distinct, and never another's id
+    assert memory_user_id("alice") == "alice" and memory_user_id("用户-42") == "用户-42"  # the rest unchanged
+    with pytest.raises(InvalidMemoryText, match="empty"):
+        memory_user_id("   ")
+
+
+def test_an_identity_shaped_like_a_hashed_one_is_not_given_its_memories(store: MemoryStore, user_id: str) -> None:
+    victim = memory_user_id(f"{user_id} Smith")  # hashed: it has a space
+    store.add_raw(victim, "My home alarm code is due for a change")
+    impostor = memory_user_id(victim)  # a participant who took that hash as identity
+    assert impostor != victim
+    assert store.list_user(impostor) == []
+    assert memory_user_id("lk-guest-7") == "lk-guest-7"  # other "lk-" identities unchanged
+
+
+def test_mem0_telemetry_is_off_whenever_the_store_loads_mem0(store: MemoryStore, tmp_path: Path) -> None:
+    # With telemetry on, Mem0 opens a second store and calls the network on every add. It
+    # reads the switch once, when it is imported; the store loads it only through
+    # `settings.tell_libraries`, so an operator's environment without the variable is safe.
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from memory.settings import load_settings; from memory.storage.store import MemoryStore; "
+        "s = MemoryStore.open(load_settings({'MEMORY_DATABASE_URL': sys.argv[1], 'MEMORY_DATA_DIR': sys.argv[2], "
+        f"'MEMORY_COLLECTION': '{store.settings.collection}'}}, dotenv=False)); "
+        "import mem0.memory.telemetry as t; print(t.MEM0_TELEMETRY); s.close()"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MEM0_TELEMETRY"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # cwd: away from any .env
+    run = subprocess.run(
+        [sys.executable, "-c", probe, store.url, str(tmp_path)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == "False"
