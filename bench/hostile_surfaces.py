@@ -131,7 +131,7 @@ async def forms(store: MemoryStore, work: Path) -> dict[str, Any]:
                 await room.local_participant.invoke(SUBMIT_FORM, json.dumps(payload, ensure_ascii=False), caller=user)
             except Exception:  # noqa: BLE001 - counted: a form refused is not a secret kept
                 refused += 1
-            shown.append(agent.workspace.forms.block() or "")
+            shown.append("\n".join(line.line for line in agent.workspace.forms.lines()))  # what a request carries
         await memory.drain(120.0)
     await memory.aclose(drain_timeout_s=10.0)
     on_disk = b"".join(p.read_bytes() for p in (journal, journal.with_name(journal.name + "-wal")) if p.exists())
@@ -181,7 +181,7 @@ async def contexts(store: MemoryStore) -> dict[str, Any]:
         except Exception:  # noqa: BLE001 - full
             break
     block = context_block(await ws.fetch_context(expanding))
-    notes_shown = sum(len(line) for line in block.splitlines() if line.startswith("- ["))
+    notes_shown = sum(len(note) for note in _notes(block))
     await memory.aclose(drain_timeout_s=1.0)
     return {
         "context_secrets_tried": len(ALL_SECRETS),
@@ -190,6 +190,19 @@ async def contexts(store: MemoryStore) -> dict[str, Any]:
         "context_bound": bound,
         "context_notes_shown_chars": notes_shown,
     }
+
+
+def _notes(block: str) -> list[str]:
+    """The notes' texts in a context as the tools return it (one quoted JSON line each)."""
+    notes = []
+    for line in block.splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("note"), str):
+            notes.append(item["note"])
+    return notes
 
 
 # ------------------------------------------------------------------ forget
@@ -255,7 +268,7 @@ def _forget(identity: str) -> tuple[int, str]:
 
 def forget(store: MemoryStore, work: Path) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
-    tests = ROOT / "tests"
+    tests = ROOT / "tests" / "journal"  # the journal tests' child processes (run, not imported)
     mountable = can_mount()
 
     def place(name: str, data: Path) -> tuple[MemorySettings, dict[str, str]]:
