@@ -148,7 +148,10 @@ async def measure(label: str, script: Path, args: argparse.Namespace, extra_env:
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
-        reader.cancel()
+        try:  # to the pipe's end: a transport left open is closed after the loop, with a traceback
+            await asyncio.wait_for(reader, 10)
+        except TimeoutError:
+            reader.cancel()
         await stand_in.cleanup()
     jobs = list(tree["jobs"].values())
     fork_pss = tree["forkserver"]["pss"] if tree["forkserver"] else 0.0
