@@ -29,6 +29,7 @@ from harness.pgbouncer import INSTALL_HINT, PgBouncer, pgbouncer_binary
 from memory.settings import MemorySettings, load_settings
 from memory.storage.store import MemoryStore
 from tests.conftest import wait_until
+from tests.storage.schema_at_once import create_schema_at_once
 
 
 @pytest.fixture(scope="module")
@@ -188,31 +189,13 @@ def test_retention_runs_once_for_processes_that_find_it_due_at_once(bounced: Mem
 def test_job_processes_creating_the_schema_at_once_through_pgbouncer_all_succeed(
     bouncer: PgBouncer, embedded_server_url: str
 ) -> None:
-    from memory.storage.postgres import ensure_schema, open_pool
 
     name = f"race_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(embedded_server_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     url = make_conninfo(**{**conninfo_to_dict(bouncer.url), "dbname": name})
     try:
-        pools = [open_pool(url, max_size=1) for _ in range(6)]
-        start, errors = threading.Barrier(len(pools)), []
-
-        def create(pool) -> None:
-            start.wait(timeout=10)
-            try:
-                ensure_schema(pool, "memories", 384)
-            except Exception as exc:  # noqa: BLE001 - any failure here is reported, never raised
-                errors.append(exc)
-
-        threads = [threading.Thread(target=create, args=(p,)) for p in pools]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        for p in pools:
-            p.close()
-        assert errors == []
+        assert create_schema_at_once(url, "memories") == []
     finally:
         with psycopg.connect(embedded_server_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from memory.storage.postgres import ensure_schema, open_pool
 from memory.storage.store import MemoryStore
+from tests.storage.schema_at_once import create_schema_at_once
 
 
 def test_processes_creating_the_schema_at_once_all_succeed(store: MemoryStore) -> None:
@@ -26,24 +25,7 @@ def test_processes_creating_the_schema_at_once_all_succeed(store: MemoryStore) -
                 conn.execute("DROP TABLE IF EXISTS memories_race, memories_race_forgets")
                 conn.execute("DROP EXTENSION IF EXISTS pg_trgm CASCADE")
                 conn.execute("DROP EXTENSION IF EXISTS vector CASCADE")
-            pools = [open_pool(url, max_size=1) for _ in range(6)]
-            start, errors = threading.Barrier(len(pools)), []
-
-            def create(pool, start=start, errors=errors) -> None:
-                start.wait()
-                try:
-                    ensure_schema(pool, "memories_race", 384)
-                except Exception as exc:  # noqa: BLE001 - any failure here is reported, never raised
-                    errors.append(exc)
-
-            threads = [threading.Thread(target=create, args=(p,)) for p in pools]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(60)
-            for p in pools:
-                p.close()
-            assert errors == []
+            assert create_schema_at_once(url, "memories_race") == []
     finally:
         with psycopg.connect(store.url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
