@@ -14,8 +14,8 @@ def create_schema_at_once(url: str, table: str, processes: int = 6) -> list[Exce
     start, errors = threading.Barrier(len(pools)), []
 
     def create(pool) -> None:
-        start.wait(timeout=10)
         try:
+            start.wait()  # no time-out: on a busy machine the last thread may start late
             ensure_schema(pool, table, 384)
         except Exception as exc:  # noqa: BLE001 - any failure here is reported, never raised
             errors.append(exc)
