@@ -8,6 +8,7 @@ import asyncio
 import json
 import time
 import wave
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,16 +111,26 @@ class SpeechInput(AudioInput):
 
 class TimedAudioOutput(AudioOutput):
     """A speaker that notes when each reply's first frame arrives (perf_counter) and
-    plays it out at once, so the next turn need not wait for the reply's length."""
+    plays it out at once, so the next turn need not wait for the reply's length.
+
+    A test that asserts what happens while a reply plays sets `before_first_frame` (awaited
+    before a reply's first frame is taken) and `before_played` (awaited before the end of a
+    reply is reported): the reply then starts and ends on the test's events, not on how fast
+    a busy machine gets to them."""
 
     def __init__(self) -> None:
         super().__init__(label="harness-speaker", capabilities=AudioOutputCapabilities(pause=True))
         self.first_frames: list[float] = []
+        self.before_first_frame: Callable[[], Awaitable[None]] | None = None
+        self.before_played: Callable[[], Awaitable[None]] | None = None
         self._open = False
         self._pushed = 0.0
         self._first_frame_event = asyncio.Event()
+        self._gated: set[asyncio.Future[None]] = set()
 
     async def capture_frame(self, frame: rtc.AudioFrame) -> None:
+        if not self._open and self.before_first_frame is not None:
+            await self.before_first_frame()
         await super().capture_frame(frame)
         if not self._open:
             self._open = True
@@ -146,6 +157,16 @@ class TimedAudioOutput(AudioOutput):
 
     def _finish(self, *, interrupted: bool) -> None:
         position, self._open, self._pushed = self._pushed, False, 0.0
-        asyncio.get_running_loop().call_soon(
-            lambda: self.on_playback_finished(playback_position=position, interrupted=interrupted)
-        )
+        gate = self.before_played
+        if gate is None:
+            asyncio.get_running_loop().call_soon(
+                lambda: self.on_playback_finished(playback_position=position, interrupted=interrupted)
+            )
+            return
+
+        async def finished() -> None:
+            await gate()
+            self.on_playback_finished(playback_position=position, interrupted=interrupted)
+
+        self._gated.add(task := asyncio.ensure_future(finished()))
+        task.add_done_callback(self._gated.discard)

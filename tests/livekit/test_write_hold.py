@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +33,39 @@ from tests.journal.test_write_queue import CHILD, ROOT, journal_rows, kill_when_
 UTTERANCES = load_utterances()
 
 
+# How long a gated reply waits for the test's event before it goes on anyway (and the test
+# fails saying so): only a broken hold gets near it.
+GATE_S = 60.0
+
+
+async def _until(cond: Callable[[], bool]) -> bool:
+    """Wait for a condition; False if it did not come within GATE_S."""
+    deadline = time.monotonic() + GATE_S
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
 @pytest.mark.parametrize("stt_kind", ["realtime", "batch"])
 async def test_a_turn_is_written_after_its_reply_starts_to_play_and_is_then_stored(
     stt_kind: str, store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What the caller notices: the reply is not slowed by the write of the turn it
     answers. The write (memory and archive alike) starts only once the reply's first
-    audio frame has played, and the turn is in the store after. Removing the hold from
-    `MemorySession` fails this: the write starts as the turn is committed, ~0.3 s before."""
+    audio frame has played, and while the reply still plays; the turn is in the store after.
+
+    Asserted by the order of events, whatever the machine's load: the reply's first frame
+    is taken only once the journal's consumer has come to the turn (held, or written: a
+    write before the first frame is then seen, not missed), and the reply's end is reported
+    only once both writes have started (a hold released only by the end of the reply runs
+    out instead, and says so). Removing the hold from `MemorySession` fails this (written
+    before the first frame), and so does releasing it only when the agent stops speaking."""
     from livekit.plugins import silero
 
     import agent
+    from memory.livekit.session import MemorySession
     from memory.rows import RowHandler
 
     agent.make_plugins(agent.load_settings({}, dotenv=False), silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
@@ -54,12 +77,35 @@ async def test_a_turn_is_written_after_its_reply_starts_to_play_and_is_then_stor
         return await real_remember(self, turn)
 
     monkeypatch.setattr(RowHandler, "__call__", remember)
+    sessions: list[MemorySession] = []
+    real_attach = MemorySession.attach
+    monkeypatch.setattr(
+        MemorySession, "attach", lambda self, session: sessions.append(self) or real_attach(self, session)
+    )
+
+    def said() -> list[tuple[float, Turn]]:
+        return [(at, t) for at, t in started
+                if "Anna" in t.text and (t.kind == "memory" or t.extra.get("message_type") == "user")]  # fmt: skip
+
     user = f"hold-{uuid.uuid4().hex[:8]}"
-    # A reply of several sentences: it plays for about a second after its first frame.
+    # A reply of several sentences.
     long_reply = " ".join(f"Sentence number {i} of a longer answer." for i in range(8))
     harness = PipelineHarness(stt_kind, llm=ScriptedLLM(lambda _req: long_reply))
     userdata = {"settings": store.settings, "store": store, "retriever": Retriever(store, store.settings)}
     listening: list[float] = []
+    missed: list[str] = []
+
+    waits: list[int] = []  # the consumer's stops at a hold before the turn
+
+    async def consumer_came_to_the_turn() -> None:  # held there, or already writing it
+        queue = sessions[0].queue
+        if not await _until(lambda: queue.hold_waits > waits[0] or bool(said())):
+            missed.append("the journal's consumer never came to the turn")
+
+    async def both_writes_started() -> None:
+        if not await _until(lambda: {t.kind for _, t in said()} == {"memory", "archive"}):
+            missed.append("the writes did not start while the reply played")
+
     async with harness.entrypoint(userdata, user_id=user, job_id=f"job-{uuid.uuid4().hex[:8]}"):
         assert harness.session is not None
         harness.session.on(
@@ -67,21 +113,25 @@ async def test_a_turn_is_written_after_its_reply_starts_to_play_and_is_then_stor
             lambda ev: listening.append(time.perf_counter()) if ev.new_state == "listening" else None,
         )
         await harness.greeted()
+        queue = sessions[0].queue
+        waits.append(queue.hold_waits)
+        harness.speaker.before_first_frame, harness.speaker.before_played = (
+            consumer_came_to_the_turn,
+            both_writes_started,
+        )
         turn = await harness.say(UTTERANCES["t00"])
+        harness.speaker.before_first_frame = harness.speaker.before_played = None
+    assert not missed, missed
     assert turn.committed.startswith("My sister is called Anna") and turn.first_audio is not None
     assert turn.committed_at is not None and turn.committed_at < turn.first_audio  # there was a window to hold
-    said = [
-        (at, t)
-        for at, t in started
-        if "Anna" in t.text and (t.kind == "memory" or t.extra.get("message_type") == "user")
-    ]
-    assert {t.kind for _, t in said} == {"memory", "archive"}, said
-    early = [(round((turn.first_audio - at) * 1000), t.kind) for at, t in said if at < turn.first_audio]
+    assert {t.kind for _, t in said()} == {"memory", "archive"}, said()
+    early = [(round((turn.first_audio - at) * 1000), t.kind) for at, t in said() if at < turn.first_audio]
     assert not early, f"written before the reply's first audio (ms before, kind): {early}"
     # ... and released by that first frame (LiveKit's "speaking" state), as in a room, not
     # only once the reply has played: the turn reaches the store while the agent talks.
+    assert queue.hold_timeouts == 0, "the hold ran out: nothing released it while the reply played"
     reply_done = min(at for at in listening if at > turn.first_audio)
-    late = [(round((at - reply_done) * 1000), t.kind) for at, t in said if at > reply_done]
+    late = [(round((at - reply_done) * 1000), t.kind) for at, t in said() if at > reply_done]
     assert not late, f"written only after the reply had played (ms after, kind): {late}"
     stored = [r.text for r in store.search(user, "sister Anna")]
     assert any("Anna" in text for text in stored), f"the held turn was never stored: {stored}"
