@@ -32,7 +32,7 @@ from memory.language.lexical import LEX_VERSION, lex_fields
 from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
 from memory.storage.archive_schema import archive_table
-from memory.storage.locks import RowLocks
+from memory.storage.locks import Fence, LeaseLost, RowLocks, fenced
 from memory.storage.mem0_table import Mem0Table, Scope, stored_dims
 from memory.storage.postgres import (
     EmbeddedStartError,
@@ -58,6 +58,9 @@ from memory.types import (
 )
 
 logger = logging.getLogger(__name__)
+# A fact write refused because its writer's lock ran out (`locks.LeaseLost`) is tried once
+# more under the lock taken again; refused again, the journal retries it.
+FENCED_ATTEMPTS = 2
 
 # How often a process with an embedded server checks that it is still running (seconds).
 EMBEDDED_CHECK_S = 10.0
@@ -294,6 +297,9 @@ class MemoryStore:
         of one user (two sessions at once, on any workers) would otherwise both find
         the slot empty and both add, leaving "Anna" and "Maria" as the sister. Raises
         `StoreBusy` when another writer keeps it for `locks.WAIT_S` (the journal retries).
+        A writer that stalled past the lock's lease is refused by the database when it
+        writes (`locks.Fence`): it takes the lock again and looks again, and an older value
+        then gives way to the newer one another writer stored meanwhile.
         """
         text = validate_text(text, what="fact text")
         validate_user_id(user_id)
@@ -305,8 +311,16 @@ class MemoryStore:
         # A row lock (memory/storage/locks.py), not a transaction's: it holds no connection
         # while the look-ups and Mem0's writes take theirs, so writers behind a pooler
         # cannot take every server connection and wait on each other.
-        with self.locks.hold(f"memory-facts:{user_id}"):
-            return self._upsert_fact_locked(user_id, text, category, slot, metadata, write_id, said_at)
+        refused = 0
+        while True:
+            try:
+                with self.locks.hold(f"memory-facts:{user_id}") as fence:
+                    return self._upsert_fact_locked(user_id, text, category, slot, metadata, write_id, said_at, fence)
+            except LeaseLost as exc:
+                refused += 1
+                if refused >= FENCED_ATTEMPTS:
+                    raise
+                logger.warning("a fact write of user %s was refused (%s): looked at again under the lock", user_id, exc)
 
     def _upsert_fact_locked(
         self,
@@ -317,6 +331,7 @@ class MemoryStore:
         metadata: dict[str, Any] | None,
         write_id: str | None,
         said_at: str | None,
+        fence: Fence,
     ) -> WriteResult:
         key = canonical_key(text)
         if write_id and (earlier := self._record_by_write_id(user_id, write_id)) is not None:
@@ -348,7 +363,8 @@ class MemoryStore:
             # An older statement arriving late (a journal replayed after a newer session
             # wrote): "my sister is Anna" must not undo the later "she is Maria".
             return WriteResult("NOOP", current.id, text)
-        with _refusals_named(), self._write_vector(text, form):
+        meta.update(fence.payload())  # checked by the database as it writes, then taken off
+        with _refusals_named(), fenced(fence), self._write_vector(text, form):
             if current is not None:
                 self.mem0.update(current.id, text, metadata=meta)
                 self._undo_if_forgotten(user_id, said_at, current.id)

@@ -30,6 +30,7 @@ from memory.settings import MemorySettings, load_settings
 from memory.storage.store import MemoryStore
 from tests.conftest import wait_until
 from tests.storage.schema_at_once import create_schema_at_once
+from tests.storage.stalled_writer import stale_writer_gives_way
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +142,16 @@ def test_two_writers_of_one_slot_through_pgbouncer_leave_one_value(bounced: Memo
         del bounced.find_slot
     assert sorted(r.event for r in results) == ["ADD", "UPDATE"]
     assert len(bounced.list_user(user_id)) == 1
+
+
+def test_a_writer_stalled_past_its_lease_through_pgbouncer_never_overwrites_a_newer_fact(
+    bounced: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fence is checked in the write's own transaction: no session state for a pooler
+    # in transaction mode to lose between statements.
+    anna, maria, values = stale_writer_gives_way(bounced, user_id, monkeypatch, slot_held=True)
+    assert values == ["User's sister is Maria"]
+    assert (anna.event, maria.event) == ("NOOP", "UPDATE")
 
 
 def test_the_archive_chat_lock_holds_across_server_connections(

@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 
 from memory.storage.store import MemoryStore
 from memory.types import ForgottenTurn, InvalidMemoryText, memory_user_id, now_iso, validate_user_id
+from tests.storage.stalled_writer import stale_writer_gives_way
 
 
 def test_raw_write_is_found_again_only_by_its_user(store: MemoryStore, user_id: str) -> None:
@@ -249,6 +250,25 @@ def test_an_older_statement_arriving_late_does_not_undo_a_newer_one(store: Memor
     store.upsert_fact(user_id, "User's sister is Lena", category="relationships", slot="sister",
                       metadata={"timestamp": newest}, said_at=newest)  # fmt: skip
     assert [r.text for r in store.list_user(user_id)] == ["User's sister is Lena"]
+
+
+@pytest.mark.parametrize("slot_held", [True, False], ids=["update", "add"])
+def test_a_writer_stalled_past_its_lease_never_overwrites_a_newer_fact(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, slot_held: bool
+) -> None:
+    """Issue 37: a writer that stalled inside the user's lock past its 60 s lease woke up
+    and wrote its older value over the newer one written meanwhile. Its write is refused
+    now, and looked at again under the lock: the newer value stays, the older one is
+    dropped with a line saying so. Without the fence the slot said Anna (update), or
+    held Anna and Maria at once (add)."""
+    with caplog.at_level(logging.WARNING, logger="memory.storage.store"):
+        anna, maria, values = stale_writer_gives_way(store, user_id, monkeypatch, slot_held=slot_held)
+    assert values == ["User's sister is Maria"]
+    assert not {"lock_key", "lock_holder"} & set(store.list_user(user_id)[0].metadata)  # the fence is not kept
+    assert maria.event == ("UPDATE" if slot_held else "ADD")
+    assert anna.event == "NOOP"  # looked at again: an older statement than the one stored
+    refused = [r.getMessage() for r in caplog.records if "was refused" in r.getMessage()]
+    assert len(refused) == 1 and user_id in refused[0] and "another writer took it" in refused[0], refused
 
 
 def test_a_forget_run_on_one_machine_reaches_another_machines_history_at_its_next_start(
