@@ -29,8 +29,8 @@ from harness.pgbouncer import INSTALL_HINT, PgBouncer, pgbouncer_binary
 from memory.settings import MemorySettings, load_settings
 from memory.storage.store import MemoryStore
 from tests.conftest import wait_until
+from tests.storage.fact_writers import stale_writer_gives_way, two_writers_at_once
 from tests.storage.schema_at_once import create_schema_at_once
-from tests.storage.stalled_writer import stale_writer_gives_way
 
 
 @pytest.fixture(scope="module")
@@ -121,25 +121,10 @@ def test_the_per_user_fact_lock_holds_across_processes_and_outlives_no_dead_hold
 def test_two_writers_of_one_slot_through_pgbouncer_leave_one_value(bounced: MemoryStore, user_id: str) -> None:
     # With a transaction-level lock this hung until PgBouncer gave up: the holder kept one
     # of the two server connections for its lock, the waiter the other, and the holder's
-    # own look-up waited for a third (memory/storage/locks.py).
-    barrier = threading.Barrier(2)
-    real_find = bounced.find_slot
-
-    def find_together(user: str, slot: str | None):  # both look first, unless the lock keeps one out
-        try:
-            barrier.wait(timeout=1.0)
-        except threading.BrokenBarrierError:
-            pass
-        return real_find(user, slot)
-
-    bounced.find_slot = find_together  # type: ignore[method-assign]
-    try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            results = list(pool.map(lambda n: bounced.upsert_fact(user_id, f"User's sister is {n}",
-                                                                  category="relationships", slot="sister"),
-                                    ["Anna", "Maria"]))  # fmt: skip
-    finally:
-        del bounced.find_slot
+    # own look-up waited for a third (memory/storage/locks.py). The writers meet by events
+    # (tests/storage/fact_writers.py), never by a barrier's time-out.
+    results, most_inside = two_writers_at_once(bounced, user_id, ("Anna", "Maria"))
+    assert most_inside == 1
     assert sorted(r.event for r in results) == ["ADD", "UPDATE"]
     assert len(bounced.list_user(user_id)) == 1
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sqlite3
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from memory.storage.store import MemoryStore
 from memory.types import ForgottenTurn, InvalidMemoryText, memory_user_id, now_iso, validate_user_id
-from tests.storage.stalled_writer import stale_writer_gives_way
+from tests.storage.fact_writers import stale_writer_gives_way, two_writers_at_once
 
 
 def test_raw_write_is_found_again_only_by_its_user(store: MemoryStore, user_id: str) -> None:
@@ -210,26 +208,12 @@ def test_a_value_the_database_refuses_is_named_not_retried(store: MemoryStore, u
     assert store.list_user(user_id) == []
 
 
-def test_two_writers_of_one_slot_at_once_leave_one_value(store: MemoryStore, user_id: str, monkeypatch) -> None:
-    # Two sessions of the user write the same slot at the same moment. Without a lock
-    # both would find it empty (the barrier lets both look first) and both add.
-    barrier = threading.Barrier(2)
-    real_find = store.find_slot
-
-    def find_together(user: str, slot: str | None):
-        try:
-            barrier.wait(timeout=1.0)  # with the lock, the second writer is not here yet
-        except threading.BrokenBarrierError:
-            pass
-        return real_find(user, slot)
-
-    monkeypatch.setattr(store, "find_slot", find_together)
-    names = ["Anna", "Maria"]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(
-            lambda n: store.upsert_fact(user_id, f"User's sister is {n}", category="relationships", slot="sister"),
-            names,
-        ))  # fmt: skip
+def test_two_writers_of_one_slot_at_once_leave_one_value(store: MemoryStore, user_id: str) -> None:
+    # Two sessions of the user write the same slot at the same moment. Without a lock both
+    # would find it empty and both add; here each waits at the look-up until the other is
+    # there too or waits for the lock (tests/storage/fact_writers.py), so they always meet.
+    results, most_inside = two_writers_at_once(store, user_id, ("Anna", "Maria"))
+    assert most_inside == 1  # the lock kept the second writer out of the first one's look-up and write
     assert sorted(r.event for r in results) == ["ADD", "UPDATE"]
     assert len(store.list_user(user_id)) == 1
 

@@ -1,16 +1,21 @@
-"""A fact writer that stalls inside the user's lock past its lease, while another writer
-takes the lock and stores a newer value (issue 37: said A000 ... A009 in order, one writer
-stalled 70 s, and the final value was A000).
+"""Two writers of one user's fact slot at once, made to meet by events (the store's tests
+run these directly and through PgBouncer).
 
-The stall is an event, not 70 s: the first writer stops just before Mem0 writes its row
-(after its look-ups, holding the lock), the lease is run out the way 60 s would (the lock
-row's `until` put in the past), the second writer writes, and only then does the first
-one go on.
+- `two_writers_at_once`: both write the same slot at the same moment. Without the lock
+  both would find the slot empty and both add; a barrier with a time-out (what these tests
+  used) let a machine that stalls longer than it pass without the lock.
+- `stale_writer_gives_way`: one writer stalls inside the user's lock past its lease while
+  another takes the lock and stores a newer value (issue 37: said A000 ... A009 in order,
+  one writer stalled 70 s, and the final value was A000). The stall is an event, not 70 s:
+  the first writer stops just before Mem0 writes its row (after its look-ups, holding the
+  lock), the lease is run out the way 60 s would (the lock row's `until` put in the past),
+  the second writer writes, and only then does the first one go on.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -24,6 +29,45 @@ from memory.storage.store import MemoryStore
 from memory.types import WriteResult
 
 STALL_S = 60.0  # only a writer that never reaches its write waits this long (the test then fails)
+
+
+def two_writers_at_once(store: MemoryStore, user_id: str, names: tuple[str, str]) -> tuple[list[WriteResult], int]:
+    """Two writers of one slot, each one's look-up held until the other is in `upsert_fact`
+    too: inside the look-up as well (no lock kept it out), or seen waiting for the lock
+    (`RowLocks.attempts`). Returns their results and the most writers that were inside
+    the look-up at once (1 when the lock keeps the second out, 2 without it)."""
+    count = threading.Lock()
+    arrived, inside, most = 0, 0, 0
+    tried = store.locks.attempts
+    real_find = store.find_slot
+
+    def find_together(user: str, slot: str | None) -> Any:
+        nonlocal arrived, inside, most
+        with count:
+            arrived += 1
+            inside += 1
+            most = max(most, inside)
+        try:
+            deadline = time.monotonic() + STALL_S
+            while arrived < 2 and store.locks.attempts == tried:
+                assert time.monotonic() < deadline, "the other writer never came"
+                time.sleep(0.002)
+            return real_find(user, slot)
+        finally:
+            with count:
+                inside -= 1
+
+    def sister(name: str) -> WriteResult:
+        return store.upsert_fact(user_id, f"User's sister is {name}", category="relationships", slot="sister")
+
+    store.find_slot = find_together  # type: ignore[method-assign]
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            results = list(pool.map(sister, names))
+    finally:
+        del store.find_slot
+    assert arrived == 2 and (most == 2 or store.locks.attempts > tried), "the writers did not meet"
+    return results, most
 
 
 def said(minutes_ago: int) -> str:
