@@ -29,7 +29,9 @@ import re
 
 # Angle brackets and their look-alikes (forms and shared contexts used to map some of
 # these to parentheses; they are escaped like the rest now).
-LOOKALIKES = "<>﹤﹥＜＞‹›«»〈〉《》⟨⟩⟪⟫❬❭❮❯❰❱⦑⦒⦉⦊⧼⧽〈〉˂˃ᐸᐳ⋖⋗≺≻⸨⸩"
+# U+2329/U+232A are written as escapes: their canonical form is U+3008/U+3009, and an
+# editor or tool that normalises the file (NFC) turned them into a second 〈〉 unnoticed.
+LOOKALIKES = "<>﹤﹥＜＞‹›«»〈〉《》⟨⟩⟪⟫❬❭❮❯❰❱⦑⦒⦉⦊⧼⧽\u2329\u232a˂˃ᐸᐳ⋖⋗≺≻⸨⸩"
 # Invisible characters, as ranges of Python 3.11's Unicode database: Cc (controls), Cf
 # (format), Zl/Zp (line and paragraph separators), Cs (surrogates), Co (private use).
 # tests/language/test_quoting.py checks them against `unicodedata` for every code point.

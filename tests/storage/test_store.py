@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sqlite3
+from collections.abc import Iterator
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,7 +13,10 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
+from psycopg_pool import PoolTimeout
 
+from memory.settings import load_settings
+from memory.storage.locks import locks_table
 from memory.storage.store import MemoryStore
 from memory.types import ForgottenTurn, InvalidMemoryText, memory_user_id, now_iso, validate_user_id
 from tests.storage.fact_writers import stale_writer_gives_way, two_writers_at_once
@@ -216,6 +220,44 @@ def test_two_writers_of_one_slot_at_once_leave_one_value(store: MemoryStore, use
     assert most_inside == 1  # the lock kept the second writer out of the first one's look-up and write
     assert sorted(r.event for r in results) == ["ADD", "UPDATE"]
     assert len(store.list_user(user_id)) == 1
+
+
+def test_a_fact_write_that_fails_gives_the_users_lock_back(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A write that raises (the embedder or Mem0 failing) must not keep the user's lock:
+    # kept, every later fact of that user waited for its 60 s lease, then failed.
+    def broken(text: str, form: object) -> Iterator[None]:
+        raise RuntimeError("the embedder failed")
+
+    monkeypatch.setattr(store, "_write_vector", broken)
+    with pytest.raises(RuntimeError, match="the embedder failed"):
+        store.upsert_fact(user_id, "User's sister is Anna", category="relationships", slot="sister")
+    monkeypatch.undo()
+    with store.pool.connection() as conn:
+        held = conn.execute(f"SELECT holder FROM {locks_table(store.table)} WHERE key = %s",
+                            [f"memory-facts:{user_id}"]).fetchall()  # fmt: skip
+    assert held == []  # given back as the write failed
+    tried = store.locks.attempts
+    assert store.upsert_fact(user_id, "User's sister is Anna", category="relationships", slot="sister").event == "ADD"
+    assert store.locks.attempts == tried  # the next write found the lock free at once
+
+
+def test_the_pool_holds_as_many_connections_as_memory_db_max_connections_says(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    # MEMORY_DB_MAX_CONNECTIONS sizes each process's pool (docs/scaling.md): 5 here, not the default 3.
+    env = {"MEMORY_DATA_DIR": str(tmp_path), "MEMORY_DATABASE_URL": store.url, "MEMORY_DB_MAX_CONNECTIONS": "5"}
+    sized = MemoryStore.open(load_settings(env, dotenv=False), load_mem0=False)
+    held = []
+    try:
+        held = [sized.pool.getconn(timeout=20) for _ in range(5)]  # five at once
+        with pytest.raises(PoolTimeout):
+            sized.pool.getconn(timeout=0.2)  # and not a sixth: nobody gives one back
+    finally:
+        for conn in held:
+            sized.pool.putconn(conn)
+        sized.close()
 
 
 def test_an_older_statement_arriving_late_does_not_undo_a_newer_one(store: MemoryStore, user_id: str) -> None:
