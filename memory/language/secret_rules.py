@@ -277,7 +277,9 @@ def _cn_id_after_keyword(m: re.Match[str]) -> bool:
 
 # The 15-digit Chinese ID of before 1999: area (first digit 1-8), a yymmdd birth date, 3 digits.
 _CN_ID15 = r"(?<![\d-])[1-8]\d{5}[ -]?\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[ -]?\d{3}(?![\dXx])"
-_SSN = r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])|(?<![\d ])\d{3} \d{2} \d{4}(?![\d])"
+# Spaced: not the tail of a longer run of digit groups ("4111 123 45 6789"), but after a
+# word and a space ("my number is 123 45 6789") as well as at the start.
+_SSN = r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])|(?<!\d)(?<!\d )\d{3} \d{2} \d{4}(?!\d)"
 # "SSN 123456789", "my social security number is 123 45 6789": nine digits after the word.
 _SSN_WORD = (
     r"\b(?:ssn|social\s+security(?:\s+(?:number|no\.?|#))?|social)(?:\s+[\w'’]+){0,2}?"

@@ -39,6 +39,14 @@ from memory.language.redact import MARK, redact_secrets
         ("密码改成了 abc123 了", "abc123", "password"),
         ("我把密码设成了abc123", "abc123", "password"),
         ("身份证号是110105 19491231 002X", "19491231", "id_number"),
+        # issue 37: the spaced SSN with no keyword in front (the look-behind ruled out the
+        # space before it), and American Express numbers (prefix 34 or 37) without "card"
+        ("my number is 123 45 6789", "123 45 6789", "ssn"),
+        ("123 45 6789", "123 45 6789", "ssn"),
+        ("Put 219 09 9999 in the field for the tax form", "219 09 9999", "ssn"),
+        ("here: 3782 822463 10005", "822463", "card_number"),
+        ("371449635398431 is the one on file", "371449635398431", "card_number"),
+        ("it's 3400 000000 00009 if you need it", "000000", "card_number"),
     ],
 )
 def test_a_secret_is_replaced_and_the_rest_kept(text: str, secret: str, kind: str) -> None:
