@@ -214,3 +214,22 @@ def test_a_forget_is_idempotent_and_reports_counts_per_place(store: MemoryStore,
     assert first.as_dict()["failed"] == {} and first.as_dict()["memories"] == 1
     again = service.forget(user_id)
     assert again.complete and again.nothing_stored
+
+
+def test_forget_reaches_a_journal_set_aside_as_damaged(store: MemoryStore, user_id: str, tmp_path: Path) -> None:
+    """A journal the queue set aside as damaged (`<name>.damaged-<time>`, kept for
+    inspection) still holds the user's turns: they go with the rest."""
+    import dataclasses
+
+    from memory.service import MemoryService
+
+    settings = dataclasses.replace(store.settings, data_dir=tmp_path / "data", spill_dir=tmp_path / "spill")
+    journal_turns(settings, turns(user_id, 2, "set aside"))
+    aside = settings.journal_path.with_name(f"{settings.journal_path.name}.damaged-20250101T000000")
+    settings.journal_path.rename(aside)
+    journal_turns(settings, turns(user_id, 1, "journaled"))  # the new journal, beside it
+    gone = MemoryService(store, settings).forget(user_id)
+    assert gone.complete and gone.waiting_turns == 3
+    with closing(sqlite3.connect(aside)) as conn:
+        assert conn.execute("SELECT count(*) FROM pending_writes").fetchone() == (0,)
+    assert b"my locker number is 70" not in aside.read_bytes()  # not left readable in freed pages

@@ -17,6 +17,7 @@ import pytest
 from memory.admin.cli import main as admin_main
 from memory.storage.archive import ArchivedMessage, archive_for
 from memory.storage.store import MemoryStore
+from memory.types import memory_user_id
 
 
 def _said(days_ago: float) -> str:
@@ -143,6 +144,26 @@ def test_json_lines_of_turns_seed_a_user_with_their_dates(
     assert stored["My dog is called Rex"].metadata["session_id"] == "old"
     assert [stored[t].metadata["seq"] for t in ("My dog is called Rex", "I work as a nurse")] == [0, 1]
     assert stored["User's favourite colour is teal"].category == "preferences"
+
+
+def test_the_user_given_with_user_wins_over_the_user_id_a_file_names(
+    store: MemoryStore, user_id: str, admin_env: Path
+) -> None:
+    # `--user` says whose memory a file goes into: a line (or an export) naming someone
+    # else must not write into that other user's memory.
+    other = f"{user_id}-other"
+    lines = admin_env / "theirs.jsonl"
+    lines.write_text(json.dumps({"text": "I keep bees", "user_id": other}) + "\n"
+                     + json.dumps({"fact": "User's favourite colour is teal", "category": "preferences",
+                                   "slot": "favourite_colour", "user_id": other}) + "\n")  # fmt: skip
+    assert admin_main(["import", str(lines), "--user", user_id]) == 0
+    export = admin_env / "theirs.json"
+    export.write_text(json.dumps({"user_id": other, "memories": [{"text": "I play the cello", "category": None}]}))
+    assert admin_main(["import", str(export), "--user", user_id]) == 0
+    assert {m.text for m in store.list_user(user_id)} == {
+        "I keep bees", "User's favourite colour is teal", "I play the cello"
+    }  # fmt: skip
+    assert store.list_user(other) == [] and store.list_user(memory_user_id(other)) == []
 
 
 def test_a_file_that_cannot_be_read_writes_nothing_and_names_the_line(

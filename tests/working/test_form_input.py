@@ -16,6 +16,7 @@ from harness.scripted import LLMRequest
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from memory.working import workspace as workspace_mod
+from memory.working.forms import FormError, parse_form
 from tests.conftest import wait_until
 from tests.working.test_working_memory import call, working_block
 
@@ -97,6 +98,34 @@ async def test_a_huge_form_is_refused_with_2413_before_it_is_parsed(
         assert err.value.code == 2413 and "MEMORY_WORKING_MAX_CHARS" in err.value.message
         assert parsed == []  # refused on its size alone
         assert c.workspace.forms.variables == {}
+
+
+def _nested(levels: int) -> str:
+    """A form whose arrays and objects nest `levels` deep (the payload and its fields are two)."""
+    return '{"title": "x", "fields": {"a": ' + "[" * (levels - 2) + "1" + "]" * (levels - 2) + "}}"
+
+
+def test_the_nesting_bound_lets_8_levels_through_and_refuses_9() -> None:
+    # The documented bound (docs/working-memory.md): 8 levels. At 8 the scan lets it through
+    # (the schema then refuses a list in a list); at 9 the scan refuses it, unparsed.
+    with pytest.raises(FormError) as at_limit:
+        parse_form(_nested(8), 2000)
+    assert at_limit.value.code == 2400 and "nested" not in str(at_limit.value), str(at_limit.value)
+    with pytest.raises(FormError) as over:
+        parse_form(_nested(9), 2000)
+    assert over.value.code == 2400 and "nested 9 levels deep" in str(over.value)
+
+
+def test_the_size_bound_reads_16_kib_and_refuses_one_byte_more() -> None:
+    # 16 KiB (16,384 bytes) is read for a working memory of 2,000 characters, the default
+    # MEMORY_WORKING_MAX_CHARS; one byte more is refused with 2413 before it is read.
+    form = '{"title": "x", "fields": {"a": "b"}}'
+    at_limit = form + " " * (16 * 1024 - len(form))
+    assert len(at_limit.encode()) == 16_384
+    assert parse_form(at_limit, 2000).fields == {"a": "b"}
+    with pytest.raises(FormError) as over:
+        parse_form(at_limit + " ", 2000)
+    assert over.value.code == 2413 and "16384 bytes" in str(over.value)
 
 
 async def test_a_form_is_parsed_off_the_event_loop(
