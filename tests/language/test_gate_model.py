@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -57,6 +58,17 @@ def test_the_model_decides_the_english_turns_the_rules_only_guess_at() -> None:
     assert prefilter(skipped).action is GateAction.SKIP
     rescued = GateModel({}, bias=30.0, threshold=0.5).decide(skipped)
     assert (rescued.action, rescued.reason) == (GateAction.EXTRACT, "model")
+
+
+def test_the_model_passes_a_turn_only_when_its_probability_reaches_the_threshold() -> None:
+    # A model that gives every turn it may judge the probability 0.6: its threshold decides.
+    text, context = "I have two dogs and a cat.", ["assistant: Any pets?"]
+    bias = math.log(0.6 / 0.4)
+    assert GateModel({}, bias=bias, threshold=0.61).decide(text, context).action is GateAction.SKIP
+    assert GateModel({}, bias=bias, threshold=0.59).decide(text, context).action is GateAction.EXTRACT
+    asked = "What time is it?"  # the rules skip it; the model may pass it, by its threshold alone
+    assert GateModel({}, bias=bias, threshold=0.61).decide(asked).action is GateAction.SKIP
+    assert GateModel({}, bias=bias, threshold=0.59).decide(asked).action is GateAction.EXTRACT
 
 
 def test_features_are_the_rules_cues_and_a_model_round_trips_through_its_file() -> None:

@@ -90,6 +90,31 @@ async def test_a_post_with_the_session_but_without_its_csrf_token_is_refused(
     assert not store.list_user(user_id)
 
 
+# A state-changing route that needs no CSRF token: the login (there is no session yet; it
+# needs the secret itself, and is refused from another origin like every POST).
+NO_SESSION_YET = {("POST", "/login")}
+
+
+async def test_every_state_changing_route_refuses_a_session_without_its_csrf_token(
+    gated_web: Web, http: aiohttp.ClientSession, store: MemoryStore, user_id: str
+) -> None:
+    """Walks the application's route table, so that a route added later is checked too:
+    every method but GET, HEAD and OPTIONS, with the session's cookie and a form that has
+    no token or a wrong one, is refused (403) before its handler runs."""
+    seed(store, user_id)
+    await login(http, gated_web)
+    unsafe = {(m, path) for m, path in routes(gated_web) if m not in ("GET", "HEAD", "OPTIONS")} - NO_SESSION_YET
+    assert {("POST", "/forget"), ("POST", "/dead-letters/replay"), ("POST", "/logout")} <= unsafe
+    for method, path in sorted(unsafe):
+        for token in (None, "not-the-token"):
+            data = {"id": user_id, "confirm": user_id, "all": "1"} | ({"csrf": token} if token else {})
+            async with http.request(method, f"{gated_web.url}{path}", data=data, allow_redirects=False) as resp:
+                assert resp.status == 403 and "CSRF" in await resp.text(), (method, path, token, resp.status)
+    assert [r.text for r in store.list_user(user_id)] == ["I keep bees on the roof"]  # no action went through
+    async with http.get(f"{gated_web.url}/store", allow_redirects=False) as resp:
+        assert resp.status == 200  # and the session is still there (logout refused too)
+
+
 @pytest.mark.parametrize(
     "headers",
     [
