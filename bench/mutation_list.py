@@ -329,7 +329,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         '"WHERE name = %s AND (lease_until IS NULL OR lease_until < now()) "',
         '"WHERE name = %s "',
         "retention claimed whether or not another process holds its lease",
-        (PGB + "test_retention_runs_once_for_processes_that_find_it_due_at_once",),
+        (ARCH + "test_a_retention_run_in_progress_keeps_every_other_process_out",),
         (PGB + "test_retention_runs_once_for_processes_that_find_it_due_at_once",),
     ),
     # ------------------------------------------------------------------ door
@@ -391,7 +391,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         '            db.connection.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left readable\n',
         "",
         "a forget's purge of Mem0's history file leaves the text in SQLite's free pages",
-        (S + "test_forget_user_removes_everything_searchable",),
+        (S + "test_a_forget_leaves_no_readable_text_in_mem0s_history_file",),
         (S + "test_forget_user_removes_everything_searchable",),
     ),
     Mutation(
@@ -473,7 +473,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if t not in _NEUTRAL] if s.retrieval.fulltext else []",
         "if t not in _NEUTRAL] if True else []",
         "MEMORY_RETRIEVAL_FULLTEXT=off no longer turns full-text recall off",
-        (RET + "test_retrieval_settings_come_from_memory_retrieval_variables",),
+        (RET + "test_each_stage_switch_turns_its_stage_off",),
         (RET + "test_retrieval_settings_come_from_memory_retrieval_variables",),
     ),
     Mutation(
@@ -483,7 +483,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "patterns = _like_patterns(words) if s.retrieval.substring else []",
         "patterns = _like_patterns(words) if True else []",
         "MEMORY_RETRIEVAL_SUBSTRING=off no longer turns substring recall off",
-        (RET + "test_retrieval_settings_come_from_memory_retrieval_variables",),
+        (RET + "test_each_stage_switch_turns_its_stage_off",),
         (RET + "test_retrieval_settings_come_from_memory_retrieval_variables",),
     ),
     Mutation(
@@ -493,7 +493,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            if s.retrieval.vector:\n",
         "            if True:\n",
         "MEMORY_RETRIEVAL_VECTOR=off no longer turns the vector search off",
-        (RET + "test_retrieval_settings_come_from_memory_retrieval_variables",),
+        (RET + "test_each_stage_switch_turns_its_stage_off",),
         (RET + "test_retrieval_settings_come_from_memory_retrieval_variables",),
     ),
     Mutation(
@@ -503,7 +503,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if not s.retrieval.lexical:  # Mem0's dense search alone",
         "        if False:  # Mem0's dense search alone",
         "MEMORY_RETRIEVAL_LEXICAL=off no longer falls back to Mem0's own search",
-        (RET + "test_retrieval_settings_come_from_memory_retrieval_variables",),
+        (RET + "test_each_stage_switch_turns_its_stage_off",),
         (RET + "test_retrieval_settings_come_from_memory_retrieval_variables",),
     ),
     Mutation(
@@ -513,7 +513,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         'return self.settings.retrieval.neighbours > 0 and self.settings.retrieval.fusion == "weighted"',
         'return self.settings.retrieval.fusion == "weighted"',
         "MEMORY_RETRIEVAL_NEIGHBOURS=0 no longer turns the neighbours' share off",
-        (RET + "test_retrieval_settings_come_from_memory_retrieval_variables",),
+        (RET + "test_each_stage_switch_turns_its_stage_off",),
         (RET + "test_retrieval_settings_come_from_memory_retrieval_variables",),
     ),
     Mutation(

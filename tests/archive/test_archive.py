@@ -280,3 +280,39 @@ async def test_retention_deletes_old_messages_and_raw_turns_and_keeps_summaries_
 
 
 # ----------------------------------------------------------- export, forget
+
+
+def test_a_retention_run_in_progress_keeps_every_other_process_out(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention runs once at a time across the fleet: while one run holds the lease, a
+    process that finds retention due does not start a second one (both would delete
+    the same rows and count them twice). The first run is stopped inside on an event."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memory.archive import retention
+
+    retention.ensure_maintenance_table(store)
+    with store.pool.connection() as conn:  # due: never run, nobody holds it
+        conn.execute("UPDATE memory_maintenance SET ran_at = '-infinity', lease_until = NULL, holder = NULL "
+                     "WHERE name = 'memory-retention'")  # fmt: skip
+    inside, go = threading.Event(), threading.Event()
+    real_count = store.rows.count_facts_older_than
+
+    def held_inside(cutoff: object, conn: object) -> int:
+        if not inside.is_set():  # the first run, holding the lease
+            inside.set()
+            go.wait(60)
+        return real_count(cutoff, conn)
+
+    monkeypatch.setattr(store.rows, "count_facts_older_than", held_inside)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(retention.run_retention, store, every_s=3600.0)
+        try:
+            assert inside.wait(60), "the first run never started"
+            second = retention.run_retention(store, every_s=3600.0)  # another process, meanwhile
+        finally:
+            go.set()
+        assert first.result(timeout=60).ran
+    assert second.ran is False

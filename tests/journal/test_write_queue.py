@@ -678,7 +678,20 @@ async def test_forget_drops_the_users_waiting_and_dead_turns_not_others(
     assert [r.text for r in store.list_user(other)] == ["My cat is called Miso"]
 
 
-def test_purged_turns_leave_no_readable_text_in_the_journal_files(tmp_path: Path, user_id: str) -> None:
+def test_purged_turns_leave_no_readable_text_in_the_journal_files(
+    tmp_path: Path, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Debian's SQLite zeroes freed pages by default, SQLite's own default does not (a Python
+    # built with it, as python.org's are): every connection here starts as that one would.
+    real_connect = sqlite3.connect
+
+    def upstream_default(*args: object, **kwargs: object) -> sqlite3.Connection:
+        conn = real_connect(*args, **kwargs)  # type: ignore[arg-type]
+        conn.execute("PRAGMA secure_delete = OFF")
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", upstream_default)
+
     async def never(turn: Turn) -> None:  # the queue is not started: the turn waits on disk
         raise AssertionError
 

@@ -267,6 +267,25 @@ def test_turn_that_answers_the_one_before_is_recalled_with_it(store: MemoryStore
     assert [m.text for m in on].index(answer) < rank_off
 
 
+def test_each_stage_switch_turns_its_stage_off(store: MemoryStore, user_id: str) -> None:
+    """The MEMORY_RETRIEVAL_* switches are there to measure a stage and to roll it back:
+    switched off, a stage finds nothing (its name is on no candidate of the look-up)."""
+    _turns(store, user_id, "s1", "I took my two turtles for a walk by the pond", "It's been three years now")
+    _turns(store, user_id, "s2", "My sister Anna lives in Lisbon", "We watched a film about space")
+    question = "How long has the user had the turtles?"
+
+    def stages(**knobs: object) -> set[str]:
+        found = retriever(store, retrieval_pool=1, **knobs).explain(user_id, question, top_k=3).considered
+        return {stage for c in found for stage in c.stages}
+
+    assert {"fulltext", "vector", "neighbour"} <= stages()  # every stage finds something here
+    assert "fulltext" not in stages(fulltext=False) and "substring" in stages(fulltext=False)
+    assert not {"fulltext", "substring"} & stages(fulltext=False, substring=False)
+    assert "vector" not in stages(vector=False)
+    assert "neighbour" not in stages(neighbours=0.0)
+    assert stages(lexical=False) == {"mem0"}  # Mem0's own search alone
+
+
 def test_neighbour_lookup_stays_within_the_user_and_the_session(store: MemoryStore, user_id: str) -> None:
     _turns(store, user_id, "s1", "I took my two turtles for a walk by the pond", "The weather was lovely")
     _turns(store, user_id + "-other", "s1", "zero", "It's been three years now")

@@ -107,6 +107,23 @@ def test_forget_user_removes_everything_searchable(store: MemoryStore, user_id: 
     assert [h["event"] for h in store.history(kept.id)] == ["ADD"]
 
 
+def test_a_forget_leaves_no_readable_text_in_mem0s_history_file(store: MemoryStore, user_id: str) -> None:
+    # Mem0's history file keeps every text; a forget purges it. Debian's SQLite zeroes freed
+    # pages by default, SQLite's own default does not: this connection is made to start so.
+    db = store.mem0.db
+    with db._lock:
+        (was,) = db.connection.execute("PRAGMA secure_delete").fetchone()
+        db.connection.execute("PRAGMA secure_delete = OFF")
+    try:
+        store.add_raw(user_id, "My locker combination is HISTORY-SECRET-7")
+        store.upsert_fact(user_id, "User's locker is HISTORY-SECRET-8", category="personal_facts", slot="locker")
+        assert store.delete_user(user_id) == 2
+        assert b"HISTORY-SECRET-" not in (store.settings.mem0_dir / "history.db").read_bytes()
+    finally:
+        with db._lock:
+            db.connection.execute(f"PRAGMA secure_delete = {int(was)}")
+
+
 def test_forget_user_removes_the_entities_mem0_linked(store: MemoryStore, user_id: str) -> None:
     # Mem0 links entities of an updated fact in `<table>_entities` when it can extract
     # them (with spaCy installed); its rows carry the user id and the entity's text.
@@ -124,15 +141,24 @@ def test_forget_user_removes_the_entities_mem0_linked(store: MemoryStore, user_i
     assert user_id not in owners and user_id + "-other" in owners
 
 
-def test_turns_said_before_forget_are_refused_and_later_ones_kept(store: MemoryStore, user_id: str) -> None:
+def test_turns_said_before_forget_are_refused_and_later_ones_kept(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     before = now_iso()
     store.add_raw(user_id, "I live at 12 Main St")
     store.delete_user(user_id)
-    # A turn said before the request, arriving late (a journal on another machine).
+    # A turn said before the request, arriving late (a journal on another machine): refused
+    # before anything is written (not written and taken back: for that moment it could be
+    # recalled, and Mem0 logs it in its history).
+    writes: list[str] = []
+    monkeypatch.setattr(store.mem0, "add", lambda text, **kw: writes.append(text))
+    monkeypatch.setattr(store.mem0, "update", lambda memory_id, text, **kw: writes.append(text))
     with pytest.raises(ForgottenTurn, match="asked to be forgotten"):
         store.add_raw(user_id, "My phone number is 555-0100", said_at=before, write_id="late-1")
     with pytest.raises(ForgottenTurn):
         store.upsert_fact(user_id, "User's phone is 555-0100", category="personal_facts", said_at=before)
+    assert writes == []
+    monkeypatch.undo()
     assert store.list_user(user_id) == []
     # What the user says afterwards is remembered again.
     later = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
