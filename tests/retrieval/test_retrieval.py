@@ -271,19 +271,24 @@ def test_each_stage_switch_turns_its_stage_off(store: MemoryStore, user_id: str)
     """The MEMORY_RETRIEVAL_* switches are there to measure a stage and to roll it back:
     switched off, a stage finds nothing (its name is on no candidate of the look-up)."""
     _turns(store, user_id, "s1", "I took my two turtles for a walk by the pond", "It's been three years now")
-    _turns(store, user_id, "s2", "My sister Anna lives in Lisbon", "We watched a film about space")
+    _turns(store, user_id, "s2", "My sister Anna lives in Lisbon", "We keep a beehive on the roof")
     question = "How long has the user had the turtles?"
 
-    def stages(**knobs: object) -> set[str]:
-        found = retriever(store, retrieval_pool=1, **knobs).explain(user_id, question, top_k=3).considered
+    def stages(query: str = question, **knobs: object) -> set[str]:
+        found = retriever(store, retrieval_pool=1, **knobs).explain(user_id, query, top_k=3).considered
         return {stage for c in found for stage in c.stages}
 
     assert {"fulltext", "vector", "neighbour"} <= stages()  # every stage finds something here
     assert "fulltext" not in stages(fulltext=False) and "substring" in stages(fulltext=False)
     assert not {"fulltext", "substring"} & stages(fulltext=False, substring=False)
+    hive = "Where is the hive?"  # only part of a word: full text finds nothing, so the substring stage runs
+    assert "substring" in stages(hive) and "substring" not in stages(hive, substring=False)
     assert "vector" not in stages(vector=False)
     assert "neighbour" not in stages(neighbours=0.0)
-    assert stages(lexical=False) == {"mem0"}  # Mem0's own search alone
+    assert stages(lexical=False) == {"mem0"}  # Mem0's own search alone, in `explain` and in `retrieve`
+    dense = retriever(store, lexical=False).retrieve(user_id, question, top_k=3)
+    mem0 = store.search(user_id, question, top_k=3, threshold=store.settings.recall_threshold)
+    assert [(m.id, round(m.score, 6)) for m in dense] == [(m.id, round(m.score, 6)) for m in mem0]
 
 
 def test_neighbour_lookup_stays_within_the_user_and_the_session(store: MemoryStore, user_id: str) -> None:
