@@ -36,6 +36,7 @@ import random
 import sys
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from livekit.agents import Agent
 
 import harness as harness_mod
 from bench.evaldata import EvalDataError, eval_file
+from bench.lookup_floor import timed_stages
 from bench.mem0_pattern import HookTimes, async_memory, mem0_pattern
 from bench.stats import mean_interval
 from bench.work_window import Work, in_window, record_work
@@ -688,7 +690,10 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         ("NORMAL realtime, store stalls 5 s", "realtime", normal, stress, lambda: stalled_store(store, 5.0)),
     ]
     results: dict[str, ScenarioResult] = {}
+    stage_times: dict[str, dict[str, list[float]]] = {}
     for kind in kinds:
+        times = stage_times[kind] = defaultdict(list)
+        stages = (lambda t=times: timed_stages(Retriever, t)) if args.stages else _null
         # Memory off, NORMAL, GATED and memory off again (the A/A pair: how far two runs
         # of the same pipeline differ on this machine), interleaved session by session,
         # the order rotated each time: a machine that gets busier during the run moves
@@ -709,7 +714,7 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
                 if args.gc == "frozen":
                     heap.settle()  # what lives on is frozen, as prewarm leaves a fresh job process
                 res, t0 = results[name], time.perf_counter()
-                with full_passes(res.gc_full_passes_ms):
+                with full_passes(res.gc_full_passes_ms), stages():
                     await _one_session(res, kind, store, retrievers[name], settings, batch,
                                        reference=settings is not None, vad=vad,
                                        peer=peer if name.startswith("Mem0") else None)  # fmt: skip
@@ -755,6 +760,11 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         )
         if name in results
     }
+    if args.stages:  # the look-up's stages in the pipeline, every look-up of the run (references too)
+        gc_info["lookup_stages_ms"] = {
+            kind: {k: {"n": len(v), "p50": round(pct(v, 50), 2), "p95": round(pct(v, 95), 2)} for k, v in t.items()}
+            for kind, t in stage_times.items()
+        }
     forget_sessions(store)
     rows, user_rows = store_size(store)
     store.close()
@@ -840,6 +850,7 @@ def main() -> None:
         help="reach the database through a loopback TCP proxy adding this round trip (0: the proxy, no delay)",
     )
     parser.add_argument("--pgbouncer", action="store_true", help="PgBouncer (transaction mode) in front of Postgres")
+    parser.add_argument("--stages", action="store_true", help="time the look-up's stages (bench.lookup_floor's)")
     parser.add_argument(
         "--no-mem0-pattern",
         dest="mem0_pattern",

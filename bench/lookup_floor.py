@@ -33,7 +33,8 @@ import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 @contextmanager
 def timed_stages(retriever_cls: type, times: dict[str, list[float]]) -> Iterator[None]:
     names = {"query_terms": "keywords", "query_vector": "embedding", "_lexical_recall": "lexical (beside embedding)",
-             "_fetch": "vector + fetch SQL", "with_neighbours": "neighbours", "rank": "ranking"}  # fmt: skip
+             "_fetch": "vector + fetch SQL", "with_neighbours": "neighbours", "rank": "ranking",
+             "_score_lexically": "lexical scoring", "retrieve": "whole retrieve"}  # fmt: skip
     real: dict[str, Callable[..., Any]] = {}
     for attr, label in names.items():
         fn = real[attr] = getattr(retriever_cls, attr)

@@ -23,7 +23,7 @@ from memory.journal.queue import purge_user
 from memory.journal.reserve import is_disk_full, no_room, release_reserve
 from memory.journal.spill import purge_user as purge_spilled
 from memory.language.dates import Span
-from memory.language.prefilter import GateAction, GateDecision
+from memory.language.prefilter import GateAction, GateDecision, is_acknowledgement
 from memory.language.recall_intent import needs_memory
 from memory.language.redact import redact_secrets
 from memory.ops.threads import configure_reads, run_read, run_upkeep, run_write
@@ -36,6 +36,10 @@ from memory.storage.store import HistoryNotPurged, MemoryStore
 from memory.types import InvalidMemoryText, MemoryRecord, Turn, WriteResult, clean_text, describe_error
 
 logger = logging.getLogger(__name__)
+
+# Longest message that can be a bare acknowledgement ("ok thank you so much!"): longer ones
+# are not checked (the check runs on every interim transcript).
+_CONTENT_FREE_MAX_CHARS = 40
 
 
 def _verdict(outcome: GateOutcome) -> dict[str, Any]:
@@ -171,8 +175,11 @@ class MemoryService:
 
     # ------------------------------------------------------------------ read
     def wants_recall(self, text: str) -> bool:
-        """NORMAL recalls on every turn; GATED only when the message needs memory."""
-        if not text.strip():
+        """NORMAL recalls on every turn that says something; GATED only when the message
+        needs memory. A turn that carries no content ("ok", "thanks", 嗯, 对:
+        `is_acknowledgement`) gets no look-up in either mode: what it would find is what its
+        words' neighbours happen to be, and with a batch STT the reply would wait for it."""
+        if not text.strip() or (len(text) <= _CONTENT_FREE_MAX_CHARS and is_acknowledgement(text)):
             return False
         return self.mode is MemoryMode.NORMAL or needs_memory(text)
 
