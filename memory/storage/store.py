@@ -689,6 +689,21 @@ class MemoryStore:
     ) -> list[tuple[str, float, dict[str, Any], str]]:
         return self.rows.nearest_and_ids(scope, vector, limit, ids, neighbours=neighbours)
 
+    def candidates(
+        self,
+        scope: Scope,
+        vector: Sequence[float],
+        terms: Sequence[str],
+        patterns: Sequence[str],
+        *,
+        limit: int,
+        scan: int,
+        substring_below: float,
+        neighbours: bool = False,
+    ) -> list[tuple[str, float, dict[str, Any], str]]:
+        return self.rows.candidates(scope, vector, terms, patterns, limit=limit, scan=scan,
+                                    substring_below=substring_below, neighbours=neighbours)  # fmt: skip
+
     def session_turns(
         self, user_id: str, sessions: Sequence[str], seqs: Sequence[str], vector: Sequence[float] | None
     ) -> list[tuple[str, float | None, dict[str, Any]]]:
