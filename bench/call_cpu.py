@@ -44,6 +44,8 @@ def summarise(calls: list[Any]) -> dict[str, Any]:
     on = [c for c in calls if c.memory and c.cpu_s is not None]
     off = [c for c in calls if not c.memory and c.cpu_s is not None]
     on_s, off_s = [c.cpu_s for c in on], [c.cpu_s for c in off]
+    for c in on + off:  # what threads that ended before the call's end used (the total counts them)
+        c.cpu_s_by_thread = {**c.cpu_s_by_thread, "ended threads": max(0.0, c.cpu_s - sum(c.cpu_s_by_thread.values()))}
     threads = sorted({k for c in on + off for k in c.cpu_s_by_thread})
     by_thread = {
         name: {
