@@ -47,7 +47,7 @@ from livekit.agents import Agent
 
 import harness as harness_mod
 from bench.evaldata import EvalDataError, eval_file
-from bench.lookup_floor import timed_stages
+from bench.lookup_floor import STORE_SQL, timed_stages
 from bench.mem0_pattern import HookTimes, async_memory, mem0_pattern
 from bench.stats import mean_interval
 from bench.work_window import Work, in_window, record_work
@@ -693,7 +693,7 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
     stage_times: dict[str, dict[str, list[float]]] = {}
     for kind in kinds:
         times = stage_times[kind] = defaultdict(list)
-        stages = (lambda t=times: timed_stages(Retriever, t)) if args.stages else _null
+        stages = (lambda t=times: _stages(t)) if args.stages else _null
         # Memory off, NORMAL, GATED and memory off again (the A/A pair: how far two runs
         # of the same pipeline differ on this machine), interleaved session by session,
         # the order rotated each time: a machine that gets busier during the run moves
@@ -825,6 +825,13 @@ def _remote_database(args: argparse.Namespace, base: MemorySettings, env: dict[s
 @contextmanager
 def _null() -> Iterator[None]:
     yield
+
+
+@contextmanager
+def _stages(times: dict[str, list[float]]) -> Iterator[None]:
+    """The look-up's stages and its statements timed (`bench.lookup_floor`'s)."""
+    with timed_stages(Retriever, times), timed_stages(MemoryStore, times, STORE_SQL):
+        yield
 
 
 def main() -> None:
