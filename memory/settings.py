@@ -132,7 +132,8 @@ class RetrievalSettings:
     sessions: float = 0.2  # conversation first: share of its session's match a raw turn gets (0: off)
     # Issue 43: the look-up's round trips. On: every stage in one statement after the query's
     # embedding; off: the lexical stages beside the embedding, then the vector stage (two).
-    one_trip: bool = True
+    # Off by default: no gain measured (docs/latency.md, `bench.lookup_floor --ab`).
+    one_trip: bool = False
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,15 @@ and exact names, so retrieval runs in stages:
      (ILIKE on the text, trigram-indexed), which also finds rows written before
      `lex` existed;
    - vector search (cosine, pgvector) on Mem0's table;
-   after the query's embedding, ONE statement (`Mem0Table.candidates`) runs every
-   stage: the lexical recall (both its stages), the vector hits, the cosine and
-   payload of the lexical hits, and the raw turns said next to any of them. A
-   look-up is thus one round trip to the database, and no statement runs beside the
-   embedding to take a core from it (MEMORY_RETRIEVAL_ONE_TRIP; off: the lexical
-   recall in a worker thread while this one embeds the query, then the rest, two
-   round trips; `python -m bench.lookup_floor --ab`, docs/latency.md);
+   the lexical recall (both its stages in one statement) runs in a worker thread
+   while this one embeds the query, the slow part; one SQL round trip then fetches
+   the vector hits, the cosine and payload of the lexical hits, and the raw turns
+   said next to any of them. A look-up is thus two round trips to the database,
+   one of them beside the embedding: what a remote database costs it
+   (`python -m bench.latency --db-rtt-ms 2`, docs/scaling.md). With
+   MEMORY_RETRIEVAL_ONE_TRIP, one statement after the embedding runs every stage
+   (`Mem0Table.candidates`): the same candidates, one round trip, nothing beside the
+   embedding (`python -m bench.lookup_floor --ab`, docs/latency.md);
 3. every candidate scored lexically (per keyword 1.0/0.7/0.3, keywords weighted
    by their rarity in everyday language and among the candidates) and by its
    cosine similarity, less how crowded the memory's neighbourhood is among the

@@ -2,11 +2,11 @@
 machine) adds to every reply whose look-up is on its path (the batch STT's).
 
 Each statement a look-up runs after another pays the network's round trip, and a statement
-in a transaction pays three (BEGIN, itself, COMMIT). A look-up is one statement outside a
-transaction, after the query's embedding: the lexical recall (full text, and substring only
-when full text finds too little), the vector search, the hits' payloads and the raw turns
-next to any of them (MEMORY_RETRIEVAL_ONE_TRIP; off: the lexical recall beside the
-embedding, then the rest, two statements). Both ways find the same memories.
+in a transaction pays three (BEGIN, itself, COMMIT). A look-up is two statements outside
+transactions: the lexical recall (full text, and substring only when full text finds too
+little), beside the query's embedding; then the vector search with the hits' payloads and
+the raw turns next to any of them. With MEMORY_RETRIEVAL_ONE_TRIP on, it is one statement
+after the embedding. Both ways find the same memories.
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ def _retriever(store: MemoryStore, *, one_trip: bool = True) -> Retriever:
     return Retriever(store, dataclasses.replace(store.settings.tuned(density=0.0, one_trip=one_trip)))
 
 
-def test_a_look_up_is_one_statement_outside_a_transaction(store: MemoryStore, user_id: str, statements) -> None:
+def test_a_look_up_is_two_statements_or_with_one_trip_one_outside_transactions(
+    store: MemoryStore, user_id: str, statements
+) -> None:
     for seq, text in enumerate(["How long have you had the turtles?", "I've had them for three years",
                                 "My sister Anna lives in Lisbon"]):  # fmt: skip
         store.add_raw(user_id, text, metadata={"session_id": "s-earlier", "seq": seq})
@@ -54,7 +56,8 @@ def test_a_look_up_is_one_statement_outside_a_transaction(store: MemoryStore, us
     assert [(auto, text.split()[0]) for auto, text in statements] == [(True, "SET")], statements
     # ... and the neighbour it brought along took part: the answer said just after the question
     assert "I've had them for three years" in [r.text for r in found]
-    # Off: the lexical recall beside the embedding, then the rest.
+    # Off (the default): the lexical recall beside the embedding, then the rest.
+    assert store.settings.retrieval.one_trip is False
     retriever = _retriever(store, one_trip=False)
     statements.clear()
     assert retriever.retrieve(user_id, "how long have I had the turtles") == found
