@@ -21,7 +21,7 @@ import re
 from datetime import date
 
 from memory.language import dates
-from memory.language.prefilter import normalise
+from memory.language.prefilter import normalise, says_change
 
 __all__ = ["asks_about_past", "asks_before", "held_from", "is_correction"]
 
@@ -56,6 +56,7 @@ _MISTAKE_EN = re.compile(
 _MISTAKE_ZH = re.compile(
     r"不对|说错了?|搞错了?|记错了?|弄错了?|听错了?|写错了?|口误|更正|纠正|我是说|我的意思是|我说的是|不是我说的"
 )
+_REPAIR_OPENING = re.compile(r"^(?:(?:oh|um|uh|well|no|sorry|wait)[\s,]+)*(?:actually|no,|nope|其实|不，|不是，)")
 _NO_LONGER = re.compile(r"\b(?:anymore|any more|any longer|no longer)\b|已经不|早就不|不再|现在不")
 _NOT_EN = re.compile(r"\bnot (?:in |at |a |an |the )?([a-z][\w'-]{1,})")
 _NOT_ZH = re.compile(r"不是([\u3400-\u9fff\w]{1,8})")
@@ -64,10 +65,13 @@ _NOT_ZH = re.compile(r"不是([\u3400-\u9fff\w]{1,8})")
 def is_correction(text: str, old_value: str) -> bool:
     """Does `text` correct `old_value` (a mistake, a mishearing) rather than change it?
 
-    A mistake marker ("I meant", "you misheard", 说错了, 不对), or a contrast that
-    names the old value as not said ("Berlin, not Bern", 是柏林，不是伯尔尼)."""
+    A mistake marker ("I meant", "you misheard", 说错了, 不对), a repair that opens the
+    turn without the grammar of a change ("actually, it's 3pm"; not "actually, I moved"),
+    or a contrast that names the old value as not said ("Berlin, not Bern", 不是伯尔尼)."""
     t, old = normalise(text), normalise(old_value)
     if _MISTAKE_EN.search(t) or _MISTAKE_ZH.search(t):
+        return True
+    if _REPAIR_OPENING.match(t) and not says_change(text):  # "actually, it's 3pm"; not "actually, I moved"
         return True
     if _NO_LONGER.search(t):  # "not a teacher anymore", 已经不是老师了: a change
         return False

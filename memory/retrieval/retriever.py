@@ -309,11 +309,9 @@ class Retriever:
         self, user_id: str, categories: Sequence[str] | None, exclude_session: str | None, query: str,
         now: datetime | None,
     ) -> Scope:  # fmt: skip
-        """Whose memories a look-up reads. GATED (`categories`) reads the values a fact
-        held before only for a question about the past ("before", "used to", 以前, 去年);
-        NORMAL's raw turns are never superseded."""
-        past = categories is None or asks_about_past(query, self._today(now))
-        return Scope(user_id, categories, exclude_session, past=past)
+        """Whose memories a look-up reads: the values a GATED fact held before it changed
+        only for a question about the past ("before", "used to", 以前, 去年)."""
+        return Scope(user_id, categories, exclude_session, past=asks_about_past(query, self._today(now)))
 
     def _today(self, now: datetime | None) -> date:
         return (now or datetime.now(self._zone)).astimezone(self._zone).date()
@@ -325,7 +323,7 @@ class Retriever:
         s = self.settings
         cands, q, turns = self._candidates(scope, query, top_k=k, context=context)
         ranked = self.with_structure(self.rank(cands), q, query, now)
-        if scope.past and scope.categories:  # a question about the past: each fact's value for its time
+        if scope.past:  # a question about the past: each fact's value for its time
             ranked = validity.for_its_time(ranked, self.embedding_text(query), self._today(now))
         if self._neighbours_count:
             ranked = self.with_neighbours(scope, ranked, q, top_k=k, fetched=turns)
