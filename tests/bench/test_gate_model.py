@@ -55,11 +55,11 @@ def test_the_margin_moves_the_threshold_up_only_as_far_as_conversations_disagree
     same = np.concatenate([durable] * 20)
     # Every conversation skips the same share: no margin is needed.
     assert threshold_with_margin(scores, same, groups, floor=0.5) == 0.06
-    # Half the conversations are all low-scoring chatter, half all high: skip .5 at 0.2 in
-    # this sample, but another sample of conversations may hold fewer low ones.
-    split = np.array([0.1] * 10 + [0.9] + [0.2] * 10 + [0.9])
+    # Eleven conversations of low-scoring chatter, nine of high: skip .55 at 0.2 in this
+    # sample, but another sample of twenty conversations may well hold fewer low ones.
+    low, high = [0.1] * 10 + [0.9], [0.2] * 10 + [0.9]
+    scores2 = np.array(low * 11 + high * 9)
     groups2 = [f"c{g}" for g in range(20) for _ in range(11)]
-    scores2 = np.concatenate([split] * 10)
     assert threshold_at_skip(scores2, same, 0.5) == 0.2
     assert threshold_with_margin(scores2, same, groups2, floor=0.5) > 0.2
 
