@@ -85,26 +85,32 @@ def _shares_chars(said: str, old: str) -> bool:
     return any(said[i : i + 2] in old for i in range(len(said) - 1))
 
 
-# A question about what held before now: "before", "used to", "previously", "formerly",
-# "my old/former/ex-", "last year", "back then", "originally"; 之前, 以前, 原来, 过去,
-# 曾经, 从前, 去年, 前任, 前男友. A past span the question names ("in 2024") too.
+# A question about what held before now: "used to", "previously", "formerly", "my old/
+# former/ex-", "last year", "back then", "originally"; 以前, 原来, 过去, 曾经, 从前, 去年,
+# 前任, 前男友. A past span the question names ("in 2024") too.
 _PAST_EN = re.compile(
-    r"\b(?:before|used to|use to|previous(?:ly)?|former(?:ly)?|prior|originally|back then|back when|at first"
+    r"\b(?:used to|use to|previous(?:ly)?|former(?:ly)?|originally|back then|back when|at first"
     r"|in the past|(?:my|the) old (?:job|home|place|address|flat|apartment|house|city|town|school|car|phone|boss"
     r"|team|company|employer|partner|boyfriend|girlfriend|name)|ex(?:-| )?(?:boyfriend|girlfriend|wife|husband"
     r"|partner)|my ex|last (?:year|month|summer|winter|spring|autumn|fall)"
-    r"|(?:a|one|two|three|a few|a couple of) (?:years?|months?) ago|until|till)\b"
+    r"|(?:a|one|two|three|a few|a couple of) (?:years?|months?) ago)\b"
 )
 _PAST_ZH = re.compile(
     r"之前|以前|原来|原先|过去|曾经|从前|以往|当初|去年|前年|前任|前男友|前女友|前妻|前夫|上一份|上一个"
 )
+# "before" / "prior to" ask about the past only in a question in the past tense: "where
+# did I live before Berlin?", not "what should I pack before the flight?".
+_BEFORE_WORD = re.compile(r"\b(?:before|prior to)\b")
+_PAST_TENSE = re.compile(r"\b(?:did|was|were|had|wasn't|weren't|didn't)\b")
+# ...and 之前 does not when what comes after it is to be done: 出发之前我要准备什么.
+_TO_COME_ZH = re.compile(r"(?:之前|以前)[，,]?(?:我们|我|你)?(?:要|得|应该|需要|打算|记得|别忘)")
 # "Have I told you before ...", 我之前跟你说过: "before" dates the telling, not the fact.
 _TOLD_BEFORE_EN = re.compile(
     r"\b(?:told|tell|said|say|mentioned|mention|asked|talked|discussed)(?: (?:you|it|this|that|so|to you))?"
     r"(?: about \w+)? (?:before|previously|earlier)\b"
 )
 _TOLD_BEFORE_ZH = re.compile(r"(?:之前|以前|原来)(?:我)?(?:跟你|和你|对你|给你|向你)?(?:说|讲|提|告诉|聊|问)")
-_BEFORE_EN = re.compile(r"\b(?:before|prior to|until)\s+(?!that\b|then\b|now\b|this\b|today\b)(\w+)")
+_BEFORE_EN = re.compile(r"\b(?:before|prior to)\s+(?!that\b|then\b|now\b|this\b|today\b)(\w+)")
 _BEFORE_ZH = re.compile(r"[\u3400-\u9fffA-Za-z]{2,}(?:之前|以前)")
 
 
@@ -116,7 +122,9 @@ def _past_words(text: str) -> str:
 def asks_about_past(text: str, today: date | None = None) -> bool:
     """Does the question ask about what held before now (or in a past span it names)?"""
     t = _past_words(text)
-    if _PAST_EN.search(t) or _PAST_ZH.search(t):
+    if _PAST_EN.search(t) or (_BEFORE_WORD.search(t) and _PAST_TENSE.search(t)):
+        return True
+    if _PAST_ZH.search(t) and not _TO_COME_ZH.search(t):
         return True
     span = dates.query_span(text, today) if today is not None else None
     return span is not None and span.end < today  # type: ignore[operator]
@@ -126,4 +134,6 @@ def asks_before(text: str) -> bool:
     """Does the question ask what held before a value it names ("before Berlin",
     搬到上海之前)? Then the answer is that value's predecessor, not the latest past one."""
     t = _past_words(text)
-    return bool(_BEFORE_EN.search(t) or _BEFORE_ZH.search(t))
+    return bool(
+        (_BEFORE_EN.search(t) and _PAST_TENSE.search(t)) or (_BEFORE_ZH.search(t) and not _TO_COME_ZH.search(t))
+    )

@@ -67,6 +67,9 @@ def test_a_correction_is_told_from_a_change(text: str, old: str, correction: boo
         ("Have I told you before where I work?", False, False),  # "before" dates the telling
         ("我之前跟你说过我在哪工作吗？", False, False),
         ("我妹妹叫什么？", False, False),
+        ("What should I pack before the flight?", False, False),  # "before" something to come
+        ("How long until my birthday?", False, False),
+        ("出发之前我要准备什么？", False, False),
     ],
 )
 def test_a_question_about_the_past_is_told_from_one_about_now(question: str, past: bool, before: bool) -> None:
