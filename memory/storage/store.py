@@ -365,7 +365,7 @@ class MemoryStore:
         if current is not None and correction is not None and correction(current.text):
             meta["valid_from"] = current.metadata.get("valid_from") or valid_from  # it held all along
         elif current is not None:
-            self._keep_past(user_id, current, meta.get("valid_from"), write_id)
+            self._keep_past(user_id, current, meta.get("valid_from"), write_id, said_at)
         with _refusals_named(), self._write_vector(text, form):
             if current is not None:
                 self.mem0.update(current.id, text, metadata=meta)
@@ -377,12 +377,14 @@ class MemoryStore:
         self._undo_if_forgotten(user_id, said_at, mem_id)
         return WriteResult("ADD", mem_id, text)
 
-    def _keep_past(self, user_id: str, current: MemoryRecord, until: object, write_id: str | None) -> None:
+    def _keep_past(
+        self, user_id: str, current: MemoryRecord, until: object, write_id: str | None, said_at: str | None
+    ) -> None:
         """Keep the value a change replaces as a row of its own, with the span it held.
 
         Written before the current row is updated: a worker killed between the two leaves
         a past row whose write id its replay finds (no second copy), never an update whose
-        old value is gone."""
+        old value is gone. A forget that came meanwhile takes it back, as any write."""
         past_id = f"{write_id}:was" if write_id else None
         if past_id and self._find_by_write_id(user_id, past_id) is not None:
             return
@@ -399,7 +401,9 @@ class MemoryStore:
         if past_id:
             meta["write_id"] = past_id
         with _refusals_named(), self._write_vector(current.text, form):
-            self.mem0.add(current.text, user_id=user_id, metadata=meta, infer=False)
+            out = self.mem0.add(current.text, user_id=user_id, metadata=meta, infer=False)
+        results = out.get("results") or []
+        self._undo_if_forgotten(user_id, said_at, results[0]["id"] if results else None)
 
     def index_form(
         self, text: str, context: Sequence[str], said_at: object, *, use_context: bool | None = None

@@ -158,6 +158,26 @@ def test_a_write_racing_the_forget_takes_itself_back(store: MemoryStore, user_id
     assert history_rows_mentioning(store, "SECRET-RACE") == []
 
 
+def test_a_change_racing_the_forget_takes_back_the_value_it_set_aside(
+    store: MemoryStore, user_id: str, monkeypatch
+) -> None:
+    store.upsert_fact(user_id, "User lives in OLD-CITY-RACE", category="personal_facts", slot="home_city")
+    said_at = now_iso()  # said before the forget below
+    real_add = store.mem0.add
+
+    def forget_then_add(*args, **kwargs):  # the forget lands as the past value is written
+        store.delete_user(user_id)
+        return real_add(*args, **kwargs)
+
+    monkeypatch.setattr(store.mem0, "add", forget_then_add)
+    with pytest.raises(ForgottenTurn):
+        store.upsert_fact(user_id, "User lives in NEW-CITY-RACE", category="personal_facts", slot="home_city",
+                          said_at=said_at)  # fmt: skip
+    monkeypatch.undo()
+    assert store.list_user(user_id) == []
+    assert history_rows_mentioning(store, "CITY-RACE") == []
+
+
 def test_a_forget_between_the_row_and_its_history_entry_leaves_no_history(
     store: MemoryStore, user_id: str, monkeypatch
 ) -> None:
