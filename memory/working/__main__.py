@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from memory.forget import missing_store
+from memory.storage.locate import missing_store
 from memory.ops.printable import terminal_json
 from memory.settings import ConfigError, load_settings
 from memory.storage.contexts import ContextStore
