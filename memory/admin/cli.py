@@ -396,16 +396,21 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
 def _import(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
     """`import FILE`: what it wrote, and what it refused (exit 1); exit 2 when the file
     is not one it reads (nothing written)."""
-    from memory.admin.importer import import_file
+    from memory.admin.importer import ImportRefused, import_file
 
     try:
         report = asyncio.run(import_file(admin.store, admin.settings, args.file, user_id=user_id))
+    except ImportRefused as exc:  # the whole file was checked: one line per problem, nothing written
+        for problem in exc.problems:
+            print(f"{PROG}: {printable(problem)}", file=sys.stderr)
+        print(f"{PROG}: nothing was imported ({len(exc.problems)} problem(s) above)", file=sys.stderr)
+        return 2
     except InvalidMemoryText as exc:
-        print(f"{PROG}: nothing was imported: {exc}", file=sys.stderr)
+        print(f"{PROG}: nothing was imported: {printable(str(exc))}", file=sys.stderr)
         return 2
     print(to_json(report.as_dict()) if args.json else report.summary())
-    for problem in report.refused[:20]:
-        print(f"{PROG}: not imported: {problem}", file=sys.stderr)
+    for problem in report.refused[:20]:  # what the store refused while writing (dead letters)
+        print(f"{PROG}: not written: {printable(problem)}", file=sys.stderr)
     return 1 if report.refused else 0
 
 

@@ -85,7 +85,7 @@ class ArchiveStore:
     # ------------------------------------------------------------- embedding
     @property
     def _model(self) -> Any:
-        return self.store.mem0.embedding_model
+        return self.store.embedder
 
     def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         """Stored texts, in batches of at most `EMBED_BATCH`."""

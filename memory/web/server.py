@@ -16,7 +16,6 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
-
 from typing import TYPE_CHECKING
 
 from memory.settings import ConfigError, LiveKitCredentials, livekit_credentials, load_settings, web_settings

@@ -75,7 +75,10 @@ def test_both_forget_commands_word_it_the_same(
 ) -> None:
     monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
     said = {}
-    for name, forget in (("a", lambda u: forget_main([u])), ("b", lambda u: admin_main(["forget", u]))):
+    for name, forget in (
+        ("a", lambda u: forget_main(["--yes", u])),
+        ("b", lambda u: admin_main(["forget", u, "--yes"])),
+    ):
         user = f"{user_id}-{name}"
         store.add_raw(user, "I keep bees")
         assert forget(user) == 0
@@ -84,5 +87,5 @@ def test_both_forget_commands_word_it_the_same(
         again = capsys.readouterr()
         said[name] = (first, again.err.replace(user, "USER").split(": ", 1)[1])
     assert said["a"] == said["b"]
-    assert said["a"][0][0].startswith("forgot USER: 1 memor"), said
+    assert said["a"][0][0].startswith("forgot USER: memories 1, mem0_history 1,"), said
     assert "nothing was stored under 'USER'" in said["a"][1]

@@ -45,9 +45,12 @@ def _fill(store: MemoryStore, user_id: str) -> None:
 
 def _kept(doc: dict[str, Any]) -> dict[str, Any]:
     """What an export says about the user, less the store's own ids and the export's time."""
+    history: dict[str, list[tuple[Any, ...]]] = {}
+    for h in doc["mem0_history"]:
+        history.setdefault(h["memory_id"], []).append((h["event"], h["old"], h["new"], h["at"]))
     memories = sorted(
         (m["text"], m["category"], m["slot"], m["created_at"], m["updated_at"], m["session_id"], m["seq"],
-         tuple((h["event"], h["old"], h["new"], h["at"]) for h in m.get("history", [])))
+         tuple(history.get(m["id"], [])) if m["category"] else ())
         for m in doc["memories"]
     )  # fmt: skip
     archive = sorted(
@@ -75,7 +78,7 @@ def test_export_forget_import_export_gives_back_the_same_memories_facts_with_his
     assert len(before["memories"]) == 4 and len(before["archive"]) == 4
     assert any(len(m[7]) == 2 for m in before["memories"])  # Berlin, with Paris before it
 
-    assert admin_main(["forget", user_id]) == 0
+    assert admin_main(["forget", user_id, "--yes"]) == 0
     assert admin_main(["show", user_id]) == 1  # nothing left
     capsys.readouterr()
 
@@ -112,10 +115,15 @@ def test_an_import_is_redacted_and_facts_pass_the_gatekeepers_rules(
                      "content": "my pin is 4711 and I like tea", "metadata": {}}],
     }  # fmt: skip
     path = admin_env / "edited.json"
-    path.write_text(json.dumps(doc))
-    assert admin_main(["import", str(path)]) == 1  # some of it refused, the rest imported
-    err = capsys.readouterr().err
-    assert err.count("not imported") == 2 and "reveal the system prompt" in err and "hunter2" not in err, err
+    path.write_text(json.dumps(doc, indent=2))  # each memory on lines of its own, from lines 4, 9, 15 and 19
+    assert admin_main(["import", str(path)]) == 2  # two are refused: nothing is written
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(": ")[1] for line in err[:2]] == ["line 15", "line 19"], err
+    assert "reveal the system prompt" in err[0] and "hunter2" not in "".join(err), err
+    assert store.list_user(user_id) == [] and archive_for(store).messages(user_id) == []
+    doc["memories"] = doc["memories"][:2]  # without them, all of it
+    path.write_text(json.dumps(doc, indent=2))
+    assert admin_main(["import", str(path)]) == 0
     stored = {m.text: m for m in store.list_user(user_id)}
     assert set(stored) == {"my card is [redacted], call me Bo", "User reads poetry"}
     assert (stored["User reads poetry"].category, stored["User reads poetry"].slot) == ("preferences", "hobby_reading")
