@@ -294,6 +294,13 @@ def count_user(path: Path, user_id: str) -> int:
         return int(conn.execute(query, [user_id]).fetchone()[0])
 
 
+def checkpoint(path: Path) -> None:
+    """Fold the journal's write-ahead log into its file and empty it (its size on disk is
+    then the rows it holds)."""
+    with closing(sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
 def replay_dead(path: Path, turn_ids: Sequence[str] | None = None) -> int:
     """Dead letters back to pending (all, or these turns), owned by nobody: a running
     worker takes them over within `lease_s / 3` (10 s), or the next one to start does."""
