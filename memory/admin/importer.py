@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -177,9 +178,11 @@ def read_source(path: str) -> str:
         raise InvalidMemoryText(f"{path} cannot be read: {exc}") from None
 
 
-def parse_source(text: str) -> ExportDocument | list[dict[str, Any]]:
+def parse_source(text: str, problems: list[str] | None = None) -> ExportDocument | list[dict[str, Any]]:
     """An export document (one JSON object with a place's rows, `memories` or `archive`),
-    or JSON lines. Raises `ImportRefused` naming the line for what cannot be read."""
+    or JSON lines: the lines that cannot be read are left out and named in `problems`
+    (without it, `ImportRefused` says them). An export that cannot be read is refused."""
+    given = problems
     stripped = text.strip()
     if not stripped:
         raise ImportRefused(["the file is empty"])
@@ -191,7 +194,7 @@ def parse_source(text: str) -> ExportDocument | list[dict[str, Any]]:
         if doc is not None:
             return doc
     lines: list[dict[str, Any]] = []
-    problems: list[str] = []
+    problems = [] if given is None else given
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -216,15 +219,13 @@ def parse_source(text: str) -> ExportDocument | list[dict[str, Any]]:
             continue
         item["_line"] = number
         lines.append(item)
-    if problems:
+    if problems and given is None:
         raise ImportRefused(problems)
     return lines
 
 
-class _NotOneDocument(Exception):
+class _NotOneDocument(InvalidInput):
     """The text is not one JSON object holding a place's rows (JSON lines, then)."""
-
-
 
 
 def _is_export(doc: dict[str, Any]) -> bool:
@@ -296,6 +297,12 @@ def _read_document(text: str) -> ExportDocument:
     if skip(pos + 1) != len(text) or not ("memories" in sections or "archive" in sections):
         raise _NotOneDocument
     return ExportDocument(header, sections)
+
+
+def _line_of(problem: str) -> int:
+    """The line a problem names (0: the file as a whole)."""
+    found = re.match(r"line (\d+)", problem)
+    return int(found.group(1)) if found else 0
 
 
 def _depth(value: Any) -> int:
@@ -647,8 +654,8 @@ async def import_text(
 ) -> ImportReport:
     """Check the whole of `text`, then write all of it: `ImportRefused`, with one line for
     every problem found, before anything is written."""
-    source = parse_source(text)
     refused: list[str] = []
+    source = parse_source(text, refused)
     if isinstance(source, ExportDocument):
         uid, items = plan_export(source, user_id, refused)
         report = ImportReport([uid], "export")
@@ -656,7 +663,7 @@ async def import_text(
         users, items = plan_lines(source, user_id, settings, refused)
         report = ImportReport(users, "turns")
     if refused:
-        raise ImportRefused(refused)
+        raise ImportRefused(sorted(refused, key=_line_of))
     started = time.monotonic()
     if items:
         await write_items(store, settings, items, report)

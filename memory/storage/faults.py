@@ -10,13 +10,15 @@ product's tree (`memory/errors.py`), so that every caller above decides by readi
   `StoreUnavailable`, retryable.
 - The embedding API (MEMORY_EMBEDDER=openai) refusing the text (HTTP 400, 413, 422):
   `RefusedByStore`; any other answer or none: `StoreUnavailable`, retryable.
-Anything else (a Python error its input triggers, a bug) is left as it is: it says
-nothing about trying again (`memory.errors.retryable` is None for it).
+- A Python error that the input may have triggered (a bug: a wrong type, a missing
+  key, a bad value) is left as it is: it says nothing about trying again
+  (`memory.errors.retryable` is None), and the journal gives such a turn a few tries.
+- Anything else (a library's own error class for an outage, "503 service unavailable"):
+  `StoreUnavailable`, retryable: a turn dead-lettered during an outage is never written.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +36,8 @@ class RefusedByStore(InvalidMemoryText):
 
 # HTTP statuses of an embedding API that are about the text sent, not the service.
 _REFUSED_STATUS = (400, 413, 422)
+# Python's errors for a bug that this input may trigger: they say nothing about retrying.
+_BUGS = (TypeError, ValueError, AttributeError, LookupError, UnicodeError, AssertionError)
 
 
 def in_tree(exc: BaseException) -> BaseException:
@@ -44,27 +48,21 @@ def in_tree(exc: BaseException) -> BaseException:
     translated: AgentMemoryError | None = None
     if isinstance(exc, psycopg.DataError | psycopg.errors.ProgramLimitExceeded):
         translated = RefusedByStore(f"the database refused the memory: {type(exc).__name__}: {exc}")
-    elif isinstance(exc, psycopg.Error | sqlite3.Error | OSError):
-        translated = StoreUnavailable(f"the memory store failed: {type(exc).__name__}: {exc}")
-    elif (api := _api_error(exc)) is not None:
-        status = getattr(exc, "status_code", None)
-        if status in _REFUSED_STATUS:
-            translated = RefusedByStore(f"the embedding API refused the text (HTTP {status})")
-        else:
-            translated = StoreUnavailable(f"the embedding API failed: {api}")
-    if translated is None:
+    elif _api_error(exc) and getattr(exc, "status_code", None) in _REFUSED_STATUS:
+        translated = RefusedByStore(f"the embedding API refused the text (HTTP {exc.status_code})")  # type: ignore[attr-defined]
+    elif isinstance(exc, _BUGS) or not isinstance(exc, Exception):
         return exc
+    else:  # a lost connection, a full disk, an API's 5xx, a library's own outage error
+        translated = StoreUnavailable(f"the memory store failed: {type(exc).__name__}: {str(exc)[:300]}")
     translated.__cause__ = exc
     return translated
 
 
-def _api_error(exc: BaseException) -> str | None:
-    """The OpenAI client's error in words, if `exc` is one (checked only where that client
-    is loaded: the embedder of MEMORY_EMBEDDER=openai)."""
+def _api_error(exc: BaseException) -> bool:
+    """Is `exc` the OpenAI client's error (checked only where that client is loaded: the
+    embedder of MEMORY_EMBEDDER=openai)?"""
     openai = sys.modules.get("openai")
-    if openai is None or not isinstance(exc, openai.APIError):
-        return None
-    return f"{type(exc).__name__}: {str(exc)[:200]}"
+    return openai is not None and isinstance(exc, openai.APIError)
 
 
 @contextmanager

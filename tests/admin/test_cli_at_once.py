@@ -4,6 +4,7 @@ after the command; `memory.forget` and `memory.admin forget` say the same thing.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import subprocess
@@ -89,3 +90,32 @@ def test_both_forget_commands_word_it_the_same(
     assert said["a"] == said["b"]
     assert said["a"][0][0].startswith("forgot USER: memories 1, mem0_history 1,"), said
     assert "nothing was stored under 'USER'" in said["a"][1]
+
+
+class _Terminal(io.StringIO):
+    """What the operator types at a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_admin_forget_asks_for_the_identity_on_a_terminal_and_refuses_off_one_without_yes(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store.add_raw(user_id, "I keep bees")
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(user_id + "\n"))  # a pipe: nobody typed it
+    assert admin_main(["forget", user_id]) == 2
+    assert "not on a terminal" in capsys.readouterr().err and store.list_user(user_id)
+    monkeypatch.setattr(sys, "stdin", _Terminal(user_id.upper() + "\n"))  # typed wrong
+    assert admin_main(["forget", user_id]) == 2
+    assert "that is not the identity: nothing was forgotten" in capsys.readouterr().err and store.list_user(user_id)
+    monkeypatch.setattr(sys, "stdin", _Terminal(user_id + "\n"))
+    assert admin_main(["forget", user_id]) == 0
+    said = capsys.readouterr()
+    assert "Type the identity to confirm" in said.err and f"forgot {user_id}: memories 1" in said.out
+    assert store.list_user(user_id) == []
+    store.add_raw(user_id, "I keep bees again")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert forget_main([user_id]) == 2 and store.list_user(user_id)  # the other command asks the same
+    assert forget_main([user_id, "--yes"]) == 0 and store.list_user(user_id) == []

@@ -198,3 +198,51 @@ async def test_in_gated_a_file_of_turns_goes_through_the_gatekeepers_extraction(
     assert (report["facts"], report["turns"], report["dropped"]) == (1, 0, 1), report  # the thanks kept nothing
     (fact,) = store.list_user(user_id)
     assert fact.category == "relationships" and "Anna" in fact.text and fact.created_at.startswith("2024-02-01")
+
+
+def test_an_import_checks_the_whole_file_and_writes_all_or_nothing(
+    store: MemoryStore, user_id: str, admin_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: 20 of 21 lines were written when the 21st had a wrong type; a turn dated
+    9999-12-31 was kept (retention never expires it); a deeply nested line answered with a
+    RecursionError traceback."""
+    path = admin_env / "turns.jsonl"
+    good = [json.dumps({"text": f"I keep bees in hive {i}", "said_at": _said(1)}) for i in range(20)]
+    path.write_text("\n".join([*good, json.dumps({"text": "and a queen", "session_id": 7})]) + "\n")
+    assert admin_main(["import", str(path), "--user", user_id]) == 2
+    err = capsys.readouterr().err
+    assert "line 21: 'session_id' is not a session id" in err and "nothing was imported" in err, err
+    assert store.list_user(user_id) == []
+
+    future = json.dumps({"text": "I will keep bees", "said_at": "9999-12-31T00:00:00Z"})
+    deep = '{"text": "bees", "x": ' + "[" * 5000 + "]" * 5000 + "}"
+    nested = json.dumps({"text": "bees", "x": [[[[[[[[["deep"]]]]]]]]]})
+    skew = json.dumps(
+        {"text": "a clock a little fast", "said_at": (datetime.now(UTC) + timedelta(minutes=1)).isoformat()}
+    )
+    path.write_text("\n".join([future, deep, nested, good[0], skew]) + "\n")
+    assert admin_main(["import", str(path), "--user", user_id]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "RecursionError" not in err, err
+    lines = [line for line in err.splitlines() if ": line " in line]
+    assert [line.split(": ")[1] for line in lines] == ["line 1", "line 2", "line 3"], err  # one line each
+    assert "is in the future" in lines[0] and "nested too deeply" in lines[1] and "nested 10 levels" in lines[2]
+    assert store.list_user(user_id) == []
+
+    path.write_text("\n".join([good[0], skew]) + "\n")  # a minute ahead: within the clock skew
+    assert admin_main(["import", str(path), "--user", user_id]) == 0
+    assert len(store.list_user(user_id)) == 2
+
+
+def test_an_identity_with_an_escape_sequence_is_printed_escaped(
+    store: MemoryStore, user_id: str, admin_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    identity = f"{user_id}\x1b]0;owned\x07\x1b[2J"
+    path = admin_env / "one.jsonl"
+    path.write_text(json.dumps({"text": "I keep bees"}) + "\n")
+    assert admin_main(["import", str(path), "--user", identity]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\\x1b]0;owned\\x07" in out, out
+    assert admin_main(["forget", identity, "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and f"forgot {user_id}\\x1b]0;owned" in out, out

@@ -432,8 +432,10 @@ async def test_a_turn_that_keeps_failing_gives_way_after_a_few_attempts_but_an_o
 
     async def write(turn: Turn) -> object:
         calls[turn.text] += 1
-        if turn.text == "bad data":  # what the store refuses for this turn only
+        if turn.text == "refused data":  # what the store refuses for this turn's content: never written
             raise psycopg.errors.DatetimeFieldOverflow("date/time field value out of range")
+        if turn.text == "bad data":  # a bug its words trigger: it says nothing about retrying
+            raise TypeError("'NoneType' object is not subscriptable")
         if turn.text == "during an outage" and calls[turn.text] <= 3 * MAX_TURN_FAILURES:
             raise outages[calls[turn.text] % len(outages)]
         if turn.text == "one slip after an outage" and calls[turn.text] <= MAX_TURN_FAILURES + 1:
@@ -444,7 +446,8 @@ async def test_a_turn_that_keeps_failing_gives_way_after_a_few_attempts_but_an_o
         return None
 
     queue = DurableWriteQueue(tmp_path / "journal.sqlite3", write, base_backoff_s=0.001, max_backoff_s=0.002)
-    for text in ("bad data", "said after it", "during an outage", "one slip after an outage", "said last"):
+    for text in ("refused data", "bad data", "said after it", "during an outage", "one slip after an outage",
+                 "said last"):  # fmt: skip
         queue.enqueue(make_turn(user_id, text))
     queue.start()
     try:
@@ -452,9 +455,11 @@ async def test_a_turn_that_keeps_failing_gives_way_after_a_few_attempts_but_an_o
     finally:
         await queue.aclose(1.0)
     assert written == ["said after it", "during an outage", "one slip after an outage", "said last"]  # in order
-    assert calls["bad data"] == MAX_TURN_FAILURES
-    [dead] = queue.dead_letters()
-    assert dead.turn is not None and dead.turn.text == "bad data" and "DatetimeFieldOverflow" in dead.error
+    assert (calls["refused data"], calls["bad data"]) == (1, MAX_TURN_FAILURES)
+    refused, bad = queue.dead_letters()
+    assert refused.turn is not None and refused.turn.text == "refused data"
+    assert "DatetimeFieldOverflow" in refused.error
+    assert bad.turn is not None and bad.turn.text == "bad data" and "TypeError" in bad.error
 
 
 @pytest.mark.parametrize("damage", ["overwritten", "truncated"])
