@@ -108,12 +108,18 @@ class MemoryService:
         *,
         gatekeeper: Gatekeeper | None = None,
         retriever: Retriever | None = None,
+        reads: bool = True,
     ) -> None:
+        """`reads=False`: a service that only writes (an operator's import): its retriever,
+        and the Chinese segmenter and numeral tables it loads, are made on first use only."""
         self.store = store
         self.settings = settings
         self.mode = settings.mode
         self.gatekeeper = gatekeeper or Gatekeeper(None, learned=settings.gate_model)
-        self.retriever = retriever or Retriever(store, settings)
+        if retriever is not None:
+            self.__dict__["retriever"] = retriever
+        elif reads:
+            _ = self.retriever  # made now: its segmenter loads in the background, not on the first turn
         # A look-up may wait for a read slot at most this long: the reply's budget.
         self._read_wait_s = settings.recall_budget_ms / 1000
         self._zone = ZoneInfo(settings.timezone)
@@ -122,6 +128,10 @@ class MemoryService:
         # written, so a store write that fails and is retried does not call the
         # extraction model again (cost, and a reworded answer would add a duplicate).
         self._reviewed: OrderedDict[str, GateOutcome] = OrderedDict()
+
+    @functools.cached_property
+    def retriever(self) -> Retriever:
+        return Retriever(self.store, self.settings)
 
     # ------------------------------------------------------------------ read
     def wants_recall(self, text: str) -> bool:

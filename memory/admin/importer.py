@@ -596,7 +596,7 @@ async def write_items(
     """Enqueue every item in the journal, then write them (the journal's own consumer)."""
     extracting = any(it.kind == "extract" for it in items)
     gatekeeper = Gatekeeper(_extraction_llm(), learned=settings.gate_model) if extracting else None
-    service = MemoryService(store, settings, gatekeeper=gatekeeper)
+    service = MemoryService(store, settings, gatekeeper=gatekeeper, reads=False)
     by_id = {it.turn.turn_id: it for it in items}
     queue: DurableWriteQueue
 

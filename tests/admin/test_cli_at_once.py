@@ -119,3 +119,28 @@ def test_admin_forget_asks_for_the_identity_on_a_terminal_and_refuses_off_one_wi
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     assert forget_main([user_id]) == 2 and store.list_user(user_id)  # the other command asks the same
     assert forget_main([user_id, "--yes"]) == 0 and store.list_user(user_id) == []
+
+
+def test_forget_loads_neither_livekit_nor_mem0(store: MemoryStore, user_id: str, tmp_path: Path) -> None:
+    """A forget deletes rows and purges Mem0's history file by SQL: Mem0 and its imports
+    (seconds of them) are not needed to delete."""
+    store.upsert_fact(user_id, "User lives in Paris", category="personal_facts", slot="home_city")
+    proc, modules = _imported(["forget", user_id, "--yes"], store.settings.data_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"forgot {user_id}: memories 1, mem0_history 1," in proc.stdout
+    assert not _top(modules) & {"livekit", "mem0"}, sorted(m for m in modules if m.startswith(("livekit", "mem0")))
+    assert store.list_user(user_id) == [] and store.history_count([]) == 0
+
+
+def test_the_web_server_says_its_secret_is_missing_before_loading_anything_heavy(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "memory.web"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "MEMORY_WEB_SECRET is not set" in proc.stderr, proc.stderr[-2000:]
+    modules = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*([\w.]+)$", proc.stderr, flags=re.M))
+    assert not _top(modules) & {"aiohttp", "livekit", "mem0", "psycopg", "numpy"}, sorted(_top(modules))
