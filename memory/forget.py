@@ -3,19 +3,20 @@
 A user's request to be forgotten usually reaches a person, not the voice agent (a
 spoken "forget me" misheard would wipe everything, with no undo), so this is a
 command to run with the worker's own configuration (.env): it removes the user's
-memories, their Mem0 history, their contexts shared between agents and the user's turns
-still waiting in this machine's write journal, and records the request so that turns said before it, still on
-their way on other machines, are refused when they arrive (`MemoryService.forget`).
+memories, their Mem0 history, their archived conversations, their contexts shared between
+agents and the user's turns still waiting in this machine's write journal and spill files,
+and records the request so that turns said before it, still on their way on other
+machines, are refused when they arrive.
 Run it on each machine whose data directory holds a journal, or let the record do it.
 
 It asks for each identity to be typed on a terminal (`--yes` in a script; off a terminal
 without it, nothing is done), then says where it looked and how many went from each
-place (`memory/userdata.py`: one list of places, the same for every command and page). Exit status: 0 forgotten;
-1 nothing was stored under an identity (identities are exact: case, spaces and accents
-count, and "forgot alcie: 0" with exit 0 would tell the operator a request was carried
-out that matched nobody); 2 nothing done (a blank id, no store where it looked, no confirmation); 3 it
-could not finish (a place it could not reach: one line says which and why, and what
-was removed; run it again once that is fixed).
+place (`memory/userdata.py`: one list of places, the same for every command and page).
+Exit status: 0 forgotten; 1 nothing was stored under an identity (identities are exact:
+case, spaces and accents count, and "forgot alcie: 0" with exit 0 would tell the operator
+a request was carried out that matched nobody); 2 nothing done (a blank id, no store where
+it looked, no confirmation); 3 it could not finish (a place it could not reach: one line
+says which and why, and what was removed; run it again once that is fixed).
 """
 
 from __future__ import annotations
@@ -24,23 +25,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-# Imported from here by code written before `memory.commands` held them.
-from memory.commands import (
-    confirm_forget,
-    exit_status,  # noqa: E402,F401 - re-exported
-    open_store,
-    quiet_logs,
-    report,
-    store_ids,
-)
+from memory.commands import confirm_forget, open_store, quiet_logs, report, store_ids
 from memory.ops.printable import printable
 from memory.settings import ConfigError, load_settings
-from memory.storage.locate import (
-    missing_store,  # noqa: E402,F401 - re-exported
-    where,
-)
+from memory.storage.locate import where
 from memory.types import InvalidMemoryText
 from memory.userdata import UserData
+
+# Names code imported from here before `memory.commands` and `memory.storage.locate` held them.
+__all__ = ["exit_status", "main", "missing_store", "report", "where"]
+from memory.commands import exit_status  # noqa: E402
+from memory.storage.locate import missing_store  # noqa: E402
 
 PROG = "memory.forget"
 
