@@ -11,7 +11,8 @@ PROG = "python -m memory.admin"
 DESCRIPTION = "See, search, export, import and delete what the agent keeps about its users."
 EPILOG = (
     "It runs with the worker's configuration (.env): run it where the worker runs. "
-    "Exit 1: nothing is stored under that user (identities are exact); exit 2: no store, or bad input."
+    "Exit 1: nothing is stored under that user (identities are exact); exit 2: no store, bad input, "
+    "or a forget not confirmed (on a terminal it asks for the identity; --yes in scripts)."
 )
 
 

@@ -3,7 +3,9 @@
 Commands: `users`, `show USER`, `search USER QUERY`, `export USER`, `import FILE`,
 `forget USER`, `stats`, `dead-letters [--replay ID ... | --replay-all]`, `retention [--dry-run]`.
 Tables for people, `--json` for scripts, before or after the command (`export` is always
-one JSON document). The arguments are parsed by `args` before this module is loaded.
+one JSON document, streamed). The arguments are parsed by `args` before this module is
+loaded. What each command counts, exports and forgets is the places' (`memory/userdata.py`);
+`forget` asks for the identity to be typed on a terminal (`--yes` in scripts).
 It runs with the worker's configuration (.env), like `python -m memory.forget`, and
 says so clearly when there is no store or it cannot be reached (exit 2) or when
 nothing is stored under a user (exit 1): identities are exact.

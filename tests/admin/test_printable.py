@@ -57,3 +57,22 @@ def test_the_contexts_export_escapes_too(stored: str, store: MemoryStore, capsys
     out = capsys.readouterr().out
     assert not any(ch in out for ch in RAW)
     assert json.loads(out)["shared_contexts"][0]["created_by"] == HOSTILE
+
+
+def test_tables_keep_their_columns_in_line_with_chinese_text(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Chinese character takes two columns of a terminal: counted as one, a Chinese
+    identity pushed every column after it out of line."""
+    from wcwidth import wcswidth
+
+    chinese = f"用户张三{user_id}"
+    for user in (chinese, user_id):
+        store.add_raw(user, "我喜欢绿茶")
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
+    assert admin_main(["users"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header, mine = lines[0], [line for line in lines if user_id in line]
+    assert len(mine) == 2
+    starts = {wcswidth(line[: line.index(" 1 ")]) for line in mine}  # where the "memories" column begins
+    assert starts == {wcswidth(header[: header.index("memories")]) - 1}, (header, mine)
