@@ -318,6 +318,11 @@ class UserData:
     def places(self) -> list[Place]:
         return list(PLACES)
 
+    def place_rows(self, name: str, user_id: str) -> list[Row]:
+        """The user's rows in the place of that name (a page's section)."""
+        place = next(p for p in self.places if p.name == name)
+        return list(place.rows(self, user_id))
+
     # ------------------------------------------------------------------ counting
     def counts(self, user_id: str) -> Counts:
         """Every place's rows of the user and what they are made of (`count_names`)."""
@@ -360,12 +365,6 @@ class UserData:
         return sorted(merged.values(), key=lambda u: (u["last_activity"] or oldest, u["user_id"]), reverse=True)
 
     # ------------------------------------------------------------------ export
-    def rows(self, user_id: str) -> Iterator[tuple[Place, Row]]:
-        """Every row of the user, place by place, streamed."""
-        for place in self.places:
-            for row in place.rows(self, user_id):
-                yield place, row
-
     def write_export(self, user_id: str, write: Callable[[str], object], *, chunk_chars: int = 1 << 16) -> Counts:
         """Everything kept about the user as one JSON document, written as it is read (a
         page of rows at a time, whatever their number): a header, each place's rows under

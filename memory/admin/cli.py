@@ -73,7 +73,7 @@ class Admin:
 
     def spilled(self, user_id: str) -> list[dict[str, Any]]:
         """The user's turns in this machine's spill files (a journal that refused them)."""
-        return [row for place, row in self.data.rows(user_id) if place.name == "spilled"]
+        return self.data.place_rows("spilled", user_id)
 
     def require_known(self, user_id: str) -> None:
         self.data.require_known(user_id)
