@@ -74,8 +74,12 @@ class Place:
 # ------------------------------------------------------------------ the places
 
 
+# A GATED fact's span: when its value held, and the row that replaced it (a past value).
+SPAN_KEYS = ("valid_from", "valid_until", "superseded_by")
+
+
 def _memory_row(rec: MemoryRecord) -> Row:
-    return {
+    row = {
         "id": rec.id,
         "text": rec.text,
         "category": rec.category,
@@ -88,6 +92,8 @@ def _memory_row(rec: MemoryRecord) -> Row:
         "session_id": rec.metadata.get("session_id"),
         "seq": rec.metadata.get("seq"),
     }
+    row.update({key: rec.metadata[key] for key in SPAN_KEYS if rec.metadata.get(key)})
+    return row
 
 
 def _memories(data: UserData, user_id: str) -> Iterator[Row]:

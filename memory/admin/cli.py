@@ -31,7 +31,7 @@ from memory.storage.archive import ArchiveStore
 from memory.storage.locate import where
 from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, memory_user_id, validate_user_id
-from memory.userdata import UnknownUser, UserData, count_names, counts_line
+from memory.userdata import SPAN_KEYS, UnknownUser, UserData, count_names, counts_line
 
 if TYPE_CHECKING:  # loaded by the command that recalls, not by those that list
     from memory.service import MemoryService
@@ -97,6 +97,9 @@ class Admin:
                    "mode": "GATED" if rec.category else "NORMAL", "created_at": rec.created_at,
                    "updated_at": rec.updated_at, "session_id": rec.metadata.get("session_id"),
                    "seq": rec.metadata.get("seq")}  # fmt: skip
+            for key in SPAN_KEYS:  # GATED's span, where the fact has one
+                if rec.metadata.get(key):
+                    doc[key] = rec.metadata[key]
             if rec.category:  # a fact: its earlier values
                 doc["history"] = [
                     {

@@ -406,6 +406,12 @@ def _order(item: _Item) -> tuple[int, str]:
 
 
 def _memory_items(mem: dict[str, Any], user_id: str, where: str, history: Any) -> list[_Item]:
+    if mem.get("valid_until"):
+        # A value a change replaced (GATED over time): the current fact's history brings it
+        # back, set aside again by the same supersede. Imported as a fact of its own, it
+        # would hold now beside the value that replaced it. Its times are checked still.
+        _when(mem.get("created_at"), where, field="created_at")
+        return []
     text = _redacted(mem.get("text"), where)
     created = _when(mem.get("created_at"), where, field="created_at")
     updated = _when(mem.get("updated_at"), where, field="updated_at") or created
