@@ -92,21 +92,27 @@ def _said(minutes_ago: float) -> str:
 
 
 def _kept(doc: dict[str, Any]) -> dict[str, Any]:
-    """An export less the store's own ids and the export's time."""
+    """An export less the store's own ids and the export's time. The values a change replaced
+    (GATED over time) come back from their fact's history, set aside again when the import
+    supersedes them: their text, not the day that happened."""
     history: dict[str, list[tuple[Any, ...]]] = {}
     for h in doc["mem0_history"]:
         history.setdefault(h["memory_id"], []).append((h["event"], h["old"], h["new"], h["at"]))
     memories = sorted(
         (m["text"], m["category"], m["slot"], m["mode"], m["created_at"], m["updated_at"], m["session_id"], m["seq"],
          tuple(history.get(m["id"], [])) if m["category"] else ())
-        for m in doc["memories"]
+        for m in doc["memories"] if not m.get("valid_until")
     )  # fmt: skip
-    archive = sorted(
+    past = sorted((m["text"], m["category"]) for m in doc["memories"] if m.get("valid_until"))
+    return {"memories": memories, "past": past, "archive": _archived(doc)}
+
+
+def _archived(doc: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return sorted(
         (r["id"], r["chat_id"], r["message_type"], r["content"], r["created_at"], r["covered_by"],
          json.dumps(r["metadata"], sort_keys=True))
         for r in doc["archive"]
     )  # fmt: skip
-    return {"memories": memories, "archive": archive}
 
 
 async def test_a_user_with_more_rows_than_a_page_is_exported_forgotten_and_imported_whole(
@@ -129,10 +135,12 @@ async def test_a_user_with_more_rows_than_a_page_is_exported_forgotten_and_impor
     chunks: list[str] = []
     counts = data.write_export(user_id, chunks.append)
     before = json.loads("".join(chunks))
-    assert (len(before["memories"]), len(before["archive"])) == (9, 8)  # more than a page of each
+    # More than a page of each: 8 turns, Berlin and the two values it replaced (kept as past
+    # values, GATED over time), 7 messages and a summary.
+    assert (len(before["memories"]), len(before["archive"])) == (11, 8)
     assert counts == before["counts"] == data.counts(user_id)  # counted as written, and as the pages count
     assert (counts["raw_turns"], counts["facts"], counts["calls"], counts["messages"], counts["summaries"]) == (
-        8, 1, 2, 7, 1)  # fmt: skip
+        8, 3, 2, 7, 1)  # fmt: skip
 
     gone = data.forget(user_id)
     assert gone.complete and not data.known(user_id)

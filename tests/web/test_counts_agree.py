@@ -26,10 +26,10 @@ from tests.web.conftest import AUTH, Web, start_web
 
 # What the user below holds, counted by hand from what is stored.
 EXPECTED = {
-    "memories": 6,
+    "memories": 7,
     "raw_turns": 4,
-    "facts": 2,
-    "mem0_history": 7,  # an ADD per raw turn (4), Paris ADD + Berlin UPDATE + tea ADD (3)
+    "facts": 3,  # Berlin, green tea, and Paris kept as the value Berlin replaced (GATED over time)
+    "mem0_history": 8,  # an ADD per raw turn (4); Paris ADD + Berlin UPDATE, the kept Paris's ADD, tea ADD (4)
     "archive": 9,
     "calls": 3,
     "messages": 7,
@@ -121,7 +121,7 @@ async def test_every_page_and_command_counts_a_user_the_same(
     exported = json.loads(capsys.readouterr().out)
     assert exported["counts"] == EXPECTED
     assert {k: len(exported[k]) for k in ("memories", "archive", "shared_contexts", "journal")} == {
-        "memories": 6, "archive": 9, "shared_contexts": 2, "journal": 1}  # fmt: skip
+        "memories": 7, "archive": 9, "shared_contexts": 2, "journal": 1}  # fmt: skip
 
     # Calls headed by when they began and how long they lasted, their counts in words.
     calls = re.findall(r'<article class="archived-call">\s*<h3 title="(\w+)">(.*?)</h3>', user_page, flags=re.S)
