@@ -6,6 +6,7 @@ the JSON still gives back exactly what was stored."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -62,17 +63,18 @@ def test_the_contexts_export_escapes_too(stored: str, store: MemoryStore, capsys
 def test_tables_keep_their_columns_in_line_with_chinese_text(
     store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A Chinese character takes two columns of a terminal: counted as one, a Chinese
-    identity pushed every column after it out of line."""
+    """A Chinese character takes two columns of a terminal: counted as one, Chinese text
+    pushed every column after it out of line."""
     from wcwidth import wcswidth
 
-    chinese = f"用户张三{user_id}"
-    for user in (chinese, user_id):
-        store.add_raw(user, "我喜欢绿茶")
+    for text in ("我喜欢绿茶，也喜欢龙井", "I like green tea"):
+        store.add_raw(user_id, text)
     monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
-    assert admin_main(["users"]) == 0
+    assert admin_main(["show", user_id]) == 0
     lines = capsys.readouterr().out.splitlines()
-    header, mine = lines[0], [line for line in lines if user_id in line]
-    assert len(mine) == 2
-    starts = {wcswidth(line[: line.index(" 1 ")]) for line in mine}  # where the "memories" column begins
-    assert starts == {wcswidth(header[: header.index("memories")]) - 1}, (header, mine)
+    header = next(line for line in lines if line.startswith("mode "))
+    rows = [line for line in lines if line.startswith("NORMAL ")]
+    assert len(rows) == 2
+    year = str(datetime.now(UTC).year)  # the "updated" column, after the text
+    starts = {wcswidth(row[: row.index(year)]) for row in rows}
+    assert starts == {wcswidth(header[: header.index("updated")])}, (header, rows)
