@@ -22,7 +22,8 @@ the tree where they enter it (the store's: `memory/storage/faults.py`).
         ├── StoreBusy            every read slot or a lock is taken        (memory.types)
         ├── ExtractionUnavailable  the extraction model did not answer    (memory.types)
         ├── EmbeddedStartError   the embedded server did not start        (memory.storage.postgres)
-        └── HistoryNotPurged     Mem0's history file refused a delete     (memory.storage.store)
+        └── Unfinished           work over many rows stopped part way (`removed`)
+            └── HistoryNotPurged Mem0's history file refused a delete     (memory.storage.store)
 
 The classes live beside the code that raises them (their old homes, so imports keep
 working); this module holds the base classes and `retryable`.
