@@ -47,7 +47,6 @@ DOOR = "tests/livekit/test_door.py::"
 RET = "tests/retrieval/test_retrieval.py::"
 ARCH = "tests/archive/test_archive.py::"
 
-# fmt: off: a table, one mutation to a paragraph
 MUTATIONS: tuple[Mutation, ...] = (
     # ------------------------------------------------------------------ issue 37's table
     Mutation(
@@ -135,9 +134,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "forget-skips-damaged-journals",
         "privacy",
-        "memory/service.py",
-        'for damaged in sorted(journal.parent.glob(f"{journal.name}.damaged-*")):',
-        'for damaged in sorted(journal.parent.glob(f"{journal.name}.damaged-*"))[:0]:',
+        "memory/userdata.py",
+        "    return [journal, *damaged_journals(journal)]",
+        "    return [journal]",
         "forget skips the journals set aside as damaged",
         (FORGET + "test_forget_reaches_a_journal_set_aside_as_damaged",),
         (
@@ -388,7 +387,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "history-purge-left-readable",
         "privacy",
         "memory/storage/store.py",
-        '            db.connection.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left readable\n',
+        '            db.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left readable\n',
         "",
         "a forget's purge of Mem0's history file leaves the text in SQLite's free pages",
         (S + "test_a_forget_leaves_no_readable_text_in_mem0s_history_file",),
@@ -427,9 +426,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "forget-skips-spill-files",
         "privacy",
-        "memory/service.py",
-        '            attempt("spill files", purge)\n',
-        "",
+        "memory/userdata.py",
+        "        _spilled,\n        _delete_spilled,\n",
+        "        _spilled,\n        lambda data, user_id: 0,\n",
         "forget leaves the user's turns in the workers' spill files",
         (FORGET + "test_forget_reaches_a_dead_workers_spill_file",),
         (FORGET + "test_forget_reaches_a_dead_workers_spill_file",),
@@ -582,10 +581,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "bad-input-retried",
         "journal",
         "memory/journal/queue.py",
-        "            self._dead_letter(seq, turn_id, attempt, str(exc))\n"
-        "            return\n        except TimeoutError:",
-        "            await self._retry(seq, turn_id, attempt, str(exc))\n"
-        "            return\n        except TimeoutError:",
+        "never written\n                self._dead_letter(seq, turn_id, attempt, str(exc))\n",
+        "never written\n                await self._retry(seq, turn_id, attempt, str(exc))\n",
         "a turn the store refuses for its content is retried instead of dead-lettered",
         (WQ + "test_bad_input_is_dead_lettered_and_later_turns_still_written",),
         (WQ + "test_bad_input_is_dead_lettered_and_later_turns_still_written",),
@@ -679,6 +676,5 @@ MUTATIONS: tuple[Mutation, ...] = (
         (ARCH + "test_retention_deletes_old_messages_and_raw_turns_and_keeps_summaries_and_facts",),
     ),
 )
-# fmt: on
 
 __all__ = ["MUTATIONS", "Mutation"]

@@ -24,8 +24,10 @@ from pathlib import Path
 
 from dotenv import find_dotenv, load_dotenv
 
+from memory.errors import InvalidInput
 
-class ConfigError(ValueError):
+
+class ConfigError(InvalidInput):
     """A configuration problem; the message names the variable(s) and the fix."""
 
 
@@ -130,6 +132,10 @@ class RetrievalSettings:
     time_weight: float = 0.1  # added to memories of the days the query names ("last week", 上个月) (0: off)
     when_weight: float = 0.1  # added to memories that name a day when the query asks when (0: off)
     sessions: float = 0.2  # conversation first: share of its session's match a raw turn gets (0: off)
+    # Issue 43: the look-up's round trips. On: every stage in one statement after the query's
+    # embedding; off: the lexical stages beside the embedding, then the vector stage (two).
+    # Off by default: no gain measured (docs/latency.md, `bench.lookup_floor --ab`).
+    one_trip: bool = False
 
 
 @dataclass(frozen=True)
@@ -339,6 +345,7 @@ def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
         time_weight=_number(env, "MEMORY_RETRIEVAL_TIME_WEIGHT", d.time_weight, lo=0.0, hi=1.0),
         when_weight=_number(env, "MEMORY_RETRIEVAL_WHEN_WEIGHT", d.when_weight, lo=0.0, hi=1.0),
         sessions=_number(env, "MEMORY_RETRIEVAL_SESSIONS", d.sessions, lo=0.0, hi=1.0),
+        one_trip=_flag(env, "MEMORY_RETRIEVAL_ONE_TRIP", d.one_trip),
     )
 
 
@@ -498,7 +505,8 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_MAX_TURN_CHARS MEMORY_SPILL_DIR MEMORY_LOG_TRANSCRIPTS MEMORY_MAX_READS_IN_FLIGHT MEMORY_DB_MAX_CONNECTIONS
     MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS MEMORY_CONTEXT_RETENTION_DAYS
     MEMORY_ARCHIVE MEMORY_ARCHIVE_THRESHOLD MEMORY_SUMMARY_AFTER MEMORY_RETENTION_DAYS
-    MEMORY_WEB_SECRET MEMORY_WEB_LISTEN MEMORY_WEB_CORS_ORIGINS""".split()
+    MEMORY_WEB_SECRET MEMORY_WEB_LISTEN MEMORY_WEB_CORS_ORIGINS
+    MEMORY_RETRIEVAL_ONE_TRIP""".split()
 )
 _MEM0_OWN = frozenset(
     "MEM0_API_KEY MEM0_DIR MEM0_SOURCE MEM0_CLIENT_STACK MEM0_APPLICATION MEM0_TELEMETRY "

@@ -19,6 +19,7 @@ indexes below. Table names are `sql.Identifier`s.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ _ISO = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}"
 _NEWEST = sql.SQL("COALESCE(payload->>'updated_at', payload->>'created_at')")
 # A raw turn (NORMAL) carries no category; a durable fact (GATED) does.
 _RAW_TURN = sql.SQL("NOT (payload ? 'category')")
+# A GATED fact that holds now: superseded values carry the day they stopped (`valid_until`).
+_HOLDS_NOW = sql.SQL("NOT (payload ? 'valid_until')")
 # The vector search's settings, per connection (postgres.py) and per statement
 # (`nearest_and_ids`). An HNSW scan returns at most `ef_search` rows before the user
 # filter is applied, so a user with 1% of the rows would get almost nothing back:
@@ -54,6 +57,7 @@ class Scope:
     user_id: str
     categories: Sequence[str] | None = None
     exclude_session: str | None = None  # the current session: its turns are in the chat already
+    past: bool = True  # False: not GATED's superseded values (rows with `valid_until`), only what holds now
 
 
 Row = tuple[str, dict[str, Any]]  # (id, payload)
@@ -177,12 +181,17 @@ class Mem0Table:
         if scope.categories:
             where.append(sql.SQL("payload->>'category' = ANY(%s)"))
             params.append(list(scope.categories))
+        if not scope.past:
+            where.append(_HOLDS_NOW)
         return sql.SQL(" AND ").join(where), params
 
     # ------------------------------------------------------------ the store's look-ups
-    def list_user(self, user_id: str, *, categories: Sequence[str] = (), limit: int = 1000) -> list[Row]:
-        """A user's rows, newest first (indexed by user and category)."""
-        where, params = self._where(Scope(user_id, list(categories) or None))
+    def list_user(
+        self, user_id: str, *, categories: Sequence[str] = (), limit: int = 1000, past: bool = True
+    ) -> list[Row]:
+        """A user's rows, newest first (indexed by user and category); `past=False`: not
+        the superseded values GATED keeps searchable."""
+        where, params = self._where(Scope(user_id, list(categories) or None, past=past))
         query = sql.SQL("SELECT id, payload FROM {} WHERE {} ORDER BY {} DESC LIMIT %s").format(self._t, where, _NEWEST)
         with self._reading() as conn:
             rows = conn.execute(query, [*params, limit]).fetchall()
@@ -191,14 +200,14 @@ class Mem0Table:
     def newest_per_category(
         self, user_id: str, categories: Sequence[str], per_category: int, slots: Sequence[str]
     ) -> list[Row]:
-        """Each category's `per_category` newest rows of the user, plus any whose slot is
-        in `slots` however old, newest first."""
+        """Each category's `per_category` newest rows of the user that hold now (no
+        superseded value), plus any whose slot is in `slots` however old, newest first."""
         query = sql.SQL(
             "SELECT id, payload FROM (SELECT id, payload, row_number() OVER "
             "(PARTITION BY payload->>'category' ORDER BY {newest} DESC) AS n FROM {t} "
-            "WHERE payload->>'user_id' = %s AND payload->>'category' = ANY(%s)) ranked "
+            "WHERE payload->>'user_id' = %s AND payload->>'category' = ANY(%s) AND {now}) ranked "
             "WHERE n <= %s OR payload->>'slot' = ANY(%s) ORDER BY {newest} DESC"
-        ).format(newest=_NEWEST, t=self._t)
+        ).format(newest=_NEWEST, t=self._t, now=_HOLDS_NOW)
         with self._reading() as conn:
             rows = conn.execute(query, [user_id, list(categories), per_category, list(slots)]).fetchall()
         return [(str(r[0]), r[1]) for r in rows]
@@ -313,14 +322,21 @@ class Mem0Table:
             return [r[0] for r in c.execute(query, [cutoff, limit]).fetchall()]
 
     # ------------------------------------------------------------ the operator's view
-    def user_summaries(self) -> dict[str, tuple[int, int, str | None]]:
-        """user -> (raw turns, facts, newest time), for every user with a row."""
+    def user_counts(self, user_id: str | None = None) -> dict[str, tuple[int, int, str | None]]:
+        """user -> (raw turns, facts, newest time): of one user (the user index), or of every
+        user with a row. The one count of memories every page and command shows."""
+        where = sql.SQL("WHERE payload->>'user_id' = %s") if user_id is not None else sql.SQL("")
         query = sql.SQL(
             "SELECT payload->>'user_id', count(*) FILTER (WHERE NOT payload ? 'category'), "
-            "count(*) FILTER (WHERE payload ? 'category'), {} FROM {} GROUP BY 1"
-        ).format(sql.SQL("max({})").format(_NEWEST), self._t)
+            "count(*) FILTER (WHERE payload ? 'category'), {} FROM {} {} GROUP BY 1"
+        ).format(sql.SQL("max({})").format(_NEWEST), self._t, where)
         with self._reading() as conn:
-            return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(query).fetchall()}
+            rows = conn.execute(query, [] if user_id is None else [user_id]).fetchall()
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+    def user_summaries(self) -> dict[str, tuple[int, int, str | None]]:
+        """user -> (raw turns, facts, newest time), for every user with a row."""
+        return self.user_counts()
 
     def has_user(self, user_id: str) -> bool:
         """Does the user have any row (one index probe; `list_user(limit=1)` sorts them all)?"""
@@ -330,13 +346,26 @@ class Mem0Table:
 
     def count_user(self, user_id: str) -> tuple[int, int]:
         """(raw turns, facts) of one user (the user index)."""
+        raw, facts, _ = self.user_counts(user_id).get(user_id, (0, 0, None))
+        return raw, facts
+
+    def user_rows_after(self, user_id: str, after: str | None, limit: int) -> list[Row]:
+        """Up to `limit` of the user's rows in id order after the id `after` (None: from the
+        first), without the lexical index: an export reads every row, a page at a time,
+        holding no connection between pages."""
         query = sql.SQL(
-            "SELECT count(*) FILTER (WHERE NOT payload ? 'category'), count(*) FILTER (WHERE payload ? 'category') "
-            "FROM {} WHERE payload->>'user_id' = %s"
+            "SELECT id, payload - 'lex' - 'lex_v' FROM {} WHERE payload->>'user_id' = %s AND id > %s::uuid "
+            "ORDER BY id LIMIT %s"
         ).format(self._t)
         with self._reading() as conn:
-            raw, facts = conn.execute(query, [user_id]).fetchone()
-        return raw, facts
+            rows = conn.execute(query, [user_id, after or str(uuid.UUID(int=0)), limit]).fetchall()
+        return [(str(r[0]), r[1]) for r in rows]
+
+    def user_ids(self, user_id: str) -> list[str]:
+        """The ids of every row of the user (what Mem0's history file is keyed by)."""
+        query = sql.SQL("SELECT id::text FROM {} WHERE payload->>'user_id' = %s").format(self._t)
+        with self._reading() as conn:
+            return [r[0] for r in conn.execute(query, [user_id]).fetchall()]
 
     def user_page(self, user_id: str, *, facts: bool, offset: int, limit: int) -> list[Row]:
         """One page of a user's facts (by category, newest first within one) or raw turns
@@ -443,18 +472,93 @@ class Mem0Table:
         ).format(t=self._t, w=where)
         args: list[Any] = [*params, literal, limit, list(ids), literal]
         if neighbours:
-            query = sql.SQL("{} UNION ALL {}").format(
-                query,
-                sql.SQL(
-                    "SELECT n.id::text, 1 - (n.vector <=> %s::vector), n.payload, 'neighbour' FROM {t} n "
-                    "WHERE n.payload->>'user_id' = %s AND n.payload ? 'seq' "
-                    "AND (n.payload->>'session_id', n.payload->>'seq') IN ("
-                    "SELECT c.payload->>'session_id', ((c.payload->>'seq')::bigint + d.step)::text "
-                    "FROM c, (VALUES (-1), (1)) AS d(step) "
-                    "WHERE c.payload ? 'seq' AND c.payload->>'seq' ~ '^-?[0-9]{{1,18}}$')"
-                ).format(t=self._t),
-            )
+            query = sql.SQL("{} UNION ALL {}").format(query, self._neighbours_of_c())
             args += [literal, scope.user_id]
+        return self._with_hnsw_settings(query, args)
+
+    def candidates(
+        self,
+        scope: Scope,
+        vector: Sequence[float],
+        terms: Sequence[str],
+        patterns: Sequence[str],
+        *,
+        limit: int,
+        scan: int,
+        substring_below: float,
+        neighbours: bool = False,
+    ) -> list[tuple[str, float, dict[str, Any], str]]:
+        """A look-up's every stage in ONE statement, one round trip, after the query's
+        embedding: what `lexical_hits` and then `nearest_and_ids` give, without the trip
+        between them.
+
+        Rows (id, cosine, payload, stage), stage one of: "vector" (the scope's `limit`
+        nearest, HNSW), "fulltext" and "substring" (the lexical hits, with their cosine:
+        an id both stages found comes once per stage), "neighbour" (the user's raw turns
+        said just before or after any of those). The full-text hits past `limit` are cut
+        here as `Retriever._fulltext` cuts them: by the summed rarity, among the hits, of
+        the terms each holds (ln(1 + n / df) per term), ties by id. The substring stage
+        runs only when full text found fewer than `substring_below` rows. Every part names
+        the user in its WHERE (one partition of a table partitioned by user)."""
+        where, params = self._where(scope)
+        literal = vector_literal(vector)
+        wanted = list(dict.fromkeys(terms))
+        if wanted:
+            tsquery = " | ".join("'" + t.replace("'", "''") + "'" for t in wanted)
+            ft = sql.SQL(
+                "SELECT id, string_to_array(payload->>'lex', ' ') AS toks FROM {t} WHERE {w} "
+                "AND to_tsvector('simple', payload->>'lex') @@ to_tsquery('simple', %s)"
+            ).format(t=self._t, w=where)
+            ft_args: list[Any] = [*params, tsquery]
+        else:
+            ft, ft_args = sql.SQL("SELECT NULL::uuid AS id, NULL::text[] AS toks WHERE false"), []
+        if patterns:
+            hits = sql.SQL(" + ").join(sql.SQL("(data ILIKE %s)::int") for _ in patterns)
+            sub = sql.SQL(
+                "SELECT id FROM (SELECT id, payload->>'data' AS data FROM {t} WHERE {w} "
+                "AND payload->>'data' ILIKE ANY(%s) AND (SELECT n FROM n) < %s LIMIT %s) m "
+                "ORDER BY {hits} DESC LIMIT %s"
+            ).format(t=self._t, w=where, hits=hits)
+            sub_args: list[Any] = [*params, list(patterns), substring_below, scan, *patterns, limit]
+        else:
+            sub, sub_args = sql.SQL("SELECT NULL::uuid AS id WHERE false"), []
+        query = sql.SQL(
+            "WITH ft AS MATERIALIZED ({ft}), n AS (SELECT count(*) AS n FROM ft), "
+            "held AS (SELECT ft.id, x.term FROM ft, unnest(%s::text[]) AS x(term) WHERE x.term = ANY(ft.toks)), "
+            "df AS (SELECT term, count(*) AS df FROM held GROUP BY term), "
+            "ftk AS MATERIALIZED (SELECT ft.id FROM ft LEFT JOIN (held JOIN df USING (term)) ON held.id = ft.id, n "
+            " GROUP BY ft.id ORDER BY coalesce(sum(ln(1 + n.n::float8 / df.df)), 0) DESC, ft.id::text LIMIT %s), "
+            "sub AS MATERIALIZED ({sub}), "
+            "c AS MATERIALIZED ("
+            "(SELECT id, vector, payload, 'vector' AS stage FROM {t} WHERE {w} "
+            " ORDER BY vector <=> %s::vector LIMIT %s) "
+            "UNION ALL (SELECT m.id, m.vector, m.payload, l.stage FROM {t} m JOIN "
+            " (SELECT id, 'fulltext' AS stage FROM ftk UNION ALL SELECT id, 'substring' FROM sub) l ON l.id = m.id "
+            " WHERE m.payload->>'user_id' = %s)) "
+            "SELECT id::text, 1 - (vector <=> %s::vector), payload, stage FROM c"
+        ).format(ft=ft, sub=sub, t=self._t, w=where)
+        args: list[Any] = [*ft_args, wanted, limit, *sub_args, *params, literal, limit, scope.user_id, literal]
+        if neighbours:
+            query = sql.SQL("{} UNION ALL {}").format(query, self._neighbours_of_c())
+            args += [literal, scope.user_id]
+        return self._with_hnsw_settings(query, args)
+
+    def _neighbours_of_c(self) -> sql.Composable:
+        """The user's raw turns said just before or after a row of `c` (same session,
+        position -1 or +1), as (id, cosine, payload, "neighbour")."""
+        return sql.SQL(
+            "SELECT n.id::text, 1 - (n.vector <=> %s::vector), n.payload, 'neighbour' FROM {t} n "
+            "WHERE n.payload->>'user_id' = %s AND n.payload ? 'seq' "
+            "AND (n.payload->>'session_id', n.payload->>'seq') IN ("
+            "SELECT c.payload->>'session_id', ((c.payload->>'seq')::bigint + d.step)::text "
+            "FROM c, (VALUES (-1), (1)) AS d(step) "
+            "WHERE c.payload ? 'seq' AND c.payload->>'seq' ~ '^-?[0-9]{{1,18}}$')"
+        ).format(t=self._t)
+
+    def _with_hnsw_settings(self, query: sql.Composable, args: list[Any]) -> list[Any]:
+        """Run `query` with the vector search's settings for its transaction (`SET LOCAL`,
+        sent in the same message: one round trip), so they hold behind a pooler in
+        transaction mode too, whatever server connection it runs on."""
         settings = sql.SQL(" ").join(
             sql.SQL("SET LOCAL {} = {};").format(sql.Identifier(*name.split(".")), sql.Literal(value))
             for name, value in HNSW_SETTINGS

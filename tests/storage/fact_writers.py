@@ -112,9 +112,9 @@ def stalled_before_its_write(store: MemoryStore, text: str, monkeypatch: pytest.
 
 def stale_writer_gives_way(
     store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, *, slot_held: bool
-) -> tuple[WriteResult, WriteResult, list[str]]:
+) -> tuple[WriteResult, WriteResult, list[str], list[str]]:
     """Anna (said first) stalls past the lease, Maria (said later) is written meanwhile.
-    Returns (Anna's result, Maria's result, the slot's values after both)."""
+    Returns (Anna's result, Maria's result, the slot's value now, its past values kept)."""
     if slot_held:
         write(store, user_id, "Sofia", said(30))
     with stalled_before_its_write(store, "User's sister is Anna", monkeypatch) as (stalled, go):
@@ -125,4 +125,6 @@ def stale_writer_gives_way(
             maria = write(store, user_id, "Maria", said(10))  # takes the lock the lease gave up
             go.set()
             first = anna.result(timeout=STALL_S)
-    return first, maria, [m.text for m in store.list_user(user_id)]
+    now = [m.text for m in store.list_user(user_id, past=False)]
+    current = {m.id for m in store.list_user(user_id, past=False)}
+    return first, maria, now, [m.text for m in store.list_user(user_id) if m.id not in current]
