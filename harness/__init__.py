@@ -10,7 +10,7 @@ TTS with realistic delays (`models.py`). A top-level package, not part of `tests
 
 from .audio import SpeechInput, TimedAudioOutput, Utterance, load_utterances
 from .models import LLMRequest, ScriptedLLM, TimedTTS
-from .pipeline import PipelineHarness, SpokenTurn, StubParticipant
+from .pipeline import PipelineHarness, SpokenTurn, StubParticipant, memory_parts
 from .stt import BatchSTT, RealtimeSTT
 
 __all__ = [
@@ -26,4 +26,5 @@ __all__ = [
     "TimedTTS",
     "Utterance",
     "load_utterances",
+    "memory_parts",
 ]

@@ -353,19 +353,63 @@ def _archive_settings(env: Mapping[str, str]) -> dict[str, object]:
     }
 
 
-def load_env_file() -> None:
-    """The `.env` of the directory the worker starts in, into the environment (a variable
-    already set wins); then the worker's variables left empty are unset. An empty variable
-    means its default, and our settings read it so, but libraries read some themselves:
-    the OpenAI SDK took an empty OPENAI_BASE_URL (as `.env.example` ships it) as its base
-    URL, and every STT, LLM and TTS request failed with "Connection error". Called again
-    in each job process (prewarm), so the unsetting must happen here, not once in main."""
+# The `.env` the last `load_env_file` read (None: none was found), for the first line of a
+# start-up problem and as the base of a relative MEMORY_DATA_DIR.
+_env_file: Path | None = None
+
+
+def load_env_file() -> Path | None:
+    """The `.env` of the directory the worker starts in, or of the nearest directory above it,
+    into the environment (a variable already set wins); then the worker's variables left empty
+    are unset. An empty variable means its default, and our settings read it so, but libraries
+    read some themselves: the OpenAI SDK took an empty OPENAI_BASE_URL (as `.env.example` ships
+    it) as its base URL, and every STT, LLM and TTS request failed with "Connection error".
+    Called again in each job process (prewarm), so the unsetting must happen here, not once in
+    main. Returns the file read, if any."""
+    global _env_file
     path = find_dotenv(usecwd=True)
+    _env_file = Path(path).resolve() if path else None
     if path:
         load_dotenv(path, override=False)
     for name in VARIABLES:
         if name in os.environ and not os.environ[name].strip():
             del os.environ[name]
+    return _env_file
+
+
+def env_file_note() -> str:
+    """Which `.env` was read, or where one was looked for: said first when something is missing,
+    since a command run from another directory reads another `.env`, or none."""
+    if _env_file is not None:
+        return f"read {_env_file}"
+    return f"no .env in {Path.cwd()} or the directories above it"
+
+
+def _data_dir(env: Mapping[str, str]) -> Path:
+    """MEMORY_DATA_DIR as an absolute path. A relative one is relative to the `.env` that set
+    it (the project's directory), not to wherever a command is started: `memory-chat` run from
+    a subdirectory found the project's `.env` but made a second, empty store beside itself.
+    Without a `.env` (a container's environment), relative to the working directory."""
+    given = env.get("MEMORY_DATA_DIR", "").strip()
+    raw = Path(given or ".data").expanduser()
+    if raw.is_absolute():
+        return raw.resolve()
+    # The default, or the .env's own value: the project's directory; the environment's: here.
+    from_file = not given or _dotenv_value("MEMORY_DATA_DIR") == given
+    return ((_env_file.parent if from_file and _env_file is not None else Path.cwd()) / raw).resolve()
+
+
+def _dotenv_value(name: str) -> str | None:
+    """What the `.env` read sets `name` to (a value from the environment is relative to the
+    working directory, as any path given on a command line is)."""
+    if _env_file is None:
+        return None
+    from dotenv import dotenv_values
+
+    try:
+        return (dotenv_values(_env_file).get(name) or "").strip() or None
+    except OSError:
+        return None
 
 
 def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) -> MemorySettings:
@@ -387,7 +431,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         raise ConfigError(f"MEMORY_COLLECTION={collection!r} must be letters, digits and _")
     return MemorySettings(
         mode=mode,
-        data_dir=Path(env.get("MEMORY_DATA_DIR", "").strip() or ".data").expanduser().resolve(),
+        data_dir=_data_dir(env),
         database_url=database_url,
         collection=collection,
         embedder=embedder,
@@ -469,13 +513,16 @@ def _listen(raw: str) -> tuple[str, int]:
     return host, int(port)
 
 
-# Which variables each LiveKit CLI command needs before it can do anything useful.
+# Which variables each LiveKit CLI command needs before it can do anything useful. The
+# models need OPENAI_API_KEY, or OPENAI_BASE_URL alone for a local OpenAI-compatible server
+# (Ollama, vLLM, llama.cpp), as the text chat takes them.
 _COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
     "dev": (*LIVEKIT_VARS, "OPENAI_API_KEY"),
     "start": (*LIVEKIT_VARS, "OPENAI_API_KEY"),
     "connect": (*LIVEKIT_VARS, "OPENAI_API_KEY"),
     "console": ("OPENAI_API_KEY",),
 }
+_KEY_OR_SERVER = "OPENAI_API_KEY (or OPENAI_BASE_URL: an OpenAI-compatible server)"
 
 
 # Every variable the worker reads (.env.example lists the same, with comments; a test
@@ -498,7 +545,8 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_MAX_TURN_CHARS MEMORY_SPILL_DIR MEMORY_LOG_TRANSCRIPTS MEMORY_MAX_READS_IN_FLIGHT MEMORY_DB_MAX_CONNECTIONS
     MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS MEMORY_CONTEXT_RETENTION_DAYS
     MEMORY_ARCHIVE MEMORY_ARCHIVE_THRESHOLD MEMORY_SUMMARY_AFTER MEMORY_RETENTION_DAYS
-    MEMORY_WEB_SECRET MEMORY_WEB_LISTEN MEMORY_WEB_CORS_ORIGINS""".split()
+    MEMORY_WEB_SECRET MEMORY_WEB_LISTEN MEMORY_WEB_CORS_ORIGINS
+    MEMORY_LLM_CHECK MEMORY_MCP_KEYS MEMORY_MCP_LISTEN""".split()
 )
 _MEM0_OWN = frozenset(
     "MEM0_API_KEY MEM0_DIR MEM0_SOURCE MEM0_CLIENT_STACK MEM0_APPLICATION MEM0_TELEMETRY "
@@ -560,6 +608,9 @@ def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
     """Every configuration problem for `command`, as lines naming the variables."""
     problems: list[str] = []
     missing = [name for name in _COMMAND_NEEDS.get(command or "", ()) if not env.get(name, "").strip()]
+    if "OPENAI_API_KEY" in missing:
+        has_server = bool(env.get("OPENAI_BASE_URL", "").strip())
+        missing = [n for n in missing if n != "OPENAI_API_KEY"] + ([] if has_server else [_KEY_OR_SERVER])
     if missing:
         problems.append(f"missing environment variables for '{command}': {', '.join(missing)}")
     if "LIVEKIT_URL" in _COMMAND_NEEDS.get(command or "", ()) and "LIVEKIT_URL" not in missing:
@@ -571,6 +622,7 @@ def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
         stt_mode(env)
         _integer(env, "PROMETHEUS_PORT", 0, lo=1, hi=65535)
         _integer(env, "AGENT_IDLE_PROCESSES", 0, lo=0, hi=256)
+        llm_check(env)
     except ConfigError as exc:
         problems.append(str(exc))
     return problems
@@ -695,6 +747,13 @@ def idle_processes(env: Mapping[str, str] | None = None) -> int | None:
         return None
 
 
+def llm_check(env: Mapping[str, str] | None = None) -> bool:
+    """MEMORY_LLM_CHECK (default on): the worker and the chat ask the LLM server once, before
+    the first prompt, whether it answers and knows the model; off for a worker started before
+    its model server (it then finds out at the first reply) and for offline benchmarks."""
+    return _flag(os.environ if env is None else env, "MEMORY_LLM_CHECK", True)
+
+
 def log_transcripts_mode(env: Mapping[str, str] | None = None) -> str:
     """MEMORY_LOG_TRANSCRIPTS, as the log scrubber is installed before settings are loaded."""
     return _log_transcripts(os.environ if env is None else env)
@@ -729,6 +788,11 @@ class CloudModels:
     tts_model: str
     tts_voice: str
     memory_llm_model: str
+
+    @property
+    def realtime_stt(self) -> bool:
+        """Words while the user speaks (OPENAI_STT_MODE=realtime), so memory looks up early."""
+        return self.stt_mode is SttMode.REALTIME
 
 
 def cloud_models(env: Mapping[str, str] | None = None) -> CloudModels:
