@@ -56,7 +56,6 @@ def job_main(conn: Connection, first_check_s: tuple[float, float]) -> None:  # p
 
         retention.FIRST_CHECK_S = first_check_s  # the fleet's first retention check within the run
         import agent
-
         from harness import memory_parts
 
         proc = SimpleNamespace(userdata={})

@@ -502,14 +502,71 @@ def web_settings(env: Mapping[str, str] | None = None) -> WebSettings:
     return WebSettings(secret=secret, host=host, port=port, cors_origins=origins)
 
 
-def _listen(raw: str) -> tuple[str, int]:
+# The MCP server (`memory-mcp`, memory/mcp/).
+MCP_KEY_MIN_CHARS = 16
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    """`MEMORY_MCP_*`: the HTTP transport's keys (each naming the identities it may touch;
+    None: every identity) and where it listens."""
+
+    keys: dict[str, frozenset[str] | None]
+    host: str = "127.0.0.1"
+    port: int = 8766
+
+    def identities(self, key: str) -> frozenset[str] | None:
+        """The identities `key` may touch (None: all); KeyError for a key that is not one,
+        compared in constant time against every key."""
+        import hmac
+
+        found: frozenset[str] | None | bool = False
+        for known, who in self.keys.items():
+            if hmac.compare_digest(known.encode(), key.encode()):
+                found = who
+        if found is False:
+            raise KeyError("not a key of this server")
+        return found  # type: ignore[return-value]
+
+
+def mcp_settings(env: Mapping[str, str] | None = None, *, http: bool = True) -> McpSettings:
+    """MEMORY_MCP_KEYS (KEY:alice,bob KEY2:*) and MEMORY_MCP_LISTEN; a `ConfigError` names the
+    variable. Over HTTP the server never starts without a key: its keys are its own, never the
+    web page's MEMORY_WEB_SECRET, and each says whose memory it opens."""
+    if env is None:
+        load_env_file()
+        env = os.environ
+    keys: dict[str, frozenset[str] | None] = {}
+    web_secret = env.get("MEMORY_WEB_SECRET", "").strip()
+    for entry in env.get("MEMORY_MCP_KEYS", "").split():
+        key, sep, who = entry.partition(":")
+        names = [n for n in who.split(",") if n]
+        if not sep or not names:
+            raise ConfigError(
+                f"MEMORY_MCP_KEYS: {key[:4]}... names no identity: write KEY:alice,bob (or KEY:* for all)"
+            )
+        if len(key) < MCP_KEY_MIN_CHARS:
+            raise ConfigError(f"MEMORY_MCP_KEYS: a key of {len(key)} characters; at least {MCP_KEY_MIN_CHARS}")
+        if web_secret and key == web_secret:
+            raise ConfigError("MEMORY_MCP_KEYS: a key is MEMORY_WEB_SECRET; the MCP server's keys are its own")
+        keys[key] = None if "*" in names else frozenset(names)
+    if http and not keys:
+        raise ConfigError(
+            "MEMORY_MCP_KEYS is not set: the MCP server over HTTP needs a key of its own naming the identities "
+            'it may touch, e.g. MEMORY_MCP_KEYS=$(python -c "import secrets; print(secrets.token_urlsafe(24))"):alice'
+        )
+    host, port = _listen(env.get("MEMORY_MCP_LISTEN", "").strip() or "127.0.0.1:8766", "MEMORY_MCP_LISTEN")
+    return McpSettings(keys=keys, host=host, port=port)
+
+
+def _listen(raw: str, variable: str = "MEMORY_WEB_LISTEN") -> tuple[str, int]:
     """MEMORY_WEB_LISTEN as (host, port): "127.0.0.1:8765", "0.0.0.0:80", "[::1]:8765", ":0".
     One variable, not a host and a port: Kubernetes sets MEMORY_WEB_PORT=tcp://... itself
     in every pod of a namespace with a service named memory-web."""
     host, sep, port = raw.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"MEMORY_WEB_LISTEN={raw!r} is not HOST:PORT (127.0.0.1:8765; port 0 = any free port)")
+        raise ConfigError(f"{variable}={raw!r} is not HOST:PORT (127.0.0.1:8765; port 0 = any free port)")
     return host, int(port)
 
 

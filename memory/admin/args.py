@@ -72,11 +72,3 @@ def parser() -> argparse.ArgumentParser:
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser().parse_args(argv)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """The `memory-admin` command: parse first (help and usage errors answer at once), then run."""
-    args = parse(argv)
-    from memory.admin.cli import run
-
-    return run(args)

@@ -113,9 +113,7 @@ def llm_problems(base_url: str, api_key: str, models: list[tuple[str, str]]) -> 
     import urllib.error
     import urllib.request
 
-    where = (
-        f"OPENAI_BASE_URL={base_url!r}" if base_url else f"the OpenAI API ({OPENAI_API}; OPENAI_BASE_URL is not set)"
-    )
+    where = f"OPENAI_BASE_URL={base_url!r}" if base_url else f"{OPENAI_API} (OPENAI_BASE_URL is not set)"
     request = urllib.request.Request(
         (base_url or OPENAI_API).rstrip("/") + "/models",
         headers={"Authorization": f"Bearer {api_key}"} if api_key else {},

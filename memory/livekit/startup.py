@@ -319,8 +319,16 @@ def other_worker(settings: MemorySettings) -> str | None:
         )
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
-    _held_lock.append(fd)  # kept open (and locked) until this process exits
+    _held_lock.append(fd)  # kept open (and locked) until the worker stops
     return None
+
+
+def release_worker_lock() -> None:
+    """The worker stopped: another may run on the data directory now."""
+    import os
+
+    while _held_lock:
+        os.close(_held_lock.pop())
 
 
 def check(argv: list[str]) -> Checked:
@@ -353,7 +361,7 @@ def check(argv: list[str]) -> Checked:
     if command in LIVEKIT_COMMANDS:
         checks.append(_livekit_check(env))
     problems = memory_problems(settings)
-    for thread, found in checks:
+    for thread, found in filter(None, checks):
         if thread.is_alive():
             thread.join()
         problems += found
@@ -459,6 +467,7 @@ def run(run_app: Callable[[Any], None], server: Any, checked: Checked) -> None:
         run_app(server)
     finally:
         logging.getLogger("livekit.agents").removeFilter(handled)
+        release_worker_lock()
         settings = checked.settings
         if settings is not None and not settings.database_url:
             from memory.storage.postgres import stop_if_unused

@@ -156,7 +156,6 @@ async def test_with_the_database_down_a_session_still_gets_an_agent_and_memory_c
 def test_a_table_made_for_another_embedder_still_stops_the_process(store) -> None:
     import dataclasses
 
-    import agent
     from memory.settings import ConfigError, EmbedderKind
 
     wrong = dataclasses.replace(store.settings, embedder=EmbedderKind.OPENAI)  # 1536-d, the table holds 384-d

@@ -168,6 +168,7 @@ def test_console_with_the_example_url_and_no_livekit_key_talks_to_no_server(monk
     monkeypatch.setenv("LIVEKIT_URL", "wss://your-project.livekit.cloud")
     monkeypatch.delenv("LIVEKIT_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("MEMORY_LLM_CHECK", "off")  # no LLM server here
     monkeypatch.setattr(startup, "load_env_file", lambda: None)  # no developer's .env
     monkeypatch.setattr(startup, "audio_problems", lambda: [])  # no sound card here
     monkeypatch.setattr(startup, "memory_problems", lambda settings: [])

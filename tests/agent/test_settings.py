@@ -85,7 +85,7 @@ def _run_agent(args: list[str], env: dict[str, str], tmp_path: Path) -> subproce
     return subprocess.run(
         [sys.executable, str(ROOT / "agent.py"), *args],
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "MEMORY_LLM_CHECK": "off", **env},  # no LLM server here
         capture_output=True,
         text=True,
         timeout=120,
