@@ -26,7 +26,8 @@ def prewarm(proc: JobProcess) -> None:
     memory.warm_up()  # memory: the store, the embedder and a first look-up, once per process
 
 
-server = AgentServer(setup_fnc=prewarm, **memory.server_options())  # memory (optional): a 60 s prewarm limit, preloading
+# memory (optional): a prewarm time-out that suits memory, its libraries preloaded once.
+server = AgentServer(setup_fnc=prewarm, **memory.server_options())
 
 
 @server.rtc_session()
