@@ -30,7 +30,7 @@ EXAMPLE = ROOT / "docs" / "examples" / "my_agent.py"
 # A job of the example, as LiveKit runs one, without a LiveKit server: a cold process runs the
 # example's prewarm, then its entrypoint with a stand-in job context (no room: the user types,
 # as in LiveKit's text mode), then one line from the user; it prints what happened as JSON.
-DRIVER = r'''
+DRIVER = r"""
 import asyncio, importlib.util, json, sys, time, types
 started = time.perf_counter()
 spec = importlib.util.spec_from_file_location("my_agent", sys.argv[1])
@@ -90,7 +90,7 @@ async def main():
 
 
 asyncio.run(main())
-'''
+"""
 
 
 def _uv() -> str:
