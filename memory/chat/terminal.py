@@ -206,15 +206,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     _logging(args.verbose)
     startup.talk("chat")
     settings = load_settings(env, dotenv=False)
-    # The LLM server (reachable, model known) beside the store's check, before the first prompt.
-    llm_check = threading.Thread(target=lambda: llm_found.extend(startup.check_llm(env, settings)), daemon=True)
-    llm_found: list[str] = []
-    llm_check.start()
-    problems = startup.memory_problems(settings)
-    llm_check.join()
-    problems += llm_found
-    if problems:
-        print(f"{PROG}: cannot start ({env_file_note()}): " + "\n  ".join(["", *problems]), file=sys.stderr)
-        return 2
+    # Before the first prompt: the LLM server (reachable, model known), and the store checked and
+    # memory warmed up, in threads (mostly waiting on the servers) while LiveKit is imported.
+    found: list[str] = []
+    checks = [
+        threading.Thread(target=lambda: found.extend(startup.check_llm(env, settings)), daemon=True),
+        threading.Thread(target=lambda: found.extend(_memory_ready(settings)), daemon=True),
+    ]
+    for thread in checks:
+        thread.start()
     _say("· loading the agent (LiveKit and the models)...")
+    import livekit.agents  # noqa: F401 - imported beside the checks
+    import livekit.plugins.openai  # noqa: F401 - imported beside the checks
+
+    for thread in checks:
+        thread.join()
+    if found:
+        print(f"{PROG}: cannot start ({env_file_note()}): " + "\n  ".join(["", *found]), file=sys.stderr)
+        return 2
     return asyncio.run(_chat(identity, settings))
+
+
+def _memory_ready(settings: Any) -> list[str]:
+    """The store's check (with its ready lines), then memory warmed up for the first look-up;
+    what stops the chat, as lines. The embedder is loaded once, by the warm-up."""
+    problems = startup.memory_problems(settings, embedder=False)
+    if problems:
+        return problems
+    import memory
+
+    try:
+        memory.warm_up(settings=settings, freeze=False)  # frozen once the session is made (_chat)
+    except Exception as exc:  # noqa: BLE001 - said in one line: a broken install, a table for another embedder
+        return [f"memory cannot be loaded: {describe_error(exc)}"]
+    return []

@@ -57,12 +57,20 @@ logger = logging.getLogger("memory.startup")
 
 @dataclass(frozen=True)
 class Checked:
-    """What the start-up check found: the command, and the settings it runs with."""
+    """What the start-up check found: the command, and the settings it runs with. `finish`:
+    the checks still running (the store, the embedder, the LLM server, the LiveKit project),
+    waited for by `wait` before the worker starts; they run while LiveKit is imported."""
 
     command: str | None
     settings: MemorySettings | None = None
     help: bool = False
     livekit_url: str = ""
+    finish: Callable[[], None] | None = None
+
+    def wait(self) -> None:
+        """Until the checks still running are done; stops the process naming any problem."""
+        if self.finish is not None:
+            self.finish()
 
 
 # ---------------------------------------------------------------- the lines it prints
@@ -194,8 +202,9 @@ def _embedder_problems(settings: MemorySettings) -> list[str]:
     return []
 
 
-def memory_problems(settings: MemorySettings) -> list[str]:
-    """The data directory or database, then the store: a line for each once it is ready."""
+def memory_problems(settings: MemorySettings, *, embedder: bool = True) -> list[str]:
+    """The data directory or database, then the store: a line for each once it is ready; with
+    `embedder`, the local embedder loaded once too (the text chat's warm-up loads it anyway)."""
     from memory.storage.postgres import storage_problems
     from memory.storage.store import check_store
 
@@ -207,7 +216,7 @@ def memory_problems(settings: MemorySettings) -> list[str]:
         return check.problems
     took = f" in {check.ready_s:.1f} s" if check.ready_s is not None else ""
     logger.info("database ready: %s%s", _database(settings), took)
-    embedder = _embedder_problems(settings)
+    embedder_found = _embedder_problems(settings) if embedder else []
     where = f"MEMORY_COLLECTION={settings.collection!r}, {settings.mode.value}"
     if check.made:
         counts = ", ".join(
@@ -222,7 +231,7 @@ def memory_problems(settings: MemorySettings) -> list[str]:
         logger.info("memory store ready (%s): %s", where, counts)
     else:
         logger.info("memory store ready (%s): new, its tables are made by the first session", where)
-    return embedder
+    return embedder_found
 
 
 def _count(n: int, what: str) -> str:
@@ -331,10 +340,23 @@ def release_worker_lock() -> None:
         os.close(_held_lock.pop())
 
 
-def check(argv: list[str]) -> Checked:
+def _joined(checks: list[tuple[threading.Thread, list[str]] | None]) -> list[str]:
+    """What the checks found, once each has ended."""
+    problems: list[str] = []
+    for thread, found in filter(None, checks):
+        if thread.is_alive():
+            thread.join()
+        problems += found
+    return problems
+
+
+def check(argv: list[str], *, wait: bool = True) -> Checked:
     """Every problem that would stop `argv`'s command, as lines naming what to fix (exit
     non-zero), else the settings it runs with. Loads neither LiveKit's agents nor a model
-    until the configuration has passed."""
+    until the configuration has passed. With `wait=False` the configuration is checked now
+    and the rest (the store, the embedder, the LLM server, the LiveKit project: mostly
+    waiting on a server or a subprocess) goes on in threads while the caller imports LiveKit;
+    `Checked.wait` joins them before the worker starts."""
     command = argv[1] if len(argv) > 1 else None
     if {"-h", "--help"} & set(argv[1:]):  # help needs no configuration
         return Checked(command, help=True)
@@ -357,19 +379,28 @@ def check(argv: list[str]) -> Checked:
         return Checked(command)
     talk(command)
     settings = load_settings(env, dotenv=False)
-    checks = [_llm_check(env, settings)]  # the LLM server and the LiveKit project, beside the store's check
+    store_found: list[str] = []
+    store = threading.Thread(target=lambda: store_found.extend(memory_problems(settings)), name="memory-check")
+    store.start()  # the slow one (the database starts, the embedder loads): it may go on while LiveKit loads
+    checks = [_llm_check(env, settings)]  # the LLM server and the LiveKit project: waited for now
     if command in LIVEKIT_COMMANDS:
         checks.append(_livekit_check(env))
-    problems = memory_problems(settings)
-    for thread, found in filter(None, checks):
-        if thread.is_alive():
-            thread.join()
-        problems += found
-    if problems + busy:
-        _stop(problems + busy)
-    if (other := other_worker(settings)) is not None:
-        logger.warning(other)
-    return Checked(command, settings, livekit_url=env.get("LIVEKIT_URL", "").strip())
+    found = _joined(checks)
+    if found:  # a mistake no retry fixes: said before LiveKit (and its retries) is loaded
+        store.join()
+        _stop(store_found + found + busy)
+
+    def finish() -> None:
+        problems = _joined([(store, store_found)])
+        if problems + busy:
+            _stop(problems + busy)
+        if (other := other_worker(settings)) is not None:
+            logger.warning(other)
+
+    checked = Checked(command, settings, livekit_url=env.get("LIVEKIT_URL", "").strip(), finish=finish)
+    if wait:
+        checked.wait()
+    return checked
 
 
 def check_under_livekit_main() -> Checked | None:
@@ -448,6 +479,7 @@ def run(run_app: Callable[[Any], None], server: Any, checked: Checked) -> None:
     if checked.help:
         run_app(server)
         return
+    checked.wait()
     talk(checked.command)
 
     handled = HandledConditions(checked.livekit_url)
@@ -527,7 +559,7 @@ def prepare_worker(argv: list[str] | None = None) -> Checked | None:
     from memory.settings import log_transcripts_mode, share_metrics_across_processes
 
     load_env_file()
-    checked = check(list(argv)) if argv is not None else check_under_livekit_main()
+    checked = check(list(argv), wait=False) if argv is not None else check_under_livekit_main()
     transcript_log.install(log_transcripts_mode())
     share_metrics_across_processes()
     return checked
