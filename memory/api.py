@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -56,7 +57,7 @@ _lock = threading.Lock()
 _warned_cold = False
 
 
-def _open_store(settings: MemorySettings) -> MemoryStore | UnavailableStore:
+def _open_store(settings: MemorySettings, *, load_mem0: bool = True) -> MemoryStore | UnavailableStore:
     """The memory store, or a stand-in when it cannot be opened now (a fleet database down
     while this process starts): failing would fail the job process, and LiveKit gives up on
     a job after three, so the user would get no agent at all. With the stand-in the session
@@ -65,7 +66,7 @@ def _open_store(settings: MemorySettings) -> MemoryStore | UnavailableStore:
     from memory.storage.store import MemoryStore, UnavailableStore
 
     try:
-        return MemoryStore.open(settings)
+        return MemoryStore.open(settings, load_mem0=load_mem0)
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure to open means "no memory", never "no agent"
@@ -75,22 +76,33 @@ def _open_store(settings: MemorySettings) -> MemoryStore | UnavailableStore:
 
 
 def _make_runtime(settings: MemorySettings | None, *, warm: bool) -> _Runtime:
-    from memory.archive.retention import start_background
-    from memory.language import lexical
     from memory.ops import metrics
-    from memory.retrieval.retriever import Retriever
-    from memory.service import MemoryService
     from memory.settings import prometheus_multiproc_dir, tell_libraries
-    from memory.storage.embedder import local_model, write_model
 
     settings = settings or load_settings()
     tell_libraries()
     metrics.forget_dead_processes(prometheus_multiproc_dir())  # a killed job process's gauges
+    _load_models(settings)
+    return _with_store(settings, _open_store(settings), warm=warm)
+
+
+def _load_models(settings: MemorySettings) -> None:
+    """The local embedder (both handles) and the language tables (jieba's dictionary, the
+    word frequencies, the character tables)."""
+    from memory.language import lexical
+    from memory.storage.embedder import local_model, write_model
+
     if settings.embedder is EmbedderKind.LOCAL:
         local_model()
         write_model()
-    lexical.warm_up()  # jieba's dictionary, the word frequencies, the character tables
-    store = _open_store(settings)
+    lexical.warm_up()
+
+
+def _with_store(settings: MemorySettings, store: Any, *, warm: bool) -> _Runtime:
+    from memory.archive.retention import start_background
+    from memory.retrieval.retriever import Retriever
+    from memory.service import MemoryService
+
     # One per process, shared by its sessions: the per-user densities are computed once
     # per process and user, not once per session.
     retriever = Retriever(store, settings)
@@ -99,6 +111,36 @@ def _make_runtime(settings: MemorySettings | None, *, warm: bool) -> _Runtime:
     if warm:
         _warm_read_path(service)
     return _Runtime(settings, store, retriever, service, warm)
+
+
+def warm_up_behind(settings: MemorySettings) -> Future[None]:
+    """The text chat's start (not exported): the store opened now, without Mem0, so that a
+    session can be attached and greet; Mem0, the embedder, the language tables and a first
+    look-up load in a thread. The future is done when they are: the chat waits for it
+    before its first look-up, not before its prompt."""
+    from memory.settings import tell_libraries
+
+    global _runtime
+    tell_libraries()
+    store = _open_store(settings, load_mem0=False)
+    with _lock:
+        _runtime = runtime = _with_store(settings, store, warm=False)
+    done: Future[None] = Future()
+
+    def load() -> None:
+        try:
+            _load_models(settings)
+            if getattr(store, "available", True):
+                store.mem0  # noqa: B018 - built now, off the first look-up
+                store.purge_forgotten_history()  # as `MemoryStore.open` does when it builds Mem0
+            _warm_read_path(runtime.service)
+            runtime.warmed = True
+            done.set_result(None)
+        except BaseException as exc:  # noqa: BLE001 - the chat says it and stops
+            done.set_exception(exc)
+
+    threading.Thread(target=load, name="memory-warm-up", daemon=True).start()
+    return done
 
 
 def _warm_read_path(service: MemoryService) -> None:

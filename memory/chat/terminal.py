@@ -1,8 +1,9 @@
 """`memory-chat USER` (`python -m memory.chat USER`): a typed conversation with the worker's
 own agent.
 
-The same pieces as a call (agent.py), through the package's public API as any worker uses
-it: `memory.warm_up` (the store, the embedder, a first look-up), a LiveKit `AgentSession`
+The same pieces as a call (agent.py), through the package's API as a worker uses it: the
+store and memory's models (as `memory.warm_up` loads them; here the models and a first
+look-up load behind the prompt, and the first message waits for them), a LiveKit `AgentSession`
 with the worker's LLM (`OPENAI_LLM_MODEL`; no speech models), `memory.attach` (NORMAL or
 GATED as configured, the archive) and the worker's first agent. A typed turn goes where a
 spoken one goes: LiveKit adds it to the conversation, memory journals and stores it from
@@ -24,6 +25,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from memory.livekit import startup
@@ -122,12 +124,12 @@ def _llm(model: str) -> Any:
     return openai.LLM(model=model, api_key=models.api_key or "unused", base_url=models.base_url or None)
 
 
-async def _chat(identity: str, settings: Any) -> int:
+async def _chat(identity: str, settings: Any, loading: Future[None]) -> int:
     from livekit.agents import AgentSession, TurnHandlingOptions, llm
 
     import memory
+    from memory.ops import heap
 
-    memory.warm_up(settings=settings)
     models = cloud_models()
     chat_llm = _llm(models.llm_model)
     # Typed in, printed out: no VAD, no speech models, turns end when a line is sent.
@@ -167,6 +169,9 @@ async def _chat(identity: str, settings: Any) -> int:
                 break
             if not line.strip():
                 continue
+            if not loading.done():  # memory's models still loading: this message waits for them, once
+                await asyncio.wrap_future(loading)
+                heap.settle()  # everything loaded, out of the collector's full passes
             before = len(mem.turns)
             await session.run(user_input=line.strip())
             if note := _memory_note(mem, before):
@@ -209,9 +214,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Before the first prompt: the LLM server (reachable, model known), and the store checked and
     # memory warmed up, in threads (mostly waiting on the servers) while LiveKit is imported.
     found: list[str] = []
+    loading: list[Future[None]] = []
     checks = [
         threading.Thread(target=lambda: found.extend(startup.check_llm(env, settings)), daemon=True),
-        threading.Thread(target=lambda: found.extend(_memory_ready(settings)), daemon=True),
+        threading.Thread(target=lambda: found.extend(_memory_ready(settings, loading)), daemon=True),
     ]
     for thread in checks:
         thread.start()
@@ -224,19 +230,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if found:
         print(f"{PROG}: cannot start ({env_file_note()}): " + "\n  ".join(["", *found]), file=sys.stderr)
         return 2
-    return asyncio.run(_chat(identity, settings))
+    return asyncio.run(_chat(identity, settings, loading[0]))
 
 
-def _memory_ready(settings: Any) -> list[str]:
-    """The store's check (with its ready lines), then memory warmed up for the first look-up;
-    what stops the chat, as lines. The embedder is loaded once, by the warm-up."""
+def _memory_ready(settings: Any, loading: list[Future[None]]) -> list[str]:
+    """The store's check (with its ready lines), then the store opened for the session; Mem0,
+    the embedder, the language tables and a first look-up go on loading behind the prompt
+    (`loading`). What stops the chat, as lines."""
+    from memory import api
+
     problems = startup.memory_problems(settings, embedder=False)
     if problems:
         return problems
-    import memory
-
     try:
-        memory.warm_up(settings=settings, freeze=False)  # frozen once the session is made (_chat)
-    except Exception as exc:  # noqa: BLE001 - said in one line: a broken install, a table for another embedder
+        loading.append(api.warm_up_behind(settings))
+    except Exception as exc:  # noqa: BLE001 - said in one line: a table made for another embedder
         return [f"memory cannot be loaded: {describe_error(exc)}"]
     return []
