@@ -20,7 +20,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -113,11 +113,12 @@ def _with_store(settings: MemorySettings, store: Any, *, warm: bool) -> _Runtime
     return _Runtime(settings, store, retriever, service, warm)
 
 
-def warm_up_behind(settings: MemorySettings) -> Future[None]:
+def warm_up_behind(settings: MemorySettings) -> Callable[[], Future[None]]:
     """The text chat's start (not exported): the store opened now, without Mem0, so that a
-    session can be attached and greet; Mem0, the embedder, the language tables and a first
-    look-up load in a thread. The future is done when they are: the chat waits for it
-    before its first look-up, not before its prompt."""
+    session can be attached and greet. Returns what loads the rest (Mem0, the embedder, the
+    language tables, a first look-up) in a thread, for the caller to start once its prompt
+    is shown (loaded beside it, they took the CPU the prompt needed); its future is done when
+    they are: the chat waits for it before its first look-up."""
     from memory.settings import tell_libraries
 
     global _runtime
@@ -139,8 +140,11 @@ def warm_up_behind(settings: MemorySettings) -> Future[None]:
         except BaseException as exc:  # noqa: BLE001 - the chat says it and stops
             done.set_exception(exc)
 
-    threading.Thread(target=load, name="memory-warm-up", daemon=True).start()
-    return done
+    def start() -> Future[None]:
+        threading.Thread(target=load, name="memory-warm-up", daemon=True).start()
+        return done
+
+    return start
 
 
 def _warm_read_path(service: MemoryService) -> None:

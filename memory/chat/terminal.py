@@ -24,7 +24,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -124,7 +124,7 @@ def _llm(model: str) -> Any:
     return openai.LLM(model=model, api_key=models.api_key or "unused", base_url=models.base_url or None)
 
 
-async def _chat(identity: str, settings: Any, loading: Future[None]) -> int:
+async def _chat(identity: str, settings: Any, load: Callable[[], Future[None]]) -> int:
     from livekit.agents import AgentSession, TurnHandlingOptions, llm
 
     import memory
@@ -160,6 +160,7 @@ async def _chat(identity: str, settings: Any, loading: Future[None]) -> int:
         await session.start(agent=memory.first_agent(None, mem, identity=identity))
         _say(f"· chatting as {identity!r} ({settings.mode.value}); /quit or Ctrl-D to leave")
         await session.generate_reply(instructions=memory.load_prompt("greeting"))  # as a call begins
+        loading = load()  # memory's models, behind the prompt
         _lines(loop, inbox)
         while not stop.is_set():
             if sys.stdin.isatty():
@@ -214,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Before the first prompt: the LLM server (reachable, model known), and the store checked and
     # memory warmed up, in threads (mostly waiting on the servers) while LiveKit is imported.
     found: list[str] = []
-    loading: list[Future[None]] = []
+    loading: list[Callable[[], Future[None]]] = []
     checks = [
         threading.Thread(target=lambda: found.extend(startup.check_llm(env, settings)), daemon=True),
         threading.Thread(target=lambda: found.extend(_memory_ready(settings, loading)), daemon=True),
@@ -233,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return asyncio.run(_chat(identity, settings, loading[0]))
 
 
-def _memory_ready(settings: Any, loading: list[Future[None]]) -> list[str]:
+def _memory_ready(settings: Any, loading: list[Callable[[], Future[None]]]) -> list[str]:
     """The store's check (with its ready lines), then the store opened for the session; Mem0,
     the embedder, the language tables and a first look-up go on loading behind the prompt
     (`loading`). What stops the chat, as lines."""
