@@ -206,8 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidMemoryText as exc:
         problems.append(f"USER: {exc}")
     if problems:
-        print(f"{PROG}: cannot start: " + ("\n  ".join(["", *problems]) if len(problems) > 1 else problems[0])
-              + f" ({env_file_note()})", file=sys.stderr)  # fmt: skip
+        _cannot_start(problems)
         return 2
     _logging(args.verbose)
     startup.talk("chat")
@@ -216,22 +215,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     # memory warmed up, in threads (mostly waiting on the servers) while LiveKit is imported.
     found: list[str] = []
     loading: list[Callable[[], Future[None]]] = []
-    checks = [
-        threading.Thread(target=lambda: found.extend(startup.check_llm(env, settings)), daemon=True),
-        threading.Thread(target=lambda: found.extend(_memory_ready(settings, loading)), daemon=True),
-    ]
-    for thread in checks:
-        thread.start()
-    _say("· loading the agent (LiveKit and the models)...")
-    import livekit.agents  # noqa: F401 - imported beside the checks
-    import livekit.plugins.openai  # noqa: F401 - imported beside the checks
-
-    for thread in checks:
-        thread.join()
+    llm_check = threading.Thread(target=lambda: found.extend(startup.check_llm(env, settings)), daemon=True)
+    store = threading.Thread(target=lambda: found.extend(_memory_ready(settings, loading)), daemon=True)
+    llm_check.start()
+    store.start()
+    llm_check.join()  # quick: a server that does not answer is said before LiveKit loads
+    if not found:
+        _say("· loading the agent (LiveKit and the models)...")
+        import livekit.agents  # noqa: F401 - imported beside the store's check
+        import livekit.plugins.openai  # noqa: F401 - imported beside the store's check
+    store.join()
     if found:
-        print(f"{PROG}: cannot start ({env_file_note()}): " + "\n  ".join(["", *found]), file=sys.stderr)
+        _cannot_start(found)
         return 2
     return asyncio.run(_chat(identity, settings, loading[0]))
+
+
+def _cannot_start(problems: list[str]) -> None:
+    """One problem on one line (with the `.env` read, or where one was looked for); several,
+    one a line."""
+    if len(problems) == 1:
+        print(f"{PROG}: cannot start: {problems[0]} ({env_file_note()})", file=sys.stderr)
+    else:
+        print(f"{PROG}: cannot start ({env_file_note()}):" + "".join(f"\n  {p}" for p in problems), file=sys.stderr)
 
 
 def _memory_ready(settings: Any, loading: list[Callable[[], Future[None]]]) -> list[str]:
