@@ -430,8 +430,10 @@ async def forget_user(user_id: str) -> Forgotten:
     messages, shared contexts, turns still waiting in this machine's journal. The result
     says what went from each place and what could not be done (`complete`); it can be
     repeated."""
+    from memory.ops.threads import run_write
+
     runtime = _get_runtime(cold_warning=False)
-    return await asyncio.to_thread(runtime.service.forget, _user(user_id))
+    return await run_write(runtime.service.forget, _user(user_id))
 
 
 async def export_user(user_id: str) -> dict[str, Any]:
@@ -439,10 +441,11 @@ async def export_user(user_id: str) -> dict[str, Any]:
     writes; `import_user` reads it back). Raises `LookupError` when nothing is stored."""
     from memory.admin.cli import Admin
     from memory.admin.tables import to_json
+    from memory.ops.threads import run_read
 
     runtime = _get_runtime(cold_warning=False)
     uid = _user(user_id)
-    doc = await asyncio.to_thread(Admin(runtime.store, runtime.settings).export, uid)
+    doc = await run_read(Admin(runtime.store, runtime.settings).export, uid, wait_s=5.0)
     return json.loads(to_json(doc))
 
 

@@ -85,6 +85,7 @@ async def test_attach_gives_every_agent_of_the_session_memory_hand_offs_included
         assert llm.count > before and "Anna" in _blocks(llm.requests[-1])
         kept = [getattr(item, "text_content", None) or "" for item in harness.session.history.items]
         assert kept and not [t for t in kept if "<recalled_memories>" in t]  # for that request only, not the history
+        assert await mem.drain(60.0)
     await mem.aclose()
     # both typed turns were stored, as spoken ones are
     assert {m.text for m in store.list_user(user_id)} >= {"What is my sister's name?", "And who is Anna?"}
@@ -119,7 +120,7 @@ async def test_a_process_that_did_not_warm_up_says_so_once(
             api.forget_runtime()
 
 
-def test_attach_refuses_what_cannot_work(runtime: Any) -> None:
+async def test_attach_refuses_what_cannot_work(runtime: Any) -> None:
     from harness.scripted import VoiceHarness
 
     session = VoiceHarness(Assistant("a")).session
