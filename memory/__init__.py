@@ -71,6 +71,8 @@ _EXPORTS = {
     "load_settings": "memory.settings",
     "ConfigError": "memory.settings",
     "InvalidMemoryText": "memory.types",
+    "InvalidInput": "memory.errors",
+    "AgentMemoryError": "memory.errors",
 }
 
 __all__ = sorted(_EXPORTS)

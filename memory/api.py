@@ -456,8 +456,8 @@ async def import_user(
     `{"text": ...}` / `{"fact": ..., "category": ...}`, or the same as JSON lines), through
     the worker's write path: redacted, bounded, journaled; running it twice adds nothing.
     `user_id`: the user to import into (default: the document's own). Returns the report
-    (`turns`, `facts`, `unchanged`, `dropped`, `refused`, ...). Raises `InvalidMemoryText`,
-    naming what was wrong, before anything is written when the input cannot be read."""
+    (`turns`, `facts`, `unchanged`, `dropped`, ...). Raises `InvalidInput` (`ImportRefused`:
+    every problem, one a line), naming what was wrong, before anything is written."""
     from memory.admin.importer import import_text
 
     runtime = _get_runtime(cold_warning=False)

@@ -29,9 +29,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from memory import api
+from memory.errors import InvalidInput
 from memory.language.quoting import quote
 from memory.settings import ConfigError, McpSettings, mcp_settings
-from memory.types import InvalidMemoryText, MemoryRecord
+from memory.types import MemoryRecord
 
 PROG = "memory-mcp"
 MAX_LIMIT = 50  # memories one recall returns at most
@@ -118,7 +119,7 @@ def build(settings: McpSettings | None = None, *, http: bool = False) -> MCPServ
             raise ToolError(f"limit is {limit}; between 1 and {MAX_LIMIT}")
         try:
             records = await api.recall(user_id, query, limit=limit)
-        except InvalidMemoryText as exc:
+        except InvalidInput as exc:
             raise ToolError(str(exc)) from None
         return _lines(records, _settings().recall_max_chars)
 
@@ -129,7 +130,7 @@ def build(settings: McpSettings | None = None, *, http: bool = False) -> MCPServ
         _allowed(user_id)
         try:
             report = await api.remember(user_id, text)
-        except InvalidMemoryText as exc:
+        except InvalidInput as exc:
             raise ToolError(str(exc)) from None
         if report["refused"]:
             raise ToolError("not stored: " + "; ".join(report["refused"][:3]))
@@ -143,7 +144,7 @@ def build(settings: McpSettings | None = None, *, http: bool = False) -> MCPServ
             raise ToolError(f"limit is {limit}; between 1 and {LIST_MAX}")
         try:
             records = await api.memories(user_id, limit=limit)
-        except InvalidMemoryText as exc:
+        except InvalidInput as exc:
             raise ToolError(str(exc)) from None
         return _lines(records, 40_000)
 
@@ -154,7 +155,7 @@ def build(settings: McpSettings | None = None, *, http: bool = False) -> MCPServ
         _allowed(user_id)
         try:
             gone = await api.forget_user(user_id)
-        except InvalidMemoryText as exc:
+        except InvalidInput as exc:
             raise ToolError(str(exc)) from None
         if not gone.complete:
             raise ToolError(gone.problem(user_id))
@@ -168,7 +169,7 @@ def build(settings: McpSettings | None = None, *, http: bool = False) -> MCPServ
             doc = await api.export_user(user_id)
         except LookupError:
             raise ToolError(f"nothing is stored under {user_id!r}") from None
-        except InvalidMemoryText as exc:
+        except InvalidInput as exc:
             raise ToolError(str(exc)) from None
         return quote(doc)
 
