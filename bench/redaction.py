@@ -61,13 +61,16 @@ def probes() -> dict[str, object]:
 SETS = Path(__file__).resolve().parent / "data" / "redaction"
 
 
-def secret_left(redacted: str, secret: str) -> bool:
+def secret_left(original: str, redacted: str, secret: str) -> bool:
     """Is any of `secret` still in `redacted`: a run of 4 of its characters (spaces left
-    out on both sides), or the whole value when it is shorter?"""
+    out on both sides) that the rest of the sentence does not also hold ("redis" of the
+    URL `redis://:redisPass88@...`), or the whole value when it is shorter or has none?"""
     value, text = "".join(secret.split()), "".join(redacted.split())
-    if len(value) < 4:
+    rest = "".join(original.replace(secret, "\0").split())
+    runs = [value[i : i + 4] for i in range(len(value) - 3) if value[i : i + 4] not in rest]
+    if not runs:
         return value in text
-    return any(value[i : i + 4] in text for i in range(len(value) - 3))
+    return any(run in text for run in runs)
 
 
 def sentence_set(name: str) -> dict[str, object]:
@@ -80,7 +83,7 @@ def sentence_set(name: str) -> dict[str, object]:
         hits = []
         for it in items:
             redacted = redact_secrets(it["text"])[0]
-            hits.append(not any(secret_left(redacted, s) for s in it["secrets"]))
+            hits.append(not any(secret_left(it["text"], redacted, s) for s in it["secrets"]))
             if not hits[-1] and lang == "all":
                 missed.append(f"{it['text']!r} -> {redacted!r}")
         caught = sum(hits)
