@@ -269,7 +269,7 @@ def _when(value: str | None) -> datetime | None:
 
 # Commands that need Mem0 (an embedding, its history file): the others open the store
 # without loading it, and answer in a second.
-_WITH_MEM0 = ("search", "import", "forget")
+_WITH_MEM0 = ("search", "import", "forget", "redact")
 
 
 def open_store(settings: MemorySettings, command: str = "") -> tuple[MemoryStore | None, list[str]]:
@@ -447,6 +447,11 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
                 width=50,
             )
         )
+    elif cmd == "redact":
+        rows, history = admin.store.redact_stored(user_id)
+        out(to_json({"rows_rewritten": rows, "history_entries_rewritten": history}) if args.json else
+            f"rewrote {rows} memories and {history} entries of Mem0's history on this machine without the secrets "
+            "the rules now find")  # fmt: skip
     elif cmd == "retention":
         from memory.archive.retention import run_retention
 
