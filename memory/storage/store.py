@@ -609,8 +609,8 @@ class MemoryStore:
                 if not found and not in_ctx:
                     continue
                 form = self.index_form(clean, [clean_ctx] if clean_ctx else [], payload.get("timestamp"))
-                fields = {"data": clean, "hash": hashlib.md5(clean.encode()).hexdigest(),
-                          **({"ctx": clean_ctx} if ctx else {}), **form.payload(), **lex_fields(clean, form.extra)}  # fmt: skip
+                fields = {"data": clean, "hash": hashlib.md5(clean.encode()).hexdigest(), **form.payload(),
+                          **lex_fields(clean, form.extra), **({"ctx": clean_ctx} if ctx else {})}  # fmt: skip
                 rewritten += self.rows.rewrite(row_id, text, fields, self.passages.embed(form.embed, "add"))
         return rewritten, self._redact_history(None if user_id is None else ids)
 
