@@ -756,6 +756,9 @@ class MemoryStore:
     def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, Any]]:
         return self.rows.user_vectors(user_id, limit)
 
+    def user_has_more_than(self, user_id: str, n: int) -> bool:
+        return self.rows.user_has_more_than(user_id, n)
+
     def _record_by_write_id(self, user_id: str, write_id: str) -> MemoryRecord | None:
         row = self.rows.by_write_id(user_id, write_id)
         return MemoryRecord.from_payload(*row) if row else None

@@ -9,6 +9,7 @@ neither shows a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import re
@@ -24,6 +25,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from yarl import URL
 
+from memory.language import lexical
 from memory.ops.threads import run_in, web_pool
 from memory.settings import LiveKitCredentials, MemorySettings, WebSettings
 from memory.types import InvalidMemoryText, StoreUnavailable, describe_error, validate_user_id
@@ -44,6 +46,7 @@ EXECUTOR = web.AppKey("executor", ThreadPoolExecutor)
 TEMPLATES = web.AppKey("templates", jinja2.Environment)
 STYLE = web.AppKey("style", bytes)
 TOKEN_OPERATOR = web.AppKey("token_operator", bool)  # the operator's secret may mint tokens
+WARMED = web.AppKey("warmed", asyncio.Future)  # done when `load_models` has run
 SESSION = web.RequestKey("session", object)  # security.Session, or None for a script's header
 AUTHED = web.RequestKey("authed", bool)
 # The store cannot be reached: a database down or gone, connections refused or timed out.
@@ -351,6 +354,18 @@ async def root(request: web.Request) -> web.StreamResponse:
 
 
 # ------------------------------------------------------------------------------- app
+def load_models(operator: Operator) -> None:
+    """Mem0, the embedder and the segmenter, loaded on a thread as the server starts, not by
+    the first "what would it recall": `import mem0` alone is 2 s of CPU on a quiet machine,
+    and that page took 14 s when it paid for all three (issue 40). The other pages need
+    none of them and answer meanwhile."""
+    try:
+        operator.store.embedder.embed("warm up", "search")
+        lexical.warm_up()
+    except Exception as exc:  # noqa: BLE001 - the page that needs them loads them again and says what failed
+        logger.warning("loading the models at start failed: %s", describe_error(exc))
+
+
 def build_app(
     operator: Operator,
     settings: MemorySettings,
@@ -389,9 +404,13 @@ def build_app(
     app[token_endpoint.CORS_ORIGINS] = frozenset(web_settings.cors_origins)
     app.on_response_prepare.append(_security_headers)
 
+    async def warm_up(_app: web.Application) -> None:
+        _app[WARMED] = asyncio.get_running_loop().run_in_executor(_app[EXECUTOR], load_models, _app[OPERATOR])
+
     async def stop_threads(_app: web.Application) -> None:
         _app[EXECUTOR].shutdown(wait=False, cancel_futures=True)
 
+    app.on_startup.append(warm_up)
     app.on_cleanup.append(stop_threads)
     r = app.router
     r.add_get("/", root, name="root")
