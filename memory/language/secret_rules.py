@@ -348,14 +348,15 @@ _PASSWORD_WORD = (
     r"(?!\s+(?:managers?|reset|policy|policies|prompts?|hints?|fields?|box|strength|generators?|requirements?"
     r"|rules|vault|keeper|protection|protected)\b)"
 )
-_EN_VALUE = rf"{_DIGITS}(?![\w])|[^\s\"'”’,;]+?(?=[\"'”’]?(?:[\s,;!?]|[.](?:\s|$)|$))"
+# A value ends at a space, a comma or semicolon, or . ! ? before a space or the end ("BobbyT!2023" is one).
+_EN_VALUE = rf"{_DIGITS}(?![\w])|[^\s\"'”’,;]+?(?=[\"'”’]?(?:[\s,;]|[.!?](?:\s|$)|$))"
 # "password is hunter2", "my password's sunshine", "the password for my bank is X",
 # "my password? it's X", "pw is X", "is going to be X", "changed my password to X"; the
 # words after the first that are neither function words nor common go with it.
 _password_after_keyword = _after_keyword(_PASSWORD_WORD, _EN_VALUE, check=_secret_like, extend=True)
 # "password qwerty123", "with password purpleRain84": no verb, a value that is no word.
 _password_bare = _pattern(
-    rf"{_PASSWORD_WORD}\s*:?\s+((?=[^\s,;]*\d)[^\s,;\"'”’]{{4,}}?)(?=[\"'”’]?(?:[\s,;!?]|[.](?:\s|$)|$))",
+    rf"{_PASSWORD_WORD}\s*:?\s+((?=[^\s,;]*\d)[^\s,;\"'”’]{{4,}}?)(?=[\"'”’]?(?:[\s,;]|[.!?](?:\s|$)|$))",
     group=1,
     flags=re.IGNORECASE,
 )
@@ -372,7 +373,7 @@ _passphrase = _pattern(
 # only a value with letters and digits counts.
 _pass_word = _after_keyword(
     r"(?<!\bbus\s)(?<!\bboarding\s)\bpass\b",
-    r"(?=[^\s,;]*\d)(?=[^\s,;]*[A-Za-z])[^\s,;\"'”’]+?(?=[\"'”’]?(?:[\s,;!?]|[.](?:\s|$)|$))",
+    r"(?=[^\s,;]*\d)(?=[^\s,;]*[A-Za-z])[^\s,;\"'”’]+?(?=[\"'”’]?(?:[\s,;]|[.!?](?:\s|$)|$))",
     gap=1,
 )
 _use_as_en = _pattern(
@@ -582,7 +583,7 @@ _url_password = _pattern(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:([^\s/]+)@[^\
 _credentials = _pattern(
     r"\b(?:user(?:\s*name)?|login|user\s*id|creds?|credentials)\b(?:\s+(?:is|are)\b|\s*[:=])?\s*[^\s/,;]{1,64}"
     r"(?:\s*/\s*|[,;]?\s+(?:and\s+)?(?:the\s+|my\s+)?(?:pass(?:word)?|pw|pwd|pswd?)\b(?:\s+is\b|\s*[:=])?\s*)"
-    r"([^\s,;\"'”’]+?)(?=[\"'”’]?(?:[\s,;!?]|[.](?:\s|$)|$))",
+    r"([^\s,;\"'”’]+?)(?=[\"'”’]?(?:[\s,;]|[.!?](?:\s|$)|$))",
     group=1,
     check=lambda m: _secret_like(m.group(1)),
     flags=re.IGNORECASE,
@@ -625,7 +626,7 @@ _zh_password_bare = _pattern(
 
 # "信用卡背面的安全码 7 2 6", "CVV：991": the three or four digits on a card's back.
 _zh_card_code = _pattern(
-    rf"(?:安全码|安全碼|校验码|校驗碼|(?i:cvv2?|cvc2?))[^\s，。！？,.!?\d]{{0,4}}?{_ZH_VERB}?\s*(\d(?:\s?\d){{2,3}})(?!\d)",
+    rf"(?:安全码|安全碼|校验码|校驗碼|(?i:cvv2?|cvc2?))[^\s，。！？,.!?\d]{{0,4}}?\s*{_ZH_VERB}?\s*(\d(?:\s?\d){{2,3}})(?!\d)",
     group=1,
 )
 # A description between the word and the value: "支付密码是六个数字 902318", "密码是生日后六位

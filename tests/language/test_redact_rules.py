@@ -171,3 +171,13 @@ def test_every_secret_of_a_long_turn_is_redacted() -> None:
     text = ("my password is " + "a1" * 5000 + " and the code is 4711. ") * 20
     out, kinds = redact_secrets(text)
     assert "4711" not in out and "a1a1" not in out and len(kinds) >= 40
+
+
+def test_a_value_may_hold_an_exclamation_or_question_mark_and_a_space_may_come_before_a_chinese_verb() -> None:
+    # Issue 40: "!" inside a typed password ended the value there ("[redacted]!99" kept
+    # the rest), and "CVV2 是 228" (a space before 是) was not taken for a card's code.
+    assert redact_secrets("user admin pass Kite!99")[0] == f"user admin pass {MARK}"
+    assert redact_secrets("my password is Tangerine!4 ok")[0] == f"my password is {MARK} ok"
+    assert redact_secrets("my password is hunter2! thanks")[0] == f"my password is {MARK}! thanks"
+    assert redact_secrets("CVC2 是 517")[0] == f"CVC2 是 {MARK}"
+
