@@ -405,7 +405,7 @@ def build_app(
     app.on_response_prepare.append(_security_headers)
 
     async def warm_up(_app: web.Application) -> None:
-        _app[WARMED] = asyncio.get_running_loop().run_in_executor(_app[EXECUTOR], load_models, _app[OPERATOR])
+        _app[WARMED] = asyncio.ensure_future(run_in(_app[EXECUTOR], load_models, _app[OPERATOR]))
 
     async def stop_threads(_app: web.Application) -> None:
         _app[EXECUTOR].shutdown(wait=False, cancel_futures=True)
