@@ -180,4 +180,3 @@ def test_a_value_may_hold_an_exclamation_or_question_mark_and_a_space_may_come_b
     assert redact_secrets("my password is Tangerine!4 ok")[0] == f"my password is {MARK} ok"
     assert redact_secrets("my password is hunter2! thanks")[0] == f"my password is {MARK}! thanks"
     assert redact_secrets("CVC2 是 517")[0] == f"CVC2 是 {MARK}"
-
