@@ -35,6 +35,7 @@ from aiohttp import web
 from google.protobuf import json_format
 from livekit import api
 
+from memory.errors import InvalidInput
 from memory.livekit.token import hidden_character, identity_problem, mint, new_room
 from memory.settings import LiveKitCredentials
 from memory.web.security import MAX_BODY
@@ -66,11 +67,11 @@ CORS_ORIGINS = web.AppKey("cors_origins", frozenset)
 POLICY = web.AppKey("token_policy", TokenPolicy)
 
 
-class BadRequest(ValueError):
+class BadRequest(InvalidInput):
     """A field of the request is wrong; the message names it."""
 
 
-class NotAllowed(ValueError):
+class NotAllowed(InvalidInput):
     """The request is well formed, but this endpoint's policy does not mint it."""
 
 
