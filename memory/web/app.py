@@ -26,10 +26,10 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from yarl import URL
 
+from memory.errors import Unavailable
 from memory.language import lexical
 from memory.ops.threads import run_in, web_pool
 from memory.settings import LiveKitCredentials, MemorySettings, WebSettings
-from memory.errors import Unavailable
 from memory.types import InvalidMemoryText, describe_error, validate_user_id
 from memory.web import chart, proxy, security, token_endpoint
 from memory.web.i18n import category_name, pick_lang, translator
