@@ -392,10 +392,10 @@ async def root(request: web.Request) -> web.StreamResponse:
 
 # ------------------------------------------------------------------------------- app
 def load_models(operator: Operator) -> None:
-    """Mem0, the embedder and the segmenter, loaded on a thread as the server starts, not by
-    the first "what would it recall": `import mem0` alone is 2 s of CPU on a quiet machine,
-    and that page took 14 s when it paid for all three (issue 40). The other pages need
-    none of them and answer meanwhile."""
+    """The query embedder (the local model, or Mem0's when it is loaded) and the segmenter,
+    loaded on a thread as the server starts, not by the first "what would it recall",
+    which took 14 s when it paid for them (issue 40). The other pages need neither and
+    answer meanwhile."""
     try:
         operator.store.embedder.embed("warm up", "search")
         lexical.warm_up()
