@@ -582,7 +582,9 @@ class Retriever:
         """
         try:
             density = _NO_DENSITY
-            rows = self.store.user_vectors(user_id, _DENSITY_MAX + 1)
+            # Past the bound there is no correction: counted first, not found out by reading the vectors.
+            too_many = self.store.user_has_more_than(user_id, _DENSITY_MAX)
+            rows = [] if too_many else self.store.user_vectors(user_id, _DENSITY_MAX + 1)
             if _DENSITY_MIN <= len(rows) <= _DENSITY_MAX:
                 vectors = np.stack([v for _, v in rows]).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12

@@ -7,18 +7,15 @@ journal and LiveKit session; no LiveKit server, no sound card."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import re
 import subprocess
 import sys
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from bench.local_llm_server import start as start_llm
-from memory.storage.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,37 +74,44 @@ class _Composed(Exception):
     """Raised where the chat has composed its memory: the test stops it there."""
 
 
-@pytest.mark.parametrize(("budget_ms", "waits_s"), [(150, 1.0), (3000, 3.0)])
+@pytest.mark.parametrize(("budget_ms", "waits_ms"), [("150", 1000), ("3000", 3000)])
 async def test_a_typed_reply_waits_at_least_a_second_for_memory(
-    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, budget_ms: int, waits_s: float
+    monkeypatch: pytest.MonkeyPatch, budget_ms: str, waits_ms: int
 ) -> None:
     """A spoken reply waits MEMORY_BUDGET_MS (150 ms: its look-up started while the user
     spoke); a typed one has no head start and nobody hears it wait, so it waits at least
     1 s (docs/design.md): with 150 ms a first look-up on a busy machine came too late and
-    the chat answered as if it knew nothing. The chat's own composition, up to its memory."""
-    from livekit.plugins import silero
-
-    import agent
-    import memory.livekit.compose as compose
+    the chat answered as if it knew nothing. The chat's own session, up to its memory."""
+    import memory
     from memory.chat import terminal
-    from memory.retrieval.retriever import Retriever
-
-    settings = dataclasses.replace(store.settings, recall_budget_ms=budget_ms)
-    vad = silero.VAD.load()
-
-    def prewarm(proc: SimpleNamespace) -> None:  # what agent.prewarm leaves, over the suite's store
-        plugins = agent.make_plugins(settings, vad, env={"OPENAI_API_KEY": "sk-test"})
-        proc.userdata.update(settings=settings, store=store, vad=vad, retriever=Retriever(store, settings),
-                             plugins=plugins)  # fmt: skip
+    from memory.settings import load_settings
 
     composed: dict[str, object] = {}
 
-    def attach_memory(session: object, **kwargs: object) -> None:
+    def attach(session: object, **kwargs: object) -> None:
         composed.update(kwargs)
         raise _Composed
 
-    monkeypatch.setattr(agent, "prewarm", prewarm)
-    monkeypatch.setattr(compose, "attach_memory", attach_memory)
+    monkeypatch.setattr(memory, "attach", attach)
     with pytest.raises(_Composed):
-        await terminal._chat("typist", settings)
-    assert composed["budget_s"] == waits_s
+        await terminal._chat("typist", load_settings({"MEMORY_BUDGET_MS": budget_ms}, dotenv=False), lambda: None)
+    assert composed["budget_ms"] == waits_ms
+
+
+def test_an_llm_server_that_is_down_stops_the_chat_in_one_line_naming_it_before_the_first_prompt(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"  # nothing listens once closed
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory.chat", "alice"], input="Hello\n", cwd=tmp_path, capture_output=True, text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "OPENAI_BASE_URL": down,
+             "MEMORY_DATA_DIR": str(data_dir)}, timeout=180,
+    )  # fmt: skip
+    said = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(said) == 1, proc.stderr[-2000:]
+    assert said[0].startswith(f"memory-chat: cannot start: OPENAI_BASE_URL={down!r}: no LLM server answers"), said
+    assert "· chatting as" not in proc.stdout and "agent:" not in proc.stdout
