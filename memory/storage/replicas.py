@@ -14,8 +14,10 @@ takes its connection from `ReadRouter.read`, the one place that chooses where a 
   not streaming from the primary, not a replica at all, down, or refusing connections is
   skipped, with one warning line when that starts (and one when it is used again); a
   down one is tried again after `retry_s`. Waiting for a replica's connection is bounded
-  by `wait_s` (the reply's budget), and a read that fails on a replica (killed mid-call,
-  a recovery conflict) runs again on the primary: a reply never waits on a replica.
+  by `wait_s` (the reply's budget), a read there by `READ_TIMEOUT_S`, and a read that
+  fails on a replica (killed mid-call, a recovery conflict, no answer) runs again on the
+  primary: a reply never waits on a replica past its budget, and a look-up gets its
+  memories from the primary instead.
 - A replica's status (replay position, lag) is read on the look-up's own connection when
   it is older than `status_ttl_s`, or when it is behind the user's last write: one short
   statement, at most once a second per process; the look-up's lexical statement runs
@@ -30,6 +32,8 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
+import socket
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -65,10 +69,15 @@ _STATUS = (
     "ELSE EXTRACT(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8 END, "
     "(SELECT status FROM pg_stat_wal_receiver)"
 )
-# Failures after which a read runs again elsewhere: the connection is gone (a replica
-# killed, restarted, unreachable) or the replica cancelled the read (a conflict with
-# recovery: WAL it must replay removes rows the read needs).
-_RETRY_ELSEWHERE = (psycopg.OperationalError, psycopg.errors.SerializationFailure, psycopg.errors.QueryCanceled)
+# A read on a replica that has not answered in this long is abandoned (its connection
+# shut) and run on the primary, and the replica skipped for `RETRY_S` (seconds). Behind
+# PgBouncer a dead replica does not fail a query: PgBouncer holds it until its
+# `query_wait_timeout` (2 minutes by default) and ignores a cancel request for it.
+READ_TIMEOUT_S = 1.0
+# Failures after which the read runs on the primary without counting the replica down:
+# the replica cancelled it (a conflict with recovery: WAL it must replay removes rows the
+# read needs). Any other error of a replica's read counts it down.
+_CONFLICTS = (psycopg.errors.SerializationFailure, psycopg.errors.QueryCanceled)
 
 
 def lsn(text: str) -> int:
@@ -127,6 +136,7 @@ class ReadRouter:
         wait_s: float,
         status_ttl_s: float = STATUS_TTL_S,
         retry_s: float = RETRY_S,
+        read_timeout_s: float = READ_TIMEOUT_S,
     ) -> None:
         self.primary = primary
         self.replicas = list(replicas)
@@ -134,6 +144,7 @@ class ReadRouter:
         self.wait_s = wait_s
         self.status_ttl_s = status_ttl_s
         self.retry_s = retry_s
+        self.read_timeout_s = read_timeout_s
         self.stats = ReadStats()
         self._written: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
@@ -193,18 +204,23 @@ class ReadRouter:
             with self._connection(replica) as conn:
                 if conn is None:
                     continue
+                deadline = _Deadline(conn, self.read_timeout_s)
                 try:
                     stale = self._stale(replica, conn, needed)
                     if stale is not None:
                         why = stale
                         continue
                     result = run(conn)
-                except _RETRY_ELSEWHERE as exc:
-                    self._skip(
-                        replica, f"a read failed ({_reason(exc)})", down=isinstance(exc, psycopg.OperationalError)
-                    )
+                except psycopg.Error as exc:
+                    if deadline.fired:
+                        reason = f"no answer within {self.read_timeout_s * 1000:.0f} ms"
+                    else:
+                        reason = f"a read failed ({_reason(exc)})"
+                    self._skip(replica, reason, down=deadline.fired or not isinstance(exc, _CONFLICTS))
                     why = "a replica failed mid-read"
                     continue
+                finally:
+                    deadline.done()
             self._used(replica)
             with self._lock:
                 self.stats.replica += 1
@@ -290,6 +306,37 @@ class ReadRouter:
             said, replica.skipped = replica.skipped, None
         if said is not None:
             logger.warning("memory: read replica %s is used again", replica.name)
+
+
+class _Deadline:
+    """Shuts a connection's socket if its read is still running after `seconds`: the
+    blocked read then fails at once (a cancel request cannot reach a query PgBouncer
+    holds). Never after `done`: the connection goes back to its pool whole."""
+
+    def __init__(self, conn: Connection, seconds: float) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self._live = True
+        self.fired = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if not self._live:
+                return
+            self.fired = True
+            try:
+                with socket.socket(fileno=os.dup(self._conn.fileno())) as sock:
+                    sock.shutdown(socket.SHUT_RDWR)
+            except (OSError, psycopg.Error):  # closed meanwhile: nothing left to stop
+                pass
+
+    def done(self) -> None:
+        with self._lock:
+            self._live = False
+        self._timer.cancel()
 
 
 def _reason(exc: BaseException) -> str:
