@@ -442,16 +442,14 @@ def connect(url: str, **kwargs: Any) -> Connection:
     return psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, prepare_threshold=None, **kwargs)
 
 
-def ensure_schema(
-    pool: ConnectionPool, table: str, dims: int, *, migrate_max_rows: float | None = AUTO_MIGRATE_ROWS
-) -> None:
+def ensure_schema(pool: ConnectionPool, table: str, dims: int, *, migrate_any_size: bool = False) -> None:
     """Create the Mem0 table with the indexes Mem0 does not make (`mem0_table.create_table`),
     the table of "forget me" requests, the table of shared contexts and the daily counts.
 
     A Mem0 table of the previous layout is moved into partitions by user first, in place
-    (`mem0_table.migrate_table`), when it holds at most `migrate_max_rows` rows (None: any
-    number); a larger one is left to the worker's start-up check, which has no time-out
-    (`store.check_store`), and this raises `ConfigError` saying so."""
+    (`mem0_table.migrate_table`), when it holds at most `AUTO_MIGRATE_ROWS` rows (or any
+    number: `migrate_any_size`); a larger one is left to the worker's start-up check, which
+    has no time-out (`store.check_store`), and this raises `ConfigError` saying so."""
     with pool.connection() as conn:
         # One process at a time: LiveKit starts a worker's job processes together, and
         # "IF NOT EXISTS" is no guard when two create the same extension at once (the
@@ -459,7 +457,7 @@ def ensure_schema(
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('memory-schema', 0))")
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-        _partition_old_table(conn, table, dims, migrate_max_rows)
+        _partition_old_table(conn, table, dims, None if migrate_any_size else AUTO_MIGRATE_ROWS)
         create_table(conn, table, dims)  # Mem0's table and the indexes Mem0 does not make
         # "Forget me": when each user last asked. A turn said before it that is still
         # on its way (a journal on any worker of the fleet) is refused (store.py).
@@ -491,19 +489,20 @@ def _partition_old_table(conn: Connection, table: str, dims: int, max_rows: floa
     """A Mem0 table made by a version before partitions, moved into them (`ensure_schema`)."""
     if layout(conn, table) != ONE_TABLE:
         return
-    (estimate,) = conn.execute(
-        "SELECT reltuples FROM pg_class WHERE oid = to_regclass(quote_ident(%s))", [table]
+    # Counted up to one past the bound (the planner's estimate is 0 for a table whose
+    # indexes were made while it was empty, whatever it holds now).
+    limit = sql.SQL("") if max_rows is None else sql.SQL("LIMIT {}").format(sql.Literal(int(max_rows) + 1))
+    (rows,) = conn.execute(
+        sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} {}) n").format(sql.Identifier(table), limit)
     ).fetchone()
-    if estimate < 0:  # never analysed (a small table): counted
-        (estimate,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone()
-    if max_rows is not None and estimate > max_rows:
+    if max_rows is not None and rows > max_rows:
         raise ConfigError(
-            f"MEMORY_COLLECTION={table!r} is in the previous layout (one table of about {int(estimate):,} memories) "
-            "and must be moved into partitions by user first: the worker's start-up does it (the table is locked "
-            "meanwhile, about an hour per million memories on 2 cores: docs/scaling.md, 'Partitions by user')"
+            f"MEMORY_COLLECTION={table!r} is in the previous layout (one table of more than {int(max_rows):,} "
+            "memories) and must be moved into partitions by user first: the worker's start-up does it (the table "
+            "is locked meanwhile, about an hour per million memories on 2 cores: docs/scaling.md, 'Partitions by user')"
         )
     logger.warning("moving the %s memories of %s into partitions by user; the table is locked until it is done",
-                   f"{int(estimate):,}", table)  # fmt: skip
+                   f"{rows:,}", table)  # fmt: skip
     migrate_table(conn, table, dims)
 
 

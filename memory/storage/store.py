@@ -778,7 +778,7 @@ def check_store(settings: MemorySettings) -> StoreCheck:
         check.made = stored_dims(pool, settings.collection) is not None
         if check.made and old_layout(pool, settings.collection):
             # Moved here, where nothing times out: a job process's prewarm has 10 s.
-            ensure_schema(pool, settings.collection, settings.embedding_dims, migrate_max_rows=None)
+            ensure_schema(pool, settings.collection, settings.embedding_dims, migrate_any_size=True)
         if check.made:
             users = Mem0Table(pool, settings.collection).user_summaries()
             check.users = len(users)
