@@ -336,50 +336,89 @@ def user_vectors(url: str, user: str) -> tuple[list[str], np.ndarray]:
     return [r[0] for r in rows], np.stack([vector_array(r[1]) for r in rows]) if rows else np.zeros((0, DIMS))
 
 
-def plan_of(url: str, store: Any, user: str, query: np.ndarray) -> dict[str, Any]:
-    """Which index the vector stage's statement uses for this user, and how many partitions."""
-    from memory.storage.mem0_table import HNSW_SETTINGS, vector_literal
-
-    literal = vector_literal(query.tolist())
+def user_condition(url: str) -> sql.Composable:
+    """The user filter as the layout keys it: the partition key column, else the payload."""
     with psycopg.connect(url) as conn:
-        for name, value in HNSW_SETTINGS:
-            conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(value)))
-        where = store.rows.user_filter_sql() if hasattr(store.rows, "user_filter_sql") else None
-        cond = where or sql.SQL("payload->>'user_id' = %s")
-        lines = [
-            r[0]
-            for r in conn.execute(
-                sql.SQL("EXPLAIN SELECT id FROM {} WHERE {} ORDER BY vector <=> %s::vector LIMIT %s").format(
-                    sql.Identifier(TABLE), cond
-                ),
-                [user, literal, POOL],
-            ).fetchall()
-        ]
+        return sql.SQL("user_id = %s") if _has_user_column(conn) else sql.SQL("payload->>'user_id' = %s")
+
+
+def hnsw_statement(url: str) -> sql.Composable:
+    """The vector stage before this bench's findings: an HNSW walk filtered to the user
+    (iterative scan, relaxed order, `ef_search` 100: `HNSW_SETTINGS`)."""
+    return sql.SQL(
+        "SELECT id::text, 1 - (vector <=> %s::vector) FROM {} WHERE {} ORDER BY vector <=> %s::vector LIMIT %s"
+    ).format(sql.Identifier(TABLE), user_condition(url))
+
+
+def _explained(lines: list[str]) -> dict[str, Any]:
     lines = [re.sub(r"'\[[^']*\]'", "'[...]'", line) for line in lines]
-    text = "\n".join(lines)
     scans = [line for line in lines if " on " in line and "Scan" in line and "Bitmap Index Scan" not in line]
     return {
-        "hnsw": "hnsw_idx" in text,
+        "hnsw": any("hnsw_idx" in line for line in lines),
         "relations": len({line.split(" on ")[1].split()[0] for line in scans}),
-        "plan": lines[:6],
+        "plan": lines[:12],
     }
 
 
-def measure_user(store: Any, url: str, user: str, queries: np.ndarray, *, repeat_timed: bool = True) -> dict[str, Any]:
-    from memory.storage.mem0_table import Scope
+def plan_of(url: str, store: Any, user: str, query: np.ndarray, *, stage: str) -> dict[str, Any]:
+    """Which index the stage's statement uses for this user, and how many tables or partitions it reads."""
+    from memory.storage.mem0_table import HNSW_SETTINGS, Scope, vector_literal
 
+    literal = vector_literal(query.tolist())
+    with psycopg.connect(url, prepare_threshold=None) as conn:
+        for name, value in HNSW_SETTINGS:
+            conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(value)))
+        if stage == "product" and hasattr(store.rows, "nearest_statement"):
+            statement, args = store.rows.nearest_statement(Scope(user), query.tolist(), POOL, [])
+        elif stage == "product":  # the previous version: the HNSW statement is the product's
+            statement, args = hnsw_statement(url), [literal, user, literal, POOL]
+        else:
+            statement, args = hnsw_statement(url), [literal, user, literal, POOL]
+        return _explained([r[0] for r in conn.execute(sql.SQL("EXPLAIN ") + statement, args).fetchall()])
+
+
+class Stage:
+    """The vector stage under test: the product's (`Mem0Table.nearest_and_ids`), or the
+    filtered HNSW statement on one connection of its own (`--also-hnsw`)."""
+
+    def __init__(self, store: Any, url: str, kind: str) -> None:
+        from memory.storage.mem0_table import HNSW_SETTINGS
+
+        self.store, self.kind = store, kind
+        self.conn = None
+        if kind == "hnsw":
+            self.conn = psycopg.connect(url, autocommit=True, prepare_threshold=None)
+            for name, value in HNSW_SETTINGS:
+                self.conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(value)))
+            self.statement = hnsw_statement(url)
+
+    def nearest(self, user: str, query: np.ndarray) -> list[tuple[str, float]]:
+        """(id, cosine) of the user's rows the stage returns."""
+        from memory.storage.mem0_table import Scope, vector_literal
+
+        if self.conn is None:
+            rows = self.store.rows.nearest_and_ids(Scope(user), query.tolist(), POOL, [])
+            return [(r[0], r[1]) for r in rows if r[3] == "vector"]
+        literal = vector_literal(query.tolist())
+        return self.conn.execute(self.statement, [literal, user, literal, POOL]).fetchall()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+def measure_user(stage: Stage, url: str, user: str, queries: np.ndarray) -> dict[str, Any]:
     ids, vectors = user_vectors(url, user)
     r5, r20, times = [], [], []
-    scope = Scope(user)
     for q in queries:
-        store.rows.nearest_and_ids(scope, q.tolist(), POOL, [])  # untimed: caches warm as a busy table's are
+        stage.nearest(user, q)  # untimed: caches warm as a busy table's are
     for q in queries:
         t0 = time.perf_counter()
-        rows = store.rows.nearest_and_ids(scope, q.tolist(), POOL, [])
+        rows = stage.nearest(user, q)
         times.append((time.perf_counter() - t0) * 1000)
         # The stage's best first, by the cosine it returns (the order the retriever ranks by;
         # an iterative scan in relaxed order returns rows only roughly in order).
-        found = [r[0] for r in sorted((r for r in rows if r[3] == "vector"), key=lambda r: -r[1])]
+        found = [r[0] for r in sorted(rows, key=lambda r: -r[1])]
         dist = exact_ranking(vectors, q)
         r5.append(recall_at(found, ids, dist, 5))
         r20.append(recall_at(found, ids, dist, POOL))
@@ -417,9 +456,8 @@ def layout(url: str) -> dict[str, Any]:
 def forget_one(url: str, store: Any) -> dict[str, Any]:
     """The product's forget of the memories of one user of 1,000, timed, and the partitions
     its DELETE statement touches (EXPLAIN of the same statement)."""
+    cond = user_condition(url)
     with psycopg.connect(url) as conn:
-        cond = store.rows.user_filter_sql() if hasattr(store.rows, "user_filter_sql") else None
-        cond = cond or sql.SQL("payload->>'user_id' = %s")
         plan = [
             r[0]
             for r in conn.execute(
@@ -454,17 +492,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         load_info = load(url, args.scale, tops, seed=args.seed)
     out: dict[str, Any] = {"bench": "tenant_recall", "load": load_info}
     if args.migrate:
-        from memory.storage.partitions import migrate_in_place
-
-        t0 = time.perf_counter()
-        with psycopg.connect(url) as conn:
-            conn.execute("SET maintenance_work_mem = '1GB'")
-            conn.execute("SET max_parallel_maintenance_workers = 2")
-            moved = migrate_in_place(conn, TABLE, DIMS)
-            conn.commit()
-        out["migration"] = {"rows": moved, "s": round(time.perf_counter() - t0, 1)}
-        print(f"tenant recall: migrated {moved:,} rows in place in {out['migration']['s']} s", flush=True)
+        out["migration"] = migrate(url)
     store = open_store(url, data)
+    stages = [Stage(store, url, "product")] + ([Stage(store, url, "hnsw")] if args.also_hnsw else [])
     try:
         out["real_written"] = write_real_users(store, texts, seed=args.seed)
         ensure_forget_victim(url, tops)
@@ -473,48 +503,84 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out.update(layout(url))
         questions = cached_embeddings(data / "questions.npz", rng_sample(question_texts, 600, args.seed), query=True)
         counts = user_counts(args.scale)
-        per_size: dict[int, list[dict[str, Any]]] = {size: [] for size in SIZES}
-        plans: dict[int, dict[str, Any]] = {}
-        for size in SIZES:
-            picked = random.Random(args.seed + size).sample(range(counts[size]), min(args.users, counts[size]))
-            users = [(synthetic_user(size, n), tops) for n in picked]
-            users += [(real_user(s, n), None) for s, k in REAL_USERS if s == size for n in range(k)]
-            for user, user_topics in users:
-                qs = queries_for(user, user_topics, questions, args.queries, args.seed)
-                per_size[size].append(measure_user(store, url, user, qs))
-                plans.setdefault(size, plan_of(url, store, user, qs[0]))
-            print(f"tenant recall: measured {len(users)} users of {size:,}", flush=True)
-        out["sizes"] = {}
-        for size, results in per_size.items():
-            r5 = [x for r in results for x in r["recall5"]]
-            r20 = [x for r in results for x in r["recall20"]]
-            ms = [x for r in results for x in r["ms"]]
-            worst = min(results, key=lambda r: statistics.mean(r["recall5"]))
-            out["sizes"][str(size)] = {
-                "users": len(results),
-                "real_users": sum(1 for r in results if r["user"].startswith("tenant-real")),
-                "queries": len(r5),
-                "recall5": round(statistics.mean(r5), 4),
-                "recall20": round(statistics.mean(r20), 4),
-                "recall5_worst_user": round(statistics.mean(worst["recall5"]), 4),
-                "queries_recall5_below_1": sum(1 for x in r5 if x < 1.0),
-                "p50_ms": round(pct(ms, 50), 2),
-                "p95_ms": round(pct(ms, 95), 2),
-                "hnsw_plan": plans[size]["hnsw"],
-                "relations_in_plan": plans[size]["relations"],
-            }
-        out["plans"] = {str(k): v["plan"] for k, v in plans.items()}
-        out["per_user"] = {
-            r["user"]: [r["rows"], round(statistics.mean(r["recall5"]), 3), round(statistics.mean(r["recall20"]), 3)]
-            for results in per_size.values()
-            for r in results
-        }
+        for stage in stages:
+            out["sizes" if stage.kind == "product" else "sizes_hnsw"] = measure_sizes(
+                stage, store, url, tops, questions, counts, args
+            )
         out["forget"] = forget_one(url, store)
     finally:
+        for stage in stages:
+            stage.close()
         store.close()
     out["load_average_1m"] = round(os.getloadavg()[0], 2)
     out["cores"] = os.cpu_count()
     return out
+
+
+def migrate(url: str) -> dict[str, Any]:
+    """The product's in-place migration of the loaded table (`mem0_table.migrate_table`),
+    timed, with the index build settings the load used."""
+    from memory.storage.mem0_table import migrate_table
+
+    t0 = time.perf_counter()
+    with psycopg.connect(url) as conn:
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute("SET max_parallel_maintenance_workers = 2")
+        moved = migrate_table(conn, TABLE, DIMS)
+        conn.commit()
+    took = round(time.perf_counter() - t0, 1)
+    print(f"tenant recall: moved {moved:,} rows into partitions in place in {took} s", flush=True)
+    return {"rows": moved, "s": took}
+
+
+def measure_sizes(
+    stage: Stage,
+    store: Any,
+    url: str,
+    tops: Topics,
+    questions: np.ndarray,
+    counts: dict[int, int],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Recall and time of one stage for the sampled users of every size."""
+    sizes: dict[str, Any] = {}
+    for size in SIZES:
+        picked = random.Random(args.seed + size).sample(range(counts[size]), min(args.users, counts[size]))
+        users = [(synthetic_user(size, n), tops) for n in picked]
+        users += [(real_user(s, n), None) for s, k in REAL_USERS if s == size for n in range(k)]
+        results = []
+        for user, user_topics in users:
+            results.append(measure_user(stage, url, user, queries_for(user, user_topics, questions, args.queries,
+                                                                      args.seed)))  # fmt: skip
+        plan = plan_of(url, store, users[0][0], questions[0], stage=stage.kind)
+        print(f"tenant recall ({stage.kind}): measured {len(users)} users of {size:,}", flush=True)
+        r5 = [x for r in results for x in r["recall5"]]
+        r20 = [x for r in results for x in r["recall20"]]
+        ms = [x for r in results for x in r["ms"]]
+        worst = min(results, key=lambda r: statistics.mean(r["recall5"]))
+        sizes[str(size)] = {
+            "users": len(results),
+            "real_users": sum(1 for r in results if r["user"].startswith("tenant-real")),
+            "queries": len(r5),
+            "recall5": round(statistics.mean(r5), 4),
+            "recall20": round(statistics.mean(r20), 4),
+            "recall5_worst_user": round(statistics.mean(worst["recall5"]), 4),
+            "queries_recall5_below_1": sum(1 for x in r5 if x < 1.0),
+            "p50_ms": round(pct(ms, 50), 2),
+            "p95_ms": round(pct(ms, 95), 2),
+            "hnsw_plan": plan["hnsw"],
+            "relations_in_plan": plan["relations"],
+            "plan": plan["plan"],
+            "per_user": {
+                r["user"]: [
+                    r["rows"],
+                    round(statistics.mean(r["recall5"]), 3),
+                    round(statistics.mean(r["recall20"]), 3),
+                ]
+                for r in results
+            },  # fmt: skip
+        }
+    return sizes
 
 
 def rng_sample(items: list[str], count: int, seed: int) -> list[str]:
@@ -524,22 +590,15 @@ def rng_sample(items: list[str], count: int, seed: int) -> list[str]:
 def print_table(out: dict[str, Any]) -> None:
     print(f"\n{out['layout']} ({out['partitions']} partitions), {out['rows']:,} rows; load average "
           f"{out['load_average_1m']}")  # fmt: skip
-    head = (
-        "user size",
-        "users (real)",
-        "queries",
-        "recall@5",
-        "recall@20",
-        "worst user @5",
-        "p50 ms",
-        "p95 ms",
-        "plan",
-    )
+    head = ("stage", "user size", "users (real)", "queries", "recall@5", "recall@20", "worst user @5", "p50 ms",
+            "p95 ms", "plan")  # fmt: skip
     print(" | ".join(head))
-    for size, s in out["sizes"].items():
-        plan = ("hnsw" if s["hnsw_plan"] else "user index") + f", {s['relations_in_plan']} relation(s)"
-        print(f"{int(size):>9,} | {s['users']} ({s['real_users']}) | {s['queries']} | {s['recall5']:.4f} | "
-              f"{s['recall20']:.4f} | {s['recall5_worst_user']:.4f} | {s['p50_ms']:.2f} | {s['p95_ms']:.2f} | {plan}")  # fmt: skip
+    for key, name in (("sizes", "product"), ("sizes_hnsw", "filtered HNSW")):
+        for size, s in out.get(key, {}).items():
+            plan = ("hnsw" if s["hnsw_plan"] else "user index") + f", {s['relations_in_plan']} relation(s)"
+            print(f"{name} | {int(size):,} | {s['users']} ({s['real_users']}) | {s['queries']} | {s['recall5']:.4f} | "
+                  f"{s['recall20']:.4f} | {s['recall5_worst_user']:.4f} | {s['p50_ms']:.2f} | {s['p95_ms']:.2f} | "
+                  f"{plan}")  # fmt: skip
     f = out["forget"]
     print(f"forget of one user of {FORGET_SIZE:,}: {f['ms']} ms, {f['removed']} rows, "
           f"{f['relations_scanned']} relation(s) scanned")  # fmt: skip
@@ -554,7 +613,8 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=10, help="synthetic users measured per size (default 10)")
     ap.add_argument("--queries", type=int, default=20, help="queries per user (default 20)")
     ap.add_argument("--seed", type=int, default=44)
-    ap.add_argument("--migrate", action="store_true", help="migrate the loaded table in place first, timed")
+    ap.add_argument("--migrate", action="store_true", help="move the loaded table into partitions in place, timed")
+    ap.add_argument("--also-hnsw", action="store_true", help="also measure the filtered HNSW statement (the old stage)")
     ap.add_argument("--smoke", action="store_true", help="2%% of the rows, 3 users a size, 6 queries: a quick check")
     args = ap.parse_args()
     if args.smoke:

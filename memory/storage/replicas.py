@@ -67,7 +67,8 @@ _STATUS = (
     # replayed (0 when it has replayed all it received; NULL when it has replayed none yet).
     "CASE WHEN pg_last_wal_receive_lsn() IS NULL OR pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn() THEN 0 "
     "ELSE EXTRACT(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8 END, "
-    "(SELECT status FROM pg_stat_wal_receiver)"
+    # 'hidden': the receiver runs, but this role may not see its state (pg_read_all_stats).
+    "(SELECT CASE WHEN status IS NULL AND pid IS NOT NULL THEN 'hidden' ELSE status END FROM pg_stat_wal_receiver)"
 )
 # A read on a replica that has not answered in this long is abandoned (its connection
 # shut) and run on the primary, and the replica skipped for `RETRY_S` (seconds). Behind
@@ -279,6 +280,9 @@ class ReadRouter:
         if not recovering:
             replica.lag_s = None
             self._skip(replica, "it is not a replica (not in recovery): promoted, or a primary's URL")
+        elif receiver == "hidden":
+            replica.lag_s = None
+            self._skip(replica, "this role cannot see its WAL receiver: GRANT pg_read_all_stats TO it")
         elif receiver != "streaming":
             replica.lag_s = None
             self._skip(replica, f"it is not streaming from the primary (WAL receiver {receiver or 'not running'})")
