@@ -172,7 +172,7 @@ def test_compose_and_kubernetes_agree_with_each_other_the_ini_the_settings_and_t
         assert host in services and f"Service/{host}" in objects
         assert objects[f"Service/{host}"]["spec"]["ports"][0]["port"] == 5432
     # LiveKit's health check port, in both and in the Dockerfile.
-    assert containers["Deployment/memory-worker"]["readinessProbe"]["httpGet"]["port"] == 8081
+    assert containers["StatefulSet/memory-worker"]["readinessProbe"]["httpGet"]["port"] == 8081
     assert "8081" in " ".join(services["worker"]["healthcheck"]["test"])
     assert "EXPOSE 8081" in (DEPLOY.parent / "Dockerfile").read_text()
     # Who makes the schema: the operator's command, before the workers, in both.

@@ -192,3 +192,28 @@ def _until(predicate, what: str, timeout: float = 30.0) -> None:
 
 def _vector(store: MemoryStore, text: str) -> list[float]:
     return store.embedder.embed(text, "search")
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        ({"MEMORY_DATABASE_READ_URLS": "postgresql://r1/memory"}, "needs MEMORY_DATABASE_URL"),
+        ({"MEMORY_DATABASE_URL": "postgresql://p/memory", "MEMORY_DATABASE_READ_URLS": "postgresql://r1/m, r2:5432/m"},
+         "URL 2 of 2 is not a postgresql:// URL"),
+        ({"MEMORY_DATABASE_URL": "postgresql://p/memory", "MEMORY_REPLICA_MAX_LAG_MS": "-1"},
+         "MEMORY_REPLICA_MAX_LAG_MS"),
+    ],
+)  # fmt: skip
+def test_read_replica_settings_that_cannot_work_are_refused_naming_the_variable(env: dict, problem: str) -> None:
+    from memory.settings import ConfigError
+
+    with pytest.raises(ConfigError, match=problem):
+        load_settings(env, dotenv=False)
+
+
+def test_read_urls_are_read_separated_by_commas_or_spaces() -> None:
+    urls = "postgresql://r1/memory, postgresql://r2/memory  postgres://r3/memory"
+    env = {"MEMORY_DATABASE_URL": "postgresql://p/memory", "MEMORY_DATABASE_READ_URLS": urls}
+    settings = load_settings(env, dotenv=False)
+    assert settings.database_read_urls == ("postgresql://r1/memory", "postgresql://r2/memory", "postgres://r3/memory")
+    assert settings.replica_max_lag_ms == 1000.0
