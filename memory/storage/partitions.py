@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 
 from psycopg import Connection, sql
 
+from memory.settings import ConfigError
+
 logger = logging.getLogger(__name__)
 
 # Hash partitions of a new table. A table's count is fixed when it is made: changing it
@@ -74,6 +76,29 @@ def create_partitioned(conn: Connection, table: str, columns: sql.Composable, pa
     return PARTITIONED
 
 
+def move_if_old(conn: Connection, table: str, max_rows: int | None, move: Callable[[Connection], int]) -> None:
+    """Move `table` into partitions (`move(conn)`) if it is in the previous layout and holds
+    at most `max_rows` rows (None: any number); past that raise `ConfigError`: a move that
+    takes minutes belongs to the worker's start-up check, never to a job process."""
+    if layout(conn, table) != ONE_TABLE:
+        return
+    # Counted up to one past the bound (the planner's estimate is 0 for a table whose
+    # indexes were made while it was empty, whatever it holds now).
+    limit = sql.SQL("") if max_rows is None else sql.SQL("LIMIT {}").format(sql.Literal(max_rows + 1))
+    (rows,) = conn.execute(
+        sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} {}) n").format(sql.Identifier(table), limit)
+    ).fetchone()
+    if max_rows is not None and rows > max_rows:
+        raise ConfigError(
+            f"the table {table!r} (MEMORY_COLLECTION) is in the previous layout, with more than {max_rows:,} rows, "
+            "and must be moved into partitions by user first: the worker's start-up does it (the table is locked "
+            "meanwhile, about an hour per million rows on 2 cores: docs/scaling.md, 'Partitions by user')"
+        )
+    logger.warning("moving the %s rows of %s into partitions by user; the table is locked until it is done",
+                   f"{rows:,}", table)  # fmt: skip
+    move(conn)
+
+
 def migrate_in_place(
     conn: Connection,
     table: str,
@@ -122,6 +147,6 @@ def migrate_in_place(
 
 
 __all__ = [
-    "ONE_TABLE", "PARTITIONED", "PARTITIONS", "create_partitioned", "layout", "migrate_in_place", "partition_name",
-    "partitions_of",
+    "ONE_TABLE", "PARTITIONED", "PARTITIONS", "create_partitioned", "layout", "migrate_in_place", "move_if_old",
+    "partition_name", "partitions_of",
 ]  # fmt: skip

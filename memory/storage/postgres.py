@@ -22,12 +22,12 @@ import psycopg
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from memory.settings import ConfigError, ensure_runtime_dir
+from memory.settings import ensure_runtime_dir
 from memory.storage.activity import ensure_activity_schema
 from memory.storage.contexts import ensure_context_schema
 from memory.storage.locks import create_locks_table
 from memory.storage.mem0_table import HNSW_SETTINGS, create_table, migrate_table
-from memory.storage.partitions import ONE_TABLE, layout
+from memory.storage.partitions import ONE_TABLE, layout, move_if_old
 
 logger = logging.getLogger(__name__)
 
@@ -457,7 +457,8 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int, *, migrate_any_si
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('memory-schema', 0))")
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-        _partition_old_table(conn, table, dims, None if migrate_any_size else AUTO_MIGRATE_ROWS)
+        move_if_old(conn, table, None if migrate_any_size else AUTO_MIGRATE_ROWS,
+                    lambda c: migrate_table(c, table, dims))  # fmt: skip
         create_table(conn, table, dims)  # Mem0's table and the indexes Mem0 does not make
         # "Forget me": when each user last asked. A turn said before it that is still
         # on its way (a journal on any worker of the fleet) is refused (store.py).
@@ -479,31 +480,10 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int, *, migrate_any_si
         conn.commit()
 
 
-def old_layout(pool: ConnectionPool, table: str) -> bool:
-    """Is the Mem0 table there in the layout before partitions by user?"""
+def old_layout(pool: ConnectionPool, *tables: str) -> bool:
+    """Is any of these tables there in the layout before partitions by user?"""
     with pool.connection() as conn:
-        return layout(conn, table) == ONE_TABLE
-
-
-def _partition_old_table(conn: Connection, table: str, dims: int, max_rows: float | None) -> None:
-    """A Mem0 table made by a version before partitions, moved into them (`ensure_schema`)."""
-    if layout(conn, table) != ONE_TABLE:
-        return
-    # Counted up to one past the bound (the planner's estimate is 0 for a table whose
-    # indexes were made while it was empty, whatever it holds now).
-    limit = sql.SQL("") if max_rows is None else sql.SQL("LIMIT {}").format(sql.Literal(int(max_rows) + 1))
-    (rows,) = conn.execute(
-        sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} {}) n").format(sql.Identifier(table), limit)
-    ).fetchone()
-    if max_rows is not None and rows > max_rows:
-        raise ConfigError(
-            f"MEMORY_COLLECTION={table!r} is in the previous layout (one table of more than {int(max_rows):,} "
-            "memories) and must be moved into partitions by user first: the worker's start-up does it (the table "
-            "is locked meanwhile, about an hour per million memories on 2 cores: docs/scaling.md, 'Partitions by user')"
-        )
-    logger.warning("moving the %s memories of %s into partitions by user; the table is locked until it is done",
-                   f"{rows:,}", table)  # fmt: skip
-    migrate_table(conn, table, dims)
+        return any(layout(conn, table) == ONE_TABLE for table in tables)
 
 
 def forgets_table(table: str) -> str:

@@ -31,7 +31,7 @@ from memory.language.indexing import IndexForm, index_form
 from memory.language.lexical import LEX_VERSION, lex_fields
 from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
-from memory.storage.archive_schema import archive_table
+from memory.storage.archive_schema import archive_table, ensure_archive_schema
 from memory.storage.locks import RowLocks
 from memory.storage.mem0_table import Mem0Table, Scope, for_user, stored_dims, user_scoped_vectors
 from memory.storage.postgres import (
@@ -776,9 +776,11 @@ def check_store(settings: MemorySettings) -> StoreCheck:
         check.ready_s = time.perf_counter() - started
         _check_dims(pool, settings)
         check.made = stored_dims(pool, settings.collection) is not None
-        if check.made and old_layout(pool, settings.collection):
+        if check.made and old_layout(pool, settings.collection, archive_table(settings.collection)):
             # Moved here, where nothing times out: a job process's prewarm has 10 s.
             ensure_schema(pool, settings.collection, settings.embedding_dims, migrate_any_size=True)
+            ensure_archive_schema(pool, settings.collection, settings.embedding_dims, settings.archive_min_similarity,
+                                  migrate_any_size=True)  # fmt: skip
         if check.made:
             users = Mem0Table(pool, settings.collection).user_summaries()
             check.users = len(users)

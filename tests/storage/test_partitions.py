@@ -22,6 +22,7 @@ import memory.storage.postgres as postgres
 from memory.language.lexical import lex_fields
 from memory.retrieval.retriever import Retriever
 from memory.settings import ConfigError, load_settings
+from memory.storage.archive import archive_for
 from memory.storage.partitions import PARTITIONS, partitions_of
 from memory.storage.store import MemoryStore, check_store
 
@@ -41,6 +42,14 @@ PREVIOUS_LAYOUT = [
     "WHERE NOT (payload ? 'category')",
     "CREATE TABLE memories_forgets (user_id TEXT PRIMARY KEY, forgotten_at TIMESTAMPTZ NOT NULL, "
     "memory_ids TEXT[] NOT NULL DEFAULT '{}')",
+    # The conversation archive (memory/storage/archive_schema.py before partitions).
+    "CREATE TABLE conversation_embeddings (id TEXT PRIMARY KEY, chat_id TEXT NOT NULL, user_id TEXT NOT NULL, "
+    "content TEXT NOT NULL, embedding vector(384) NOT NULL, message_type TEXT NOT NULL CHECK (message_type IN "
+    "('user', 'assistant', 'summary')), created_at TIMESTAMPTZ NOT NULL DEFAULT now(), covered_by TEXT, "
+    "metadata JSONB NOT NULL DEFAULT '{}'::jsonb)",
+    "CREATE INDEX conversation_embeddings_user_idx ON conversation_embeddings (user_id, created_at)",
+    "CREATE INDEX conversation_embeddings_cover_idx ON conversation_embeddings (user_id) "
+    "INCLUDE (id, chat_id, message_type, embedding)",
 ]
 INDEXES = {"memories_hnsw_idx", "memories_user_idx", "memories_write_uidx", "memories_trgm_idx", "memories_lex_idx",
            "memories_turn_idx", "memories_raw_idx", "memories_pkey"}  # fmt: skip
@@ -82,6 +91,11 @@ def write_as_the_previous_version(url: str, rows: list[tuple[str, str, dict[str,
                  Jsonb(payload)],
             )  # fmt: skip
             written[mem_id] = payload
+        conn.execute(
+            "INSERT INTO conversation_embeddings (id, chat_id, user_id, content, embedding, message_type) "
+            "VALUES ('m1', 'chat-1', 'ana', 'We talked about Lisbon', %s, 'user')",
+            ["[" + ",".join(["0.05"] * 384) + "]"],
+        )
         conn.commit()
     return written
 
@@ -102,7 +116,7 @@ def test_a_store_written_by_the_previous_version_is_moved_into_partitions_in_pla
         try:
             # More rows than a job process may move (its prewarm has 10 s): it refuses, naming why.
             monkeypatch.setattr(postgres, "AUTO_MIGRATE_ROWS", 11)
-            with pytest.raises(ConfigError, match="previous layout .* more than 11 memories"):
+            with pytest.raises(ConfigError, match="previous layout, with more than 11 rows"):
                 MemoryStore.open(settings)
             # The worker's start-up check, which nothing times out, moves it.
             assert check_store(settings).problems == []
@@ -115,6 +129,11 @@ def test_a_store_written_by_the_previous_version_is_moved_into_partitions_in_pla
                 assert names == INDEXES
                 moved = {str(r[0]): (r[1], r[2]) for r in conn.execute("SELECT id, user_id, payload FROM memories")}
                 assert conn.execute("SELECT to_regclass('memories_unpartitioned')").fetchone() == (None,)
+                # The archive too: partitioned, its row kept.
+                assert len(partitions_of(conn, "conversation_embeddings")) == PARTITIONS
+                assert conn.execute("SELECT user_id, content FROM conversation_embeddings").fetchall() == [
+                    ("ana", "We talked about Lisbon")
+                ]
             assert moved == {mem_id: (payload["user_id"], payload) for mem_id, payload in written.items()}
             store = MemoryStore.open(settings)
             try:
@@ -128,6 +147,7 @@ def test_a_store_written_by_the_previous_version_is_moved_into_partitions_in_pla
                 assert sorted(m.text for m in store.list_user("ana")) == [
                     "My sister Anna lives in Lisbon", "User's sister is Maria"
                 ]  # fmt: skip
+                assert [m["content"] for m in archive_for(store).messages("ana")] == ["We talked about Lisbon"]
                 assert store.delete_user("ben") == 1
                 assert store.list_user("ben") == [] and len(store.list_user("user-3")) == 1
             finally:
