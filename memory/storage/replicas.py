@@ -77,7 +77,7 @@ _STATUS = (
 READ_TIMEOUT_S = 1.0
 # Failures after which the read runs on the primary without counting the replica down:
 # the replica cancelled it (a conflict with recovery: WAL it must replay removes rows the
-# read needs). Any other error of a replica's read counts it down.
+# read needs). A failed connection or no answer counts it down.
 _CONFLICTS = (psycopg.errors.SerializationFailure, psycopg.errors.QueryCanceled)
 
 
@@ -217,7 +217,14 @@ class ReadRouter:
                         reason = f"no answer within {self.read_timeout_s * 1000:.0f} ms"
                     else:
                         reason = f"a read failed ({_reason(exc)})"
-                    self._skip(replica, reason, down=deadline.fired or not isinstance(exc, _CONFLICTS))
+                    # Down: no answer, or the connection failed. A conflict with recovery, or
+                    # an error the primary will give as well, says nothing about the replica.
+                    failed = deadline.fired or conn.broken or isinstance(exc, psycopg.OperationalError)
+                    if failed and not isinstance(exc, _CONFLICTS):
+                        self._skip(replica, reason, down=True)
+                    else:
+                        logger.info("memory: a look-up on read replica %s ran again on the primary: %s", replica.name,
+                                    reason)  # fmt: skip
                     why = "a replica failed mid-read"
                     continue
                 finally:
