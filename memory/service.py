@@ -26,6 +26,7 @@ from memory.language.dates import Span
 from memory.language.prefilter import GateAction, GateDecision
 from memory.language.recall_intent import needs_memory
 from memory.language.redact import redact_secrets
+from memory.language.validity import held_from, is_correction
 from memory.ops.threads import configure_reads, run_read, run_upkeep, run_write
 from memory.retrieval.retriever import Explanation, Retriever
 from memory.settings import MemoryMode, MemorySettings
@@ -33,7 +34,15 @@ from memory.storage.activity import DailyActivity
 from memory.storage.archive import archive_for
 from memory.storage.contexts import ContextStore
 from memory.storage.store import HistoryNotPurged, MemoryStore
-from memory.types import InvalidMemoryText, MemoryRecord, Turn, WriteResult, clean_text, describe_error
+from memory.types import (
+    InvalidMemoryText,
+    MemoryRecord,
+    Turn,
+    WriteResult,
+    clean_text,
+    describe_error,
+    parse_time,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +151,11 @@ def _over(rec: MemoryRecord, today: date) -> bool:
     """Is the fact only about days before `today` (its resolved dates, `when`)?"""
     spans = [s for s in (Span.from_iso(p) for p in rec.metadata.get("when") or []) if s is not None]
     return bool(spans) and all(s.end < today for s in spans)
+
+
+def _corrects(turn: str, flagged: bool, old_value: str) -> bool:
+    """Does the turn correct `old_value` (the model said so, or the turn's words do)?"""
+    return flagged or is_correction(turn, old_value)
 
 
 class MemoryService:
@@ -326,7 +340,11 @@ class MemoryService:
         model (`Gatekeeper.review`). A failed read raises: the queue retries the turn,
         rather than extracting blind and replacing a value it should have added to."""
         records = await run_write(
-            self.store.list_user, user_id, categories=self.settings.durable_categories, limit=MAX_KNOWN_FACTS
+            self.store.list_user,
+            user_id,
+            categories=self.settings.durable_categories,
+            limit=MAX_KNOWN_FACTS,
+            past=False,  # what holds now: a past value is no slot to replace
         )
         return [KnownFact(rec.slot, rec.text) for rec in records if rec.slot]
 
@@ -399,6 +417,9 @@ class MemoryService:
             if keep_verdict is not None and outcome.facts:
                 keep_verdict(dataclasses.replace(turn, verdict=_verdict(outcome)))
         report.gate = outcome
+        said = parse_time(turn.created_at)
+        # The day its facts began to hold: a date the turn names, else the day it was said.
+        held = held_from(text, said.astimezone(self._zone).date()).isoformat() if said is not None else None
         for index, fact in enumerate(outcome.facts):
             try:
                 result = await run_write(
@@ -410,6 +431,9 @@ class MemoryService:
                     metadata=meta,  # not the turn itself: GATED keeps the canonical facts only
                     write_id=f"{turn.turn_id}:{index}",
                     said_at=turn.created_at,
+                    valid_from=held,
+                    # A correction replaces the value without making it a past one.
+                    correction=functools.partial(_corrects, text, fact.corrects),
                 )
             except InvalidMemoryText as exc:
                 logger.warning("dropped a fact (%s): %s", fact.category, exc)  # not its text: logs outlive a forget

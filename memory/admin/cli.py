@@ -132,6 +132,9 @@ class Admin:
             doc = {"id": rec.id, "text": rec.text, "category": rec.category, "slot": rec.slot,
                    "created_at": rec.created_at, "updated_at": rec.updated_at,
                    "session_id": rec.metadata.get("session_id"), "seq": rec.metadata.get("seq")}  # fmt: skip
+            for key in ("valid_from", "valid_until", "superseded_by"):  # GATED's span, where the fact has one
+                if rec.metadata.get(key):
+                    doc[key] = rec.metadata[key]
             if rec.category:  # a fact: its earlier values
                 doc["history"] = [
                     {

@@ -241,6 +241,11 @@ def _order(item: _Item) -> tuple[int, str]:
 
 
 def _memory_items(mem: dict[str, Any], user_id: str, where: str) -> list[_Item]:
+    if mem.get("valid_until"):
+        # A value a change replaced (GATED over time): the current fact's history brings it
+        # back, set aside again by the same supersede. Imported as a fact of its own, it
+        # would hold now beside the value that replaced it.
+        return []
     text = _redacted(mem.get("text"), where)
     created = _when(mem.get("created_at"), where)
     updated = _when(mem.get("updated_at"), where) or created

@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -57,8 +57,9 @@ import numpy as np
 
 from memory.language import dates, hanzi, lexical
 from memory.language.prefilter import is_acknowledgement
+from memory.language.validity import asks_about_past
 from memory.ops.threads import DENSITY_POOL, RETRIEVAL_POOL
-from memory.retrieval import structure
+from memory.retrieval import structure, validity
 from memory.settings import EmbedderKind, MemorySettings
 from memory.storage.embedder import local_model
 from memory.storage.mem0_table import Scope
@@ -254,8 +255,11 @@ class Retriever:
         k = top_k or s.recall_top_k
         if not s.retrieval.lexical:  # Mem0's dense search alone
             hits = self.store.search(user_id, query, top_k=k, categories=categories, threshold=s.recall_threshold)
-            return [h for h in hits if exclude_session is None or h.metadata.get("session_id") != exclude_session]
-        ranked, floor, _ = self._ranked(Scope(user_id, categories, exclude_session), query, k, context, now)
+            past = self._scope(user_id, categories, exclude_session, query, now).past
+            return [h for h in hits if (exclude_session is None or h.metadata.get("session_id") != exclude_session)
+                    and (past or not h.metadata.get("valid_until"))]  # fmt: skip
+        ranked, floor, _ = self._ranked(self._scope(user_id, categories, exclude_session, query, now), query, k,
+                                        context, now)  # fmt: skip
         return [c.record() for c in worth_showing(c for c in ranked if c.score >= floor)][:k]
 
     def explain(
@@ -281,7 +285,8 @@ class Retriever:
                                  exclude_session=exclude_session, now=now)  # fmt: skip
             considered = tuple(Considered(h, 0.0, h.score, None, ("mem0",), RECALLED) for h in hits)
             return Explanation((), s.recall_threshold, k, considered)
-        ranked, floor, q = self._ranked(Scope(user_id, categories, exclude_session), query, k, context, now)
+        ranked, floor, q = self._ranked(self._scope(user_id, categories, exclude_session, query, now), query, k,
+                                        context, now)  # fmt: skip
         shown = [c.id for c in worth_showing(c for c in ranked if c.score >= floor)]
         recalled, kept = set(shown[:k]), set(shown)
         considered = []
@@ -300,6 +305,17 @@ class Retriever:
             considered.append(Considered(c.record(), c.lexical, vector, c.cosine, tuple(sorted(c.stages)), outcome))
         return Explanation(tuple(zip(q.words, q.weights, strict=True)), floor, k, tuple(considered))
 
+    def _scope(
+        self, user_id: str, categories: Sequence[str] | None, exclude_session: str | None, query: str,
+        now: datetime | None,
+    ) -> Scope:  # fmt: skip
+        """Whose memories a look-up reads: the values a GATED fact held before it changed
+        only for a question about the past ("before", "used to", 以前, 去年)."""
+        return Scope(user_id, categories, exclude_session, past=asks_about_past(query, self._today(now)))
+
+    def _today(self, now: datetime | None) -> date:
+        return (now or datetime.now(self._zone)).astimezone(self._zone).date()
+
     def _ranked(
         self, scope: Scope, query: str, k: int, context: Sequence[str], now: datetime | None = None
     ) -> tuple[list[Candidate], float, _Query]:
@@ -307,6 +323,8 @@ class Retriever:
         s = self.settings
         cands, q, turns = self._candidates(scope, query, top_k=k, context=context)
         ranked = self.with_structure(self.rank(cands), q, query, now)
+        if scope.past:  # a question about the past: each fact's value for its time
+            ranked = validity.for_its_time(ranked, self.embedding_text(query), self._today(now))
         if self._neighbours_count:
             ranked = self.with_neighbours(scope, ranked, q, top_k=k, fetched=turns)
         # The threshold is calibrated on the weighted score; RRF scores are ranks only.

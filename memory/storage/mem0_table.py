@@ -45,6 +45,8 @@ _ISO = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}"
 _NEWEST = sql.SQL("COALESCE(payload->>'updated_at', payload->>'created_at')")
 # A raw turn (NORMAL) carries no category; a durable fact (GATED) does.
 _RAW_TURN = sql.SQL("NOT (payload ? 'category')")
+# A GATED fact that holds now: superseded values carry the day they stopped (`valid_until`).
+_HOLDS_NOW = sql.SQL("NOT (payload ? 'valid_until')")
 # The HNSW index's search settings, per connection (postgres.py), for Mem0's own search
 # (MEMORY_RETRIEVAL_LEXICAL=off). An HNSW scan returns at most `ef_search` rows before the
 # user filter is applied, so a user with 1% of the rows would get almost nothing back:
@@ -63,6 +65,7 @@ class Scope:
     user_id: str
     categories: Sequence[str] | None = None
     exclude_session: str | None = None  # the current session: its turns are in the chat already
+    past: bool = True  # False: not GATED's superseded values (rows with `valid_until`), only what holds now
 
 
 Row = tuple[str, dict[str, Any]]  # (id, payload)
@@ -369,12 +372,17 @@ class Mem0Table:
         if scope.categories:
             where.append(sql.SQL("payload->>'category' = ANY(%s)"))
             params.append(list(scope.categories))
+        if not scope.past:
+            where.append(_HOLDS_NOW)
         return sql.SQL(" AND ").join(where), params
 
     # ------------------------------------------------------------ the store's look-ups
-    def list_user(self, user_id: str, *, categories: Sequence[str] = (), limit: int = 1000) -> list[Row]:
-        """A user's rows, newest first (indexed by user and category)."""
-        where, params = self._where(Scope(user_id, list(categories) or None))
+    def list_user(
+        self, user_id: str, *, categories: Sequence[str] = (), limit: int = 1000, past: bool = True
+    ) -> list[Row]:
+        """A user's rows, newest first (indexed by user and category); `past=False`: not
+        the superseded values GATED keeps searchable."""
+        where, params = self._where(Scope(user_id, list(categories) or None, past=past))
         query = sql.SQL("SELECT id, payload FROM {} WHERE {} ORDER BY {} DESC LIMIT %s").format(self._t, where, _NEWEST)
         with self._reading() as conn:
             rows = conn.execute(query, [*params, limit]).fetchall()
@@ -383,14 +391,14 @@ class Mem0Table:
     def newest_per_category(
         self, user_id: str, categories: Sequence[str], per_category: int, slots: Sequence[str]
     ) -> list[Row]:
-        """Each category's `per_category` newest rows of the user, plus any whose slot is
-        in `slots` however old, newest first."""
+        """Each category's `per_category` newest rows of the user that hold now (no
+        superseded value), plus any whose slot is in `slots` however old, newest first."""
         query = sql.SQL(
             "SELECT id, payload FROM (SELECT id, payload, row_number() OVER "
             "(PARTITION BY payload->>'category' ORDER BY {newest} DESC) AS n FROM {t} "
-            "WHERE user_id = %s AND payload->>'category' = ANY(%s)) ranked "
+            "WHERE user_id = %s AND payload->>'category' = ANY(%s) AND {now}) ranked "
             "WHERE n <= %s OR payload->>'slot' = ANY(%s) ORDER BY {newest} DESC"
-        ).format(newest=_NEWEST, t=self._t)
+        ).format(newest=_NEWEST, t=self._t, now=_HOLDS_NOW)
         params = [user_id, list(categories), per_category, list(slots)]
         rows = self._lookup(user_id, lambda conn: conn.execute(query, params).fetchall())
         return [(str(r[0]), r[1]) for r in rows]

@@ -312,12 +312,19 @@ class MemoryStore:
         metadata: dict[str, Any] | None = None,
         write_id: str | None = None,
         said_at: str | None = None,
+        valid_from: str | None = None,
+        correction: Callable[[str], bool] | None = None,
     ) -> WriteResult:
         """Store a canonical fact: skip a restatement, supersede the same slot.
 
-        A fact whose text is already stored for the user is a NOOP. A fact for a
-        slot that already holds another value UPDATEs that row in place, so Mem0's
-        history keeps the old value and search sees only the current one.
+        A fact whose text is already stored for the user (as a value that holds now) is
+        a NOOP. A fact for a slot that already holds another value UPDATEs that row in
+        place (Mem0's history keeps the old value), and the old value is kept as a row
+        of its own, searchable for questions about the past: `valid_from` (ISO day) to
+        `valid_until` (the new value's `valid_from`), `was_slot`, `superseded_by` (the
+        row that holds the slot now). Unless `correction(old text)` says the new value
+        corrects a mistake ("no, I said Berlin, not Bern"): the old one never held, and
+        the new one holds from when the old one did.
 
         The look-ups and the write run under a per-user lock in Postgres: two writers
         of one user (two sessions at once, on any workers) would otherwise both find
@@ -335,7 +342,9 @@ class MemoryStore:
         # while the look-ups and Mem0's writes take theirs, so writers behind a pooler
         # cannot take every server connection and wait on each other.
         with self.locks.hold(f"memory-facts:{user_id}"):
-            return self._upsert_fact_locked(user_id, text, category, slot, metadata, write_id, said_at)
+            return self._upsert_fact_locked(
+                user_id, text, category, slot, metadata, write_id, said_at, valid_from, correction
+            )
 
     def _upsert_fact_locked(
         self,
@@ -346,6 +355,8 @@ class MemoryStore:
         metadata: dict[str, Any] | None,
         write_id: str | None,
         said_at: str | None,
+        valid_from: str | None = None,
+        correction: Callable[[str], bool] | None = None,
     ) -> WriteResult:
         key = canonical_key(text)
         if write_id and (earlier := self._record_by_write_id(user_id, write_id)) is not None:
@@ -358,11 +369,14 @@ class MemoryStore:
             write_id = f"{write_id}~{text_hash(key)[:8]}"
             if (again := self._find_by_write_id(user_id, write_id)) is not None:
                 return WriteResult("NOOP", again, text)
-        for rec in self.list_user(user_id, categories=[category]):
+        for rec in self.list_user(user_id, categories=[category], past=False):
             if canonical_key(rec.text) == key:
                 return WriteResult("NOOP", rec.id, text)
         meta = dict(metadata or {})
         meta.update(category=category)
+        said_on = self._said_on(said_at or meta.get("timestamp"))
+        if valid_from or said_on:  # from the day the turn names, else the day it was said
+            meta["valid_from"] = valid_from or said_on.isoformat()  # type: ignore[union-attr]
         # A fact is canonical (no turn before it to index with), but its relative dates
         # are resolved as a turn's are: "has a dentist appointment tomorrow".
         form = self.index_form(text, (), said_at or meta.get("timestamp"), use_context=False)
@@ -377,6 +391,10 @@ class MemoryStore:
             # An older statement arriving late (a journal replayed after a newer session
             # wrote): "my sister is Anna" must not undo the later "she is Maria".
             return WriteResult("NOOP", current.id, text)
+        if current is not None and correction is not None and correction(current.text):
+            meta["valid_from"] = current.metadata.get("valid_from") or valid_from  # it held all along
+        elif current is not None:
+            self._keep_past(user_id, current, meta.get("valid_from"), write_id, said_at)
         with _refusals_named(), self._write_vector(text, form):
             if current is not None:
                 with for_user(user_id):  # Mem0 reads and updates the row by id: named with its user
@@ -390,6 +408,34 @@ class MemoryStore:
         mem_id = results[0]["id"] if results else None
         self._undo_if_forgotten(user_id, said_at, mem_id)
         return WriteResult("ADD", mem_id, text)
+
+    def _keep_past(
+        self, user_id: str, current: MemoryRecord, until: object, write_id: str | None, said_at: str | None
+    ) -> None:
+        """Keep the value a change replaces as a row of its own, with the span it held.
+
+        Written before the current row is updated: a worker killed between the two leaves
+        a past row whose write id its replay finds (no second copy), never an update whose
+        old value is gone. A forget that came meanwhile takes it back, as any write."""
+        past_id = f"{write_id}:was" if write_id else None
+        if past_id and self._find_by_write_id(user_id, past_id) is not None:
+            return
+        keep = ("session_id", "turn_id", "timestamp", "valid_from")
+        meta: dict[str, Any] = {k: current.metadata[k] for k in keep if current.metadata.get(k) is not None}
+        if "valid_from" not in meta and (said := self._said_on(current.metadata.get("timestamp"))) is not None:
+            meta["valid_from"] = said.isoformat()
+        until_day = str(until) if until else datetime.now(self._zone).date().isoformat()
+        meta.update(category=current.category, was_slot=current.slot, superseded_by=current.id,
+                    valid_until=until_day)  # fmt: skip
+        form = self.index_form(current.text, (), current.metadata.get("timestamp"), use_context=False)
+        meta.update(form.payload())
+        meta.update(lex_fields(current.text, form.extra))
+        if past_id:
+            meta["write_id"] = past_id
+        with _refusals_named(), self._write_vector(current.text, form):
+            out = self.mem0.add(current.text, user_id=user_id, metadata=meta, infer=False)
+        results = out.get("results") or []
+        self._undo_if_forgotten(user_id, said_at, results[0]["id"] if results else None)
 
     def index_form(
         self, text: str, context: Sequence[str], said_at: object, *, use_context: bool | None = None
@@ -655,9 +701,11 @@ class MemoryStore:
         *,
         categories: Iterable[str] | None = None,
         limit: int = 1000,
+        past: bool = True,
     ) -> list[MemoryRecord]:
-        """A user's memories, newest first (indexed by user and category)."""
-        rows = self.rows.list_user(user_id, categories=list(categories or []), limit=limit)
+        """A user's memories, newest first (indexed by user and category); `past=False`:
+        only the facts that hold now, not the superseded values kept for the past."""
+        rows = self.rows.list_user(user_id, categories=list(categories or []), limit=limit, past=past)
         return [MemoryRecord.from_payload(mem_id, payload) for mem_id, payload in rows]
 
     def newest_per_category(
