@@ -144,7 +144,7 @@ def test_a_store_written_by_the_previous_version_is_moved_into_partitions_in_pla
                                          slot="sister").event == "UPDATE"  # fmt: skip
                 assert store.upsert_fact("ana", "User's sister is Anna", category="relationships", slot="sister",
                                          write_id="t1:0").event == "NOOP"  # fmt: skip
-                assert sorted(m.text for m in store.list_user("ana")) == [
+                assert sorted(m.text for m in store.list_user("ana", past=False)) == [
                     "My sister Anna lives in Lisbon", "User's sister is Maria"
                 ]  # fmt: skip
                 assert [m["content"] for m in archive_for(store).messages("ana")] == ["We talked about Lisbon"]
