@@ -585,6 +585,11 @@ def replica_figures(plan: list[Call]) -> dict[str, Any]:
             replica = sum((c.reads or {}).get("replica", 0) for c in calls)
             primary = sum((c.reads or {}).get("primary", 0) for c in calls)
             out["replica_reads"], out["primary_reads_of_replica_calls"] = replica, primary
+            why: dict[str, int] = defaultdict(int)
+            for c in calls:
+                for reason, n in ((c.reads or {}).get("primary_because") or {}).items():
+                    why[reason] += n
+            out["primary_reads_because"] = {k: v for k, v in why.items() if v}
             out["replica_reads_share"] = round(replica / (replica + primary), 3) if replica + primary else None
     out["own_words_missed"] = out["own_words_missed_replicas"]
     return out

@@ -161,6 +161,9 @@ async def _call(spec: dict[str, Any], userdata: dict[str, Any], conn: Connection
         rows.reads = reads
         after = reads.stats.as_dict()
         read_counts = {where: after[where] - before[where] for where in ("replica", "primary")}
+        read_counts["primary_because"] = {
+            why: n - before["primary_because"].get(why, 0) for why, n in after["primary_because"].items()
+        }
     else:
         read_counts = None
     return {"call_id": spec["call_id"], "writes": writes, "reads": read_counts}

@@ -177,7 +177,10 @@ def _lag_s(replica: StreamingReplica) -> float:
     from memory.storage.replicas import _STATUS
 
     with replica.connect() as conn:
-        return conn.execute(_STATUS).fetchone()[2] or 0.0
+        lag = conn.execute(_STATUS).fetchone()[2]
+    # None: behind what it received, with no transaction replayed since it started (after
+    # a restart) to date the lag by: the router counts that as past any bound too.
+    return float("inf") if lag is None else lag
 
 
 def _until(predicate, what: str, timeout: float = 30.0) -> None:
