@@ -631,10 +631,11 @@ class Mem0Table:
         Exact: the distance to every row of the scope (the user index, in the user's
         partition), then the nearest. An HNSW walk filtered to one user returns the first
         rows of that user it meets, not the nearest: in a table of 1,000,000 memories a
-        user of 1,000 got 0.89 of its true 5 nearest, a user of 10,000 0.77
-        (`python -m bench.tenant_recall`, docs/scaling.md). The scan costs time linear in
-        the user's rows (a user of 10,000: about 10 ms on 2 quiet cores); the subquery
-        fence (`OFFSET 0`) keeps the planner off the HNSW index.
+        user of 10,000 got 0.56 of its true 5 nearest through the shared index, 0.84
+        through its partition's (`python -m bench.tenant_recall`, docs/scaling.md). The
+        scan costs time linear in the user's rows (a user of 1,000: p50 6 ms; of 10,000:
+        p50 53 ms on 2 busy cores); the subquery fence (`OFFSET 0`) keeps the planner off
+        the HNSW index.
         """
         query, args = self.nearest_statement(scope, vector, limit, ids, neighbours=neighbours)
         return self._lookup(scope.user_id, lambda conn: conn.execute(query, args).fetchall())
