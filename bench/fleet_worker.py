@@ -106,7 +106,7 @@ async def _drain(userdata: dict[str, Any]) -> dict[str, Any]:
 async def _call(spec: dict[str, Any], userdata: dict[str, Any], conn: Connection) -> dict[str, Any]:
     """One call: the caller's utterances through `agent.entrypoint`, reported turn by turn."""
     from bench.latency import Caught, _memory_off
-    from harness import PipelineHarness, ScriptedLLM, Utterance, load_utterances
+    from harness import PipelineHarness, Utterance, load_utterances, scripted_llm
     from memory.livekit.session import MemorySession
 
     fixtures = load_utterances()
@@ -116,8 +116,8 @@ async def _call(spec: dict[str, Any], userdata: dict[str, Any], conn: Connection
         payload = json.loads(request.messages[-1][1])
         return json.dumps({"facts": facts.get(payload.get("latest_user_message", ""), [])})
 
-    h = PipelineHarness(spec["stt"], vad=userdata["vad"], llm=ScriptedLLM(lambda _r: "Sure."), timeout=90.0)
-    h.plugins.memory_llm = ScriptedLLM(extract, ttft=0.3)  # GATED's extraction: a remote call
+    h = PipelineHarness(spec["stt"], vad=userdata["vad"], llm=scripted_llm(lambda _r: "Sure."), timeout=90.0)
+    h.plugins.memory_llm = scripted_llm(extract, ttft=0.3)  # GATED's extraction: a remote call
     journaled: dict[str, dict[str, str]] = {}
     memory_on = bool(spec["memory"])
     off = _memory_off() if not memory_on else _Null()

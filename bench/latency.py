@@ -48,7 +48,7 @@ import harness as harness_mod
 from bench.evaldata import EvalDataError, eval_file
 from bench.stats import mean_interval
 from bench.work_window import Work, in_window, record_work
-from harness import LLMRequest, PipelineHarness, ScriptedLLM, Utterance
+from harness import LLMRequest, PipelineHarness, Utterance, scripted_llm
 from memory.journal.queue import DurableWriteQueue
 from memory.language import lexical
 from memory.livekit.blocks import fit_recalled
@@ -324,12 +324,11 @@ def journal_backlog(store: MemoryStore, settings: MemorySettings, turns: int, ch
     try:
         yield
     finally:
-        import sqlite3
-
         from psycopg import sql
 
-        with sqlite3.connect(settings.journal_path) as conn:
-            conn.execute("DELETE FROM pending_writes WHERE json_extract(payload, '$.user_id') = ?", (BACKLOG_USER,))
+        from memory.journal.queue import purge_user
+
+        purge_user(settings.journal_path, BACKLOG_USER)
         with store.pool.connection() as conn:
             conn.execute(sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s").format(sql.Identifier(store.table)),
                          [BACKLOG_USER])  # fmt: skip
@@ -432,9 +431,9 @@ async def _one_session(
     # A caller's words are new to the process: the query embeddings another scenario (or
     # session) made of the same fixtures must not answer this session's look-ups.
     getattr(store.mem0.embedding_model, "_cache", {}).clear()
-    h = PipelineHarness(stt_kind, vad=vad, llm=ScriptedLLM(respond), timeout=60.0)
+    h = PipelineHarness(stt_kind, vad=vad, llm=scripted_llm(respond), timeout=60.0)
     # GATED's extraction LLM: a remote call, in the background
-    h.plugins.memory_llm = ScriptedLLM(lambda _req: json.dumps({"facts": []}), ttft=0.3)
+    h.plugins.memory_llm = scripted_llm(lambda _req: json.dumps({"facts": []}), ttft=0.3)
     userdata = {"settings": settings or store.settings, "store": store, "retriever": retriever}
     # Memory off is the same entrypoint, room and greeting with memory taken out: no
     # events subscribed, no writes, no profile, no injection.

@@ -19,7 +19,8 @@ from livekit.agents import Agent, AgentSession
 from livekit.agents.voice.io import TextOutput
 
 from .audio import SpeechInput, TimedAudioOutput, Utterance
-from .models import LLMRequest, ScriptedLLM, TimedTTS
+from .models import TimedTTS, scripted_llm
+from .scripted.fakes import LLMRequest, RecordingLLM
 from .stt import BatchSTT, RealtimeSTT
 
 SttKind = Literal["realtime", "batch"]
@@ -67,7 +68,7 @@ class PipelineHarness:
         stt_kind: SttKind = "realtime",
         *,
         vad: Any = None,
-        llm: ScriptedLLM | None = None,
+        llm: RecordingLLM | None = None,
         tts: TimedTTS | None = None,
         stt: RealtimeSTT | BatchSTT | None = None,
         timeout: float = 30.0,
@@ -78,7 +79,7 @@ class PipelineHarness:
 
         self.vad = vad or silero.VAD.load()
         self.stt = stt or (RealtimeSTT(self.vad) if stt_kind == "realtime" else BatchSTT())
-        self.llm = llm or ScriptedLLM()
+        self.llm = llm or scripted_llm()
         self.tts = tts or TimedTTS()
         self.plugins = agent.Plugins(stt=self.stt, llm=self.llm, tts=self.tts)
         self.mic = SpeechInput()

@@ -24,8 +24,10 @@ from pathlib import Path
 
 from dotenv import find_dotenv, load_dotenv
 
+from memory.errors import InvalidInput
 
-class ConfigError(ValueError):
+
+class ConfigError(InvalidInput):
     """A configuration problem; the message names the variable(s) and the fix."""
 
 

@@ -11,7 +11,8 @@ PROG = "python -m memory.admin"
 DESCRIPTION = "See, search, export, import and delete what the agent keeps about its users."
 EPILOG = (
     "It runs with the worker's configuration (.env): run it where the worker runs. "
-    "Exit 1: nothing is stored under that user (identities are exact); exit 2: no store, or bad input."
+    "Exit 1: nothing is stored under that user (identities are exact); exit 2: no store, bad input, "
+    "or a forget not confirmed (on a terminal it asks for the identity; --yes in scripts)."
 )
 
 
@@ -58,8 +59,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="USER",
         help="the user to import into (for turns that name none; for an export, another identity than its own)",
     )
-    p = command("forget", "delete everything kept about USER")
+    p = command("forget", "delete everything kept about USER (asks for USER to be typed, unless --yes)")
     p.add_argument("user", metavar="USER")
+    p.add_argument("--yes", action="store_true", help="do not ask (scripts; required when not on a terminal)")
     command("stats", "totals and sizes")
     p = command("dead-letters", "list the journal's dead letters, or replay them")
     p.add_argument("--replay", nargs="+", metavar="TURN_ID", help="put these back in the queue")

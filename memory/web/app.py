@@ -7,9 +7,11 @@ run on a small thread pool of the server's own, never on its event loop.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import re
+import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,7 +30,7 @@ from memory.web import chart, security, token_endpoint
 from memory.web.i18n import category_name, pick_lang, translator
 from memory.web.views import Operator, Unknown
 
-logger = logging.getLogger("memory.web")
+logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -227,16 +229,50 @@ async def recall(request: web.Request) -> web.Response:
     return render(request, "recall.html", title=user_id, user_id=user_id, query=query, doc=doc)
 
 
-async def export(request: web.Request) -> web.Response:
+async def export(request: web.Request) -> web.StreamResponse:
+    """`memory.admin export USER` as a download, streamed as it is read: a thread writes
+    it a chunk at a time into a short queue that this handler sends on (a user with
+    50,000 memories is never held whole, and no connection waits on a slow client)."""
     user_id = _user_param(request, request.query.get("id"))
+    operator = request.app[OPERATOR]
     try:
-        text = await blocking(request, request.app[OPERATOR].export, user_id)
+        await blocking(request, operator.require_known, user_id)
     except Unknown:
         return _unknown(request, user_id)
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", user_id)[:60]
     disposition = f"attachment; filename=\"memory-export-{safe}.json\"; filename*=UTF-8''{quote(user_id[:200])}.json"
-    return web.Response(text=text + "\n", content_type="application/json", charset="utf-8",
-                        headers={"Content-Disposition": disposition})  # fmt: skip
+    response = web.StreamResponse(headers={"Content-Disposition": disposition})
+    response.content_type, response.charset = "application/json", "utf-8"
+    loop = asyncio.get_running_loop()
+    chunks: asyncio.Queue[str | None] = asyncio.Queue(maxsize=4)
+    stopped = threading.Event()  # the client went away: the writer stops at its next chunk
+
+    def send(chunk: str) -> None:
+        if stopped.is_set():
+            raise ConnectionResetError("the client went away")
+        asyncio.run_coroutine_threadsafe(chunks.put(chunk), loop).result()
+
+    def produce() -> None:
+        try:
+            operator.write_export(user_id, send)
+        finally:
+            if not stopped.is_set():
+                asyncio.run_coroutine_threadsafe(chunks.put(None), loop).result()
+
+    writer = asyncio.ensure_future(blocking(request, produce))
+    try:
+        await response.prepare(request)
+        while (chunk := await chunks.get()) is not None:
+            await response.write(chunk.encode("utf-8"))
+        await writer
+        await response.write_eof()
+    finally:
+        stopped.set()
+        while not writer.done():  # a writer blocked on the full queue: take a chunk, it sees `stopped`
+            taken = asyncio.ensure_future(chunks.get())
+            await asyncio.wait({writer, taken}, return_when=asyncio.FIRST_COMPLETED)
+            taken.cancel()
+    return response
 
 
 async def forget_form(request: web.Request) -> web.Response:

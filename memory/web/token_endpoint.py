@@ -23,6 +23,7 @@ from aiohttp import web
 from google.protobuf import json_format
 from livekit import api
 
+from memory.errors import InvalidInput
 from memory.livekit.token import identity_problem, mint, new_room
 from memory.settings import LiveKitCredentials
 
@@ -38,7 +39,7 @@ CREDENTIALS = web.AppKey("livekit_credentials", object)  # LiveKitCredentials, o
 CORS_ORIGINS = web.AppKey("cors_origins", frozenset)
 
 
-class BadRequest(ValueError):
+class BadRequest(InvalidInput):
     """A field of the request is wrong; the message names it."""
 
 

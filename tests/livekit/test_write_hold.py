@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from harness import PipelineHarness, ScriptedLLM, load_utterances
+from harness import PipelineHarness, load_utterances, scripted_llm
 from memory.journal.queue import DurableWriteQueue
 from memory.retrieval.retriever import Retriever
 from memory.settings import MemoryMode
@@ -57,7 +57,7 @@ async def test_a_turn_is_written_after_its_reply_starts_to_play_and_is_then_stor
     user = f"hold-{uuid.uuid4().hex[:8]}"
     # A reply of several sentences: it plays for about a second after its first frame.
     long_reply = " ".join(f"Sentence number {i} of a longer answer." for i in range(8))
-    harness = PipelineHarness(stt_kind, llm=ScriptedLLM(lambda _req: long_reply))
+    harness = PipelineHarness(stt_kind, llm=scripted_llm(lambda _req: long_reply))
     userdata = {"settings": store.settings, "store": store, "retriever": Retriever(store, store.settings)}
     listening: list[float] = []
     async with harness.entrypoint(userdata, user_id=user, job_id=f"job-{uuid.uuid4().hex[:8]}"):

@@ -216,7 +216,7 @@ def test_forget_and_the_admin_commands_work_through_pgbouncer(
     assert admin_main(["--json", "show", user_id]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert sorted(m["text"] for m in shown["memories"]) == ["I keep bees on the roof", "User keeps bees"]
-    assert forget_main([user_id]) == 0
+    assert forget_main(["--yes", user_id]) == 0
     assert bounced.list_user(user_id) == []
     assert admin_main(["show", user_id]) == 1  # nothing stored under the user any more
 

@@ -361,8 +361,8 @@ def test_export_lists_the_users_contexts_and_the_forget_command_removes_them(
         note["agent"] == "receptionist"
         and datetime.fromisoformat(note["at"].replace("Z", "+00:00")).utcoffset().total_seconds() == 0
     )
-    assert forget_main([user_id]) == 0  # contexts only: something was forgotten
-    assert "1 shared contexts" in capsys.readouterr().out
+    assert forget_main(["--yes", user_id]) == 0  # contexts only: something was forgotten
+    assert "shared_contexts 1," in capsys.readouterr().out
     assert working_main(["export", user_id]) == 0
     assert json.loads(capsys.readouterr().out)["shared_contexts"] == []
     assert contexts.export_user(f"{user_id}-other") != []  # another user's are untouched
