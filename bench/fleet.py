@@ -85,6 +85,7 @@ class Call:
     turns: list[dict[str, Any]] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
     cpu_s: float | None = None  # the job process's CPU time during the call
+    cpu_s_by_thread: dict[str, float] = field(default_factory=dict)  # the same, per kind of thread
     reads: dict[str, int] | None = None  # its look-ups' reads on a replica / the primary (--replicas)
     uss_mb: float | None = None  # the job process's own memory at the call's end
     started_at: float = 0.0
@@ -245,6 +246,7 @@ class Fleet:
         elif kind == "call_done" and call is not None:
             call.writes = list(ev.get("writes", []))
             call.cpu_s = ev.get("cpu_s")
+            call.cpu_s_by_thread = ev.get("cpu_s_by_thread") or {}
             call.reads = ev.get("reads")
             call.uss_mb = ev.get("uss_mb")
             call.state = "done"

@@ -67,12 +67,14 @@ def job_main(conn: Connection, first_check_s: tuple[float, float]) -> None:  # p
         if spec.get("op") == "drain":
             conn.send({"ev": "drained", **asyncio.run(_drain(proc.userdata))})
             return
-        before = _cpu_s()
+        before, threads_before = _cpu_s(), thread_cpu_s()
         result = asyncio.run(_call(spec, proc.userdata, conn))
         import psutil
 
         uss = psutil.Process().memory_full_info().uss / 2**20  # what the call left the process holding alone
-        conn.send({"ev": "call_done", "cpu_s": round(_cpu_s() - before, 3), "uss_mb": round(uss, 1), **result})
+        by_thread = cpu_by_thread(threads_before, thread_cpu_s())
+        conn.send({"ev": "call_done", "cpu_s": round(_cpu_s() - before, 3), "uss_mb": round(uss, 1),
+                   "cpu_s_by_thread": by_thread, **result})  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - reported to the coordinator, which counts it
         conn.send({"ev": "error", "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-2000:]})
     finally:
@@ -85,6 +87,38 @@ def _cpu_s() -> float:
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def thread_cpu_s() -> dict[int, tuple[str, float]]:
+    """CPU seconds of each live thread of this process (Linux: /proc), by native id, with
+    the Python thread's name cut to its pool (`memory-write_0` -> `memory-write`). Threads
+    Python does not know are the native ones: OpenMP's team of the embedder, onnxruntime's
+    (Silero), libpq's none."""
+    names = {t.native_id: t.name.split("_")[0].rstrip("-0123456789") for t in threading.enumerate()}
+    main = threading.main_thread().native_id
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[str, float]] = {}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        tid = int(task)
+        name = "event loop" if tid == main else names.get(tid, "native")
+        out[tid] = (name, (int(fields[11]) + int(fields[12])) / tick)  # utime + stime
+    return out
+
+
+def cpu_by_thread(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds per kind of thread between two `thread_cpu_s` readings (a thread that
+    ended in between is not counted: the process total still is)."""
+    out: dict[str, float] = {}
+    for tid, (name, cpu) in after.items():
+        used = cpu - before.get(tid, (name, 0.0))[1]
+        if used > 0:
+            out[name] = round(out.get(name, 0.0) + used, 3)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 async def _drain(userdata: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ the tree where they enter it (the store's: `memory/storage/faults.py`).
     │   ├── ContextError         a shared context: not found, full        (memory.storage.contexts)
     │   ├── FormError            a form the frontend sent                 (memory.working.forms)
     │   ├── BadRequest           a token request                          (memory.web.token_endpoint)
+    │   ├── NotAllowed           a token request the key's limits refuse  (memory.web.token_endpoint)
     │   └── ImportRefused        an import file, line by line             (memory.admin.importer)
     ├── ForgottenTurn            said before the user asked to be forgotten (memory.types)
     ├── UnknownUser              nothing is stored under an identity      (memory.userdata)

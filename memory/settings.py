@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import logging
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Mapping
@@ -132,6 +133,10 @@ class RetrievalSettings:
     time_weight: float = 0.1  # added to memories of the days the query names ("last week", 上个月) (0: off)
     when_weight: float = 0.1  # added to memories that name a day when the query asks when (0: off)
     sessions: float = 0.2  # conversation first: share of its session's match a raw turn gets (0: off)
+    # Issue 43: the look-up's round trips. On: every stage in one statement after the query's
+    # embedding; off: the lexical stages beside the embedding, then the vector stage (two).
+    # Off by default: no gain measured (docs/latency.md, `bench.lookup_floor --ab`).
+    one_trip: bool = False
 
 
 @dataclass(frozen=True)
@@ -345,6 +350,7 @@ def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
         time_weight=_number(env, "MEMORY_RETRIEVAL_TIME_WEIGHT", d.time_weight, lo=0.0, hi=1.0),
         when_weight=_number(env, "MEMORY_RETRIEVAL_WHEN_WEIGHT", d.when_weight, lo=0.0, hi=1.0),
         sessions=_number(env, "MEMORY_RETRIEVAL_SESSIONS", d.sessions, lo=0.0, hi=1.0),
+        one_trip=_flag(env, "MEMORY_RETRIEVAL_ONE_TRIP", d.one_trip),
     )
 
 
@@ -451,6 +457,17 @@ class WebSettings:
     host: str = "127.0.0.1"
     port: int = 8765
     cors_origins: tuple[str, ...] = ()  # browser origins allowed to call POST /api/token
+    # Behind a TLS proxy: the origin browsers see (https://memory.example.com), and the
+    # proxies whose X-Forwarded-Proto/-Host/-For are believed (addresses or networks).
+    public_origin: str | None = None
+    trusted_proxies: tuple[str, ...] = ()
+    # POST /api/token's own key (a frontend's token server holds it, never the operator's
+    # secret), the identities and rooms it may mint for, and whether the operator's secret
+    # may mint too.
+    token_key: str | None = None
+    token_identities: str | None = None  # a regular expression an identity must match whole
+    token_room_prefix: str = ""
+    token_operator: bool = False
 
     @property
     def loopback(self) -> bool:
@@ -472,14 +489,78 @@ def web_settings(env: Mapping[str, str] | None = None) -> WebSettings:
             '`python -c "import secrets; print(secrets.token_urlsafe(32))"`'
         )
     host, port = _listen(env.get("MEMORY_WEB_LISTEN", "").strip() or "127.0.0.1:8765")
-    origins = tuple(o.strip().rstrip("/") for o in env.get("MEMORY_WEB_CORS_ORIGINS", "").split(",") if o.strip())
-    for origin in origins:
-        if not _has_url_form(origin, ("http", "https")) or origin.count("/") != 2:
-            raise ConfigError(
-                f"MEMORY_WEB_CORS_ORIGINS: {origin!r} is not an origin (scheme, host and port only: "
-                "http://localhost:3000)"
-            )
-    return WebSettings(secret=secret, host=host, port=port, cors_origins=origins)
+    origins = tuple(
+        _origin("MEMORY_WEB_CORS_ORIGINS", o) for o in env.get("MEMORY_WEB_CORS_ORIGINS", "").split(",") if o.strip()
+    )
+    public = env.get("MEMORY_WEB_PUBLIC_ORIGIN", "").strip()
+    token_key = env.get("MEMORY_WEB_TOKEN_KEY", "").strip() or None
+    if token_key is not None and len(token_key) < WEB_SECRET_MIN_CHARS:
+        raise ConfigError(f"MEMORY_WEB_TOKEN_KEY is only {len(token_key)} characters: set at least "
+                          f"{WEB_SECRET_MIN_CHARS} random characters")  # fmt: skip
+    if token_key == secret:
+        raise ConfigError(
+            "MEMORY_WEB_TOKEN_KEY is MEMORY_WEB_SECRET: the token key must be a secret of its own "
+            "(a frontend's server holds it; the operator's secret opens every user's memory)"
+        )
+    identities = env.get("MEMORY_WEB_TOKEN_IDENTITIES", "").strip() or None
+    if identities is not None:
+        try:
+            re.compile(identities)
+        except re.error as exc:
+            raise ConfigError(f"MEMORY_WEB_TOKEN_IDENTITIES={identities!r} is no regular expression: {exc}") from None
+    prefix = env.get("MEMORY_WEB_TOKEN_ROOM_PREFIX", "").strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.:-]{0,64}", prefix):
+        raise ConfigError(f"MEMORY_WEB_TOKEN_ROOM_PREFIX={prefix!r}: letters, digits and _ . : - only, at most 64")
+    return WebSettings(
+        secret=secret,
+        host=host,
+        port=port,
+        cors_origins=origins,
+        public_origin=_origin("MEMORY_WEB_PUBLIC_ORIGIN", public) if public else None,
+        trusted_proxies=_networks("MEMORY_WEB_TRUSTED_PROXIES", env.get("MEMORY_WEB_TRUSTED_PROXIES", "")),
+        token_key=token_key,
+        token_identities=identities,
+        token_room_prefix=prefix,
+        token_operator=_flag(env, "MEMORY_WEB_TOKEN_OPERATOR", False),
+    )
+
+
+def _origin(name: str, raw: str) -> str:
+    """An origin as a browser sends it in `Origin`: scheme and host in lower case, no
+    default port, no path ("HTTPS://App.example.com:443/" is https://app.example.com);
+    written otherwise it would never match, and no browser would be let in."""
+    from urllib.parse import urlsplit
+
+    value = raw.strip().rstrip("/")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        parts, port = None, None
+    if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname or value.count("/") != 2 \
+            or parts.username is not None or parts.query or parts.fragment:  # fmt: skip
+        raise ConfigError(
+            f"{name}: {raw.strip()!r} is not an origin (scheme, host and port only: http://localhost:3000)"
+        )
+    scheme, host = parts.scheme.lower(), parts.hostname.lower()
+    host = f"[{host}]" if ":" in host else host
+    default = {"http": 80, "https": 443}[scheme]
+    return f"{scheme}://{host}" + (f":{port}" if port not in (None, default) else "")
+
+
+def _networks(name: str, raw: str) -> tuple[str, ...]:
+    """Addresses or networks ("127.0.0.1, 10.0.0.0/8, ::1"), checked; as strings."""
+    import ipaddress
+
+    out = []
+    for part in (p.strip() for p in raw.split(",")):
+        if not part:
+            continue
+        try:
+            out.append(str(ipaddress.ip_network(part, strict=False)))
+        except ValueError:
+            raise ConfigError(f"{name}: {part!r} is not an address or a network (127.0.0.1, 10.0.0.0/8)") from None
+    return tuple(out)
 
 
 def _listen(raw: str) -> tuple[str, int]:
@@ -523,7 +604,10 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_MAX_TURN_CHARS MEMORY_SPILL_DIR MEMORY_LOG_TRANSCRIPTS MEMORY_MAX_READS_IN_FLIGHT MEMORY_DB_MAX_CONNECTIONS
     MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS MEMORY_CONTEXT_RETENTION_DAYS
     MEMORY_ARCHIVE MEMORY_ARCHIVE_THRESHOLD MEMORY_SUMMARY_AFTER MEMORY_RETENTION_DAYS
-    MEMORY_WEB_SECRET MEMORY_WEB_LISTEN MEMORY_WEB_CORS_ORIGINS""".split()
+    MEMORY_WEB_SECRET MEMORY_WEB_LISTEN MEMORY_WEB_CORS_ORIGINS
+    MEMORY_RETRIEVAL_ONE_TRIP
+    MEMORY_WEB_PUBLIC_ORIGIN MEMORY_WEB_TRUSTED_PROXIES
+    MEMORY_WEB_TOKEN_KEY MEMORY_WEB_TOKEN_IDENTITIES MEMORY_WEB_TOKEN_ROOM_PREFIX MEMORY_WEB_TOKEN_OPERATOR""".split()
 )
 _MEM0_OWN = frozenset(
     "MEM0_API_KEY MEM0_DIR MEM0_SOURCE MEM0_CLIENT_STACK MEM0_APPLICATION MEM0_TELEMETRY "

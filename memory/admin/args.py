@@ -66,6 +66,8 @@ def parser() -> argparse.ArgumentParser:
     p = command("dead-letters", "list the journal's dead letters, or replay them")
     p.add_argument("--replay", nargs="+", metavar="TURN_ID", help="put these back in the queue")
     p.add_argument("--replay-all", action="store_true", help="put every dead letter back in the queue")
+    p = command("redact", "apply today's secret rules to what is stored already, and to Mem0's history of it")
+    p.add_argument("user", metavar="USER", nargs="?", help="only this user (default: every user)")
     p = command("retention", "delete what is older than MEMORY_RETENTION_DAYS")
     p.add_argument("--dry-run", action="store_true", help="count only, delete nothing")
     p.add_argument("--days", type=float, help="the period in days (default: MEMORY_RETENTION_DAYS)")

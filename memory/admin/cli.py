@@ -212,9 +212,9 @@ class Admin:
         return replay_dead(self.settings.journal_path, turn_ids)
 
 
-# Commands that write memories need Mem0: the others open the store without loading it
+# Commands that write memories (import, redact) need Mem0: the others open the store without loading it
 # (2 s of imports alone); `search` embeds its query with the embedder itself.
-_WITH_MEM0 = ("import",)
+_WITH_MEM0 = ("import", "redact")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -382,6 +382,11 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
                 width=50,
             )
         )
+    elif cmd == "redact":
+        rows, history = admin.store.redact_stored(user_id)
+        out(to_json({"rows_rewritten": rows, "history_entries_rewritten": history}) if args.json else
+            f"rewrote {rows} memories and {history} entries of Mem0's history on this machine without the secrets "
+            "the rules now find")  # fmt: skip
     elif cmd == "retention":
         from memory.archive.retention import run_retention
 

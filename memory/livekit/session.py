@@ -149,11 +149,13 @@ class MemorySession:
         """The user starts speaking: the turn's forget check goes now, long before the
         reply (a batch STT's only transcript comes after the end of speech, where the
         check's read ran beside the reply's look-up). The user stops: the store writes
-        wait until the reply's first audio frame (`WRITE_HOLD_MAX_S`)."""
+        wait until the reply's first audio frame (`WRITE_HOLD_MAX_S`), and the look-up for
+        the words heard so far starts (a streaming STT's; `MemoryReader.speech_ended`)."""
         if ev.new_state == "speaking":
             self.reader.check_forget_once()
         elif ev.old_state == "speaking":
             self.queue.hold(WRITE_HOLD_MAX_S)
+            self.reader.speech_ended()
 
     def _on_agent_state(self, ev: AgentStateChangedEvent) -> None:
         """The reply's first audio frame (the agent starts speaking), or the reply ended

@@ -18,7 +18,10 @@ and exact names, so retrieval runs in stages:
    the vector hits, the cosine and payload of the lexical hits, and the raw turns
    said next to any of them. A look-up is thus two round trips to the database,
    one of them beside the embedding: what a remote database costs it
-   (`python -m bench.latency --db-rtt-ms 2`, docs/scaling.md);
+   (`python -m bench.latency --db-rtt-ms 2`, docs/scaling.md). With
+   MEMORY_RETRIEVAL_ONE_TRIP, one statement after the embedding runs every stage
+   (`Mem0Table.candidates`): the same candidates, one round trip, nothing beside the
+   embedding (`python -m bench.lookup_floor --ab`, docs/latency.md);
 3. every candidate scored lexically (per keyword 1.0/0.7/0.3, keywords weighted
    by their rarity in everyday language and among the candidates) and by its
    cosine similarity, less how crowded the memory's neighbourhood is among the
@@ -463,6 +466,8 @@ class Retriever:
         s = self.settings
         words, weights = self.query_terms(query, context)
         pool = max(s.retrieval.pool, top_k)
+        if s.retrieval.one_trip and s.retrieval.vector:
+            return self._candidates_in_one_trip(scope, query, context, words, weights, pool, top_k)
         recall: Future[dict[str, Candidate]] | None = None
         if words and (s.retrieval.fulltext or s.retrieval.substring):
             recall = RETRIEVAL_POOL.submit(self._lexical_recall, scope, words, pool, top_k)
@@ -474,6 +479,37 @@ class Retriever:
             lexical_hits = recall.result() if recall is not None else {}
         q = _Query(words, weights, vector)
         merged, turns = self._fetch(scope, vector, lexical_hits, pool)
+        if words:
+            self._score_lexically(q, merged)
+        return merged, q, turns
+
+    def _candidates_in_one_trip(
+        self,
+        scope: Scope,
+        query: str,
+        context: Sequence[str],
+        words: list[str],
+        weights: list[float],
+        pool: int,
+        top_k: int,
+    ) -> tuple[list[Candidate], _Query, dict[tuple[str, int], Candidate] | None]:
+        """`_candidates` with one round trip to the database, after the query's embedding
+        (`Mem0Table.candidates`): the same candidates as the lexical recall beside the
+        embedding and the vector stage after it, without the second trip, and without the
+        keyword SQL's backend taking a core from the embedding's two threads."""
+        terms, patterns = self._lexical_terms(words)
+        vector = self.query_vector(query, context)
+        density = self.density(scope.user_id)
+        rows = self.store.candidates(
+            scope, vector, terms, patterns, limit=pool, scan=_SUBSTRING_SCAN, substring_below=top_k / 2,
+            neighbours=self._neighbours_count,
+        )  # fmt: skip
+        lexical_hits: dict[str, Candidate] = {}
+        for mem_id, _cos, _payload, stage in rows:
+            if stage in ("fulltext", "substring"):
+                lexical_hits.setdefault(mem_id, Candidate(mem_id)).stages.add(stage)
+        merged, turns = self._merge(rows, lexical_hits, density, vector)
+        q = _Query(words, weights, vector)
         if words:
             self._score_lexically(q, merged)
         return merged, q, turns
@@ -546,7 +582,9 @@ class Retriever:
         """
         try:
             density = _NO_DENSITY
-            rows = self.store.user_vectors(user_id, _DENSITY_MAX + 1)
+            # Past the bound there is no correction: counted first, not found out by reading the vectors.
+            too_many = self.store.user_has_more_than(user_id, _DENSITY_MAX)
+            rows = [] if too_many else self.store.user_vectors(user_id, _DENSITY_MAX + 1)
             if _DENSITY_MIN <= len(rows) <= _DENSITY_MAX:
                 vectors = np.stack([v for _, v in rows]).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
@@ -575,11 +613,7 @@ class Retriever:
     def _lexical_recall(self, scope: Scope, words: Sequence[str], pool: int, top_k: int) -> dict[str, Candidate]:
         """Ids found by full text, then by substring when full text found under top_k / 2:
         one statement, one round trip to the database (`Mem0Table.lexical_hits`)."""
-        s = self.settings
-        # The neutral pronoun forms (用户, user) are in most memories: as recall terms
-        # they would fetch nearly the whole store (they still count in scoring).
-        terms = [t for t in lexical.search_terms(words) if t not in _NEUTRAL] if s.retrieval.fulltext else []
-        patterns = _like_patterns(words) if s.retrieval.substring else []
+        terms, patterns = self._lexical_terms(words)
         found: dict[str, Candidate] = {}
         if not terms and not patterns:
             return found
@@ -593,6 +627,15 @@ class Retriever:
             for mem_id in sub:
                 found.setdefault(mem_id, Candidate(mem_id)).stages.add("substring")
         return found
+
+    def _lexical_terms(self, words: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The full-text terms and the substring patterns of the keywords (none for a stage
+        that is off). The neutral pronoun forms (用户, user) are in most memories: as recall
+        terms they would fetch nearly the whole store (they still count in scoring)."""
+        s = self.settings
+        terms = [t for t in lexical.search_terms(words) if t not in _NEUTRAL] if s.retrieval.fulltext else []
+        patterns = _like_patterns(words) if s.retrieval.substring else []
+        return terms, patterns
 
     @staticmethod
     def _fulltext(terms: Sequence[str], rows: Sequence[tuple[str, str | None]], limit: int) -> list[str]:
@@ -629,14 +672,25 @@ class Retriever:
         ids = list(lexical_hits)
         density = self.density(scope.user_id) if vector is not None else _NO_DENSITY
         rows: Sequence[tuple[str, float | None, dict[str, Any], str]]
-        turns: dict[tuple[str, int], Candidate] | None = None
         if vector is None:
             if not ids:
                 return [], None
             rows = self.store.payloads(scope.user_id, ids)
         else:
             rows = self.store.nearest_and_ids(scope, vector, pool, ids, neighbours=self._neighbours_count)
-            turns = {} if self._neighbours_count else None
+        return self._merge(rows, lexical_hits, density, vector)
+
+    def _merge(
+        self,
+        rows: Sequence[tuple[str, float | None, dict[str, Any], str]],
+        lexical_hits: dict[str, Candidate],
+        density: _Density,
+        vector: list[float] | None,
+    ) -> tuple[list[Candidate], dict[tuple[str, int], Candidate] | None]:
+        """The fetched rows as candidates (a vector hit under MEMORY_THRESHOLD dropped, one
+        candidate per id whatever the stages that found it), and the neighbour rows apart
+        by (session, position); None when neighbours were not fetched (no vector)."""
+        turns: dict[tuple[str, int], Candidate] | None = {} if vector is not None and self._neighbours_count else None
         floor = self.settings.recall_threshold  # MEMORY_THRESHOLD keeps its meaning: a cosine floor
         merged: dict[str, Candidate] = {}
         for mem_id, cos, payload, stage in rows:

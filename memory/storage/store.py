@@ -10,6 +10,7 @@ All methods are synchronous and thread-safe; async callers use `service.run_read
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import sqlite3
@@ -29,6 +30,7 @@ from psycopg_pool import ConnectionPool
 from memory.errors import Unfinished
 from memory.language.indexing import IndexForm, index_form
 from memory.language.lexical import LEX_VERSION, lex_fields
+from memory.language.redact import redact_secrets
 from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
 from memory.storage.archive_schema import archive_table, ensure_archive_schema
@@ -721,6 +723,64 @@ class MemoryStore:
             time.sleep(pause_s)
         return done
 
+    def redact_stored(self, user_id: str | None = None, *, batch: int = 200) -> tuple[int, int]:
+        """Today's redaction rules over what is stored already (one user's, or everyone's):
+        rows written before a rule caught their secret keep it otherwise, and so does Mem0's
+        history of them on this machine. Returns (rows rewritten, history entries rewritten).
+
+        A row that holds a secret gets its text, context, lexical index and vector anew
+        (the vector of the old text still encodes it), in place: not through Mem0's
+        `update`, which would log the old text into the history once more. Then every
+        history entry of those memories, current and superseded values alike, is redacted
+        too, with SQLite's `secure_delete` on so the old text does not stay in free pages."""
+        rewritten, ids, after = 0, [], uuid.UUID(int=0)
+        while rows := self.rows.rows_after(user_id, after, batch):
+            after = rows[-1][0]
+            ids += [str(r[0]) for r in rows]
+            for row_id, payload in rows:
+                text, ctx = str(payload.get("data") or ""), str(payload.get("ctx") or "")
+                clean, found = redact_secrets(text)
+                clean_ctx, in_ctx = redact_secrets(ctx)
+                if not found and not in_ctx:
+                    continue
+                form = self.index_form(clean, [clean_ctx] if clean_ctx else [], payload.get("timestamp"))
+                fields = {"data": clean, "hash": hashlib.md5(clean.encode()).hexdigest(), **form.payload(),
+                          **lex_fields(clean, form.extra), **({"ctx": clean_ctx} if ctx else {})}  # fmt: skip
+                vector = self.passages.embed(form.embed, "add")
+                rewritten += self.rows.rewrite(str(payload.get("user_id") or ""), row_id, text, fields, vector)
+        return rewritten, self._redact_history(None if user_id is None else ids)
+
+    def _redact_history(self, ids: Sequence[str] | None) -> int:
+        """Redact the old and new values of Mem0's history entries (of these memories, or all)."""
+        db = self.mem0.db
+        changed = 0
+        with db._lock:
+            db.connection.execute("PRAGMA secure_delete = ON")
+            try:
+                if ids is None:
+                    entries = db.connection.execute("SELECT id, old_memory, new_memory FROM history").fetchall()
+                else:
+                    entries = []
+                    for start in range(0, len(ids), 500):
+                        chunk = list(ids[start : start + 500])
+                        entries += db.connection.execute(
+                            f"SELECT id, old_memory, new_memory FROM history WHERE memory_id IN "
+                            f"({','.join('?' * len(chunk))})",
+                            chunk,
+                        ).fetchall()
+                for entry_id, old, new in entries:
+                    clean = [redact_secrets(v)[0] if isinstance(v, str) else v for v in (old, new)]
+                    if clean != [old, new]:
+                        db.connection.execute(
+                            "UPDATE history SET old_memory = ?, new_memory = ? WHERE id = ?", [*clean, entry_id]
+                        )
+                        changed += 1
+                db.connection.commit()
+            except Exception:
+                db.connection.rollback()
+                raise
+        return changed
+
     # ------------------------------------------------------------------ reads
     def search(
         self,
@@ -817,6 +877,21 @@ class MemoryStore:
     ) -> list[tuple[str, float, dict[str, Any], str]]:
         return self.rows.nearest_and_ids(scope, vector, limit, ids, neighbours=neighbours)
 
+    def candidates(
+        self,
+        scope: Scope,
+        vector: Sequence[float],
+        terms: Sequence[str],
+        patterns: Sequence[str],
+        *,
+        limit: int,
+        scan: int,
+        substring_below: float,
+        neighbours: bool = False,
+    ) -> list[tuple[str, float, dict[str, Any], str]]:
+        return self.rows.candidates(scope, vector, terms, patterns, limit=limit, scan=scan,
+                                    substring_below=substring_below, neighbours=neighbours)  # fmt: skip
+
     def session_turns(
         self, user_id: str, sessions: Sequence[str], seqs: Sequence[str], vector: Sequence[float] | None
     ) -> list[tuple[str, float | None, dict[str, Any]]]:
@@ -824,6 +899,9 @@ class MemoryStore:
 
     def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, Any]]:
         return self.rows.user_vectors(user_id, limit)
+
+    def user_has_more_than(self, user_id: str, n: int) -> bool:
+        return self.rows.user_has_more_than(user_id, n)
 
     def _record_by_write_id(self, user_id: str, write_id: str) -> MemoryRecord | None:
         row = self.rows.by_write_id(user_id, write_id)

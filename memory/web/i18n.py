@@ -22,6 +22,15 @@ WORDS: dict[str, tuple[str, str]] = {
     "secret": ("Operator's secret (MEMORY_WEB_SECRET)", "运维密钥（MEMORY_WEB_SECRET）"),
     "wrong_secret": ("That is not the secret.", "密钥不正确。"),
     "too_many": ("Too many wrong attempts: wait a minute.", "错误次数过多，请稍等一分钟。"),
+    "store_down": (
+        "The memory store cannot be reached (the database is down or refuses connections). Nothing was changed; "
+        "reload once it is back.",
+        "无法连接记忆存储（数据库已停止或拒绝连接）。没有做任何更改；恢复后请刷新。",
+    ),
+    "server_error": (
+        "Something went wrong on the server (its log says what). Nothing else was changed.",
+        "服务器出错（详见其日志）。未做其他更改。",
+    ),
     "mode": ("This server's mode", "本服务器的模式"),
     "stored_under": ("Stored under", "存储时的模式"),
     "search_identity": ("Search by identity", "按身份搜索"),

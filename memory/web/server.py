@@ -85,7 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     print(f"{PROG}: memory store {where(settings)}, MEM0_SETTING={settings.mode.value}", flush=True)
     livekit = _livekit()
-    if isinstance(livekit, str):
+    if not (web_cfg.token_key or web_cfg.token_operator):
+        print(f"{PROG}: POST /api/token mints nothing until MEMORY_WEB_TOKEN_KEY is set (docs/web.md)",
+              file=sys.stderr, flush=True)  # fmt: skip
+    elif isinstance(livekit, str):
         print(f"{PROG}: POST /api/token answers 503 until the LiveKit project is configured: {livekit}",
               file=sys.stderr, flush=True)  # fmt: skip
     try:
