@@ -4,7 +4,8 @@ One hot standby of the session's embedded server, made once for this module with
 embedded wheel's `pg_basebackup -R` (harness/replica.py), and a PgBouncer in transaction
 mode in front of each server, as a fleet reaches them. The tests pause the replica's WAL
 replay (`pg_wal_replay_pause()`) to make it lag as far as they need, and kill it mid-call.
-They run on one xdist worker (`xdist_group`), so the replica is made once per run.
+The replica is made once per test process that runs them (an xdist worker has its own
+embedded server to copy: at most two in a run of `-n 2`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ from memory.storage.store import MemoryStore
 from tests.conftest import scripted_extraction
 from tests.livekit.sessions import recalled_text, voice_session
 from tests.storage.test_pgbouncer import _need_pgbouncer
-
-pytestmark = pytest.mark.xdist_group("replica")
 
 LUCKY = "Please remember that my lucky word is amber falcon"
 LUCKY_FACT = {"text": "User's lucky word is amber falcon", "category": "personal_facts", "slot": "lucky_word"}
