@@ -56,9 +56,11 @@ def job_main(conn: Connection, first_check_s: tuple[float, float]) -> None:  # p
 
         retention.FIRST_CHECK_S = first_check_s  # the fleet's first retention check within the run
         import agent
+        from harness import memory_parts
 
         proc = SimpleNamespace(userdata={})
         agent.prewarm(proc)
+        proc.userdata.update(memory_parts())
         conn.send({"ev": "ready", "pid": os.getpid(), "prewarm_s": round(time.perf_counter() - started, 2)})
         try:
             spec = conn.recv()

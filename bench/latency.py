@@ -465,30 +465,33 @@ async def _one_session(
 def _memory_off() -> Iterator[None]:
     """The same entrypoint with memory taken out: a plain agent (no injection, no
     working memory), no transcript or write hooks, no archive."""
-    import agent
+    import memory
+    from memory import api
     from memory.livekit.archive import ArchiveSession
 
     class PlainAgent(Agent):
         def __init__(self) -> None:
             super().__init__(instructions=load_prompt("system"))
 
-    real_first, real_attach, real_close = agent.first_agent, MemorySession.attach, MemorySession.aclose
-    real_archive = ArchiveSession.attach
+    real_first, real_attach, real_close = memory.first_agent, MemorySession.attach, MemorySession.aclose
+    real_archive, real_inject = ArchiveSession.attach, api._inject_into_agents
 
     async def aclose(self: MemorySession, **_kw: Any) -> None:
         pass
 
-    agent.first_agent = lambda *_args, **_kw: PlainAgent()
+    memory.first_agent = lambda *_args, **_kw: PlainAgent()
     MemorySession.attach = lambda self, session: None
     MemorySession.aclose = aclose
     ArchiveSession.attach = lambda self, session: None
+    api._inject_into_agents = lambda session, mem: None
     try:
         yield
     finally:
-        agent.first_agent = real_first
+        memory.first_agent = real_first
         MemorySession.attach = real_attach
         MemorySession.aclose = real_close
         ArchiveSession.attach = real_archive
+        api._inject_into_agents = real_inject
 
 
 async def _references(

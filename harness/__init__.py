@@ -11,7 +11,7 @@ TTS with realistic delays (`models.py`; the LLM is the one scripted double,
 
 from .audio import SpeechInput, TimedAudioOutput, Utterance, load_utterances
 from .models import LLM_TTFT_S, TimedTTS, scripted_llm
-from .pipeline import PipelineHarness, SpokenTurn, StubParticipant
+from .pipeline import PipelineHarness, SpokenTurn, StubParticipant, memory_parts
 from .scripted.fakes import LLMRequest, RecordingLLM
 from .stt import BatchSTT, RealtimeSTT
 
@@ -29,5 +29,6 @@ __all__ = [
     "TimedTTS",
     "Utterance",
     "load_utterances",
+    "memory_parts",
     "scripted_llm",
 ]

@@ -62,6 +62,16 @@ class _Transcript(TextOutput):
         pass
 
 
+def memory_parts() -> dict[str, Any]:
+    """What `memory.warm_up` made in this process (agent.prewarm's memory: the settings, the
+    store, the retriever), in the form `PipelineHarness.entrypoint` takes."""
+    from memory.api import runtime
+
+    made = runtime()
+    assert made is not None, "memory.warm_up() (agent.prewarm) has not run in this process"
+    return {"settings": made.settings, "store": made.store, "retriever": made.retriever}
+
+
 class PipelineHarness:
     def __init__(
         self,
@@ -129,12 +139,17 @@ class PipelineHarness:
         self, userdata: dict[str, Any], *, user_id: str, job_id: str = "harness-job"
     ) -> AsyncIterator[Any]:
         """Run `agent.entrypoint` in LiveKit's fake job context; yields the JobContext.
-        `userdata` is what prewarm leaves (settings, store, retriever); the harness adds
+        `userdata` is the memory the job uses (settings, store, retriever: made this
+        process's memory runtime, as `memory.warm_up` makes it in a worker); the harness adds
         its VAD and plugins. On exit the job's shutdown callbacks run, as LiveKit runs them."""
         from livekit.agents.testing import fake_job_context
 
         import agent
         from harness.room import UnconnectedRoom
+        from memory import api
+
+        before = api.runtime()
+        api.use(userdata["settings"], userdata["store"], userdata.get("retriever"))
 
         real_build = agent.build_session
         # The worker registers its form RPC on the job room's local participant, the
@@ -164,6 +179,10 @@ class PipelineHarness:
                     self.mic.close()
         finally:
             agent.build_session = real_build
+            if before is not None:
+                api.use(before.settings, before.store, before.retriever)
+            else:
+                api.forget_runtime()
 
     # ------------------------------------------------------------ driving
     async def _until(self, cond: Callable[[], bool], what: str) -> None:

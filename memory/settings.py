@@ -380,19 +380,63 @@ def _read_urls(env: Mapping[str, str], database_url: str | None) -> tuple[str, .
     return urls
 
 
-def load_env_file() -> None:
-    """The `.env` of the directory the worker starts in, into the environment (a variable
-    already set wins); then the worker's variables left empty are unset. An empty variable
-    means its default, and our settings read it so, but libraries read some themselves:
-    the OpenAI SDK took an empty OPENAI_BASE_URL (as `.env.example` ships it) as its base
-    URL, and every STT, LLM and TTS request failed with "Connection error". Called again
-    in each job process (prewarm), so the unsetting must happen here, not once in main."""
+# The `.env` the last `load_env_file` read (None: none was found), for the first line of a
+# start-up problem and as the base of a relative MEMORY_DATA_DIR.
+_env_file: Path | None = None
+
+
+def load_env_file() -> Path | None:
+    """The `.env` of the directory the worker starts in, or of the nearest directory above it,
+    into the environment (a variable already set wins); then the worker's variables left empty
+    are unset. An empty variable means its default, and our settings read it so, but libraries
+    read some themselves: the OpenAI SDK took an empty OPENAI_BASE_URL (as `.env.example` ships
+    it) as its base URL, and every STT, LLM and TTS request failed with "Connection error".
+    Called again in each job process (prewarm), so the unsetting must happen here, not once in
+    main. Returns the file read, if any."""
+    global _env_file
     path = find_dotenv(usecwd=True)
+    _env_file = Path(path).resolve() if path else None
     if path:
         load_dotenv(path, override=False)
     for name in VARIABLES:
         if name in os.environ and not os.environ[name].strip():
             del os.environ[name]
+    return _env_file
+
+
+def env_file_note() -> str:
+    """Which `.env` was read, or where one was looked for: said first when something is missing,
+    since a command run from another directory reads another `.env`, or none."""
+    if _env_file is not None:
+        return f"read {_env_file}"
+    return f"no .env in {Path.cwd()} or the directories above it"
+
+
+def _data_dir(env: Mapping[str, str]) -> Path:
+    """MEMORY_DATA_DIR as an absolute path. A relative one is relative to the `.env` that set
+    it (the project's directory), not to wherever a command is started: `memory-chat` run from
+    a subdirectory found the project's `.env` but made a second, empty store beside itself.
+    Without a `.env` (a container's environment), relative to the working directory."""
+    given = env.get("MEMORY_DATA_DIR", "").strip()
+    raw = Path(given or ".data").expanduser()
+    if raw.is_absolute():
+        return raw.resolve()
+    # The default, or the .env's own value: the project's directory; the environment's: here.
+    from_file = not given or _dotenv_value("MEMORY_DATA_DIR") == given
+    return ((_env_file.parent if from_file and _env_file is not None else Path.cwd()) / raw).resolve()
+
+
+def _dotenv_value(name: str) -> str | None:
+    """What the `.env` read sets `name` to (a value from the environment is relative to the
+    working directory, as any path given on a command line is)."""
+    if _env_file is None:
+        return None
+    from dotenv import dotenv_values
+
+    try:
+        return (dotenv_values(_env_file).get(name) or "").strip() or None
+    except OSError:
+        return None
 
 
 def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) -> MemorySettings:
@@ -415,7 +459,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         raise ConfigError(f"MEMORY_COLLECTION={collection!r} must be letters, digits and _")
     return MemorySettings(
         mode=mode,
-        data_dir=Path(env.get("MEMORY_DATA_DIR", "").strip() or ".data").expanduser().resolve(),
+        data_dir=_data_dir(env),
         database_url=database_url,
         database_read_urls=read_urls,
         replica_max_lag_ms=_number(env, "MEMORY_REPLICA_MAX_LAG_MS", 1000.0, lo=0.0, hi=600_000.0),
@@ -563,24 +607,84 @@ def _networks(name: str, raw: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _listen(raw: str) -> tuple[str, int]:
+# The MCP server (`memory-mcp`, memory/mcp/).
+MCP_KEY_MIN_CHARS = 16
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    """`MEMORY_MCP_*`: the HTTP transport's keys (each naming the identities it may touch;
+    None: every identity) and where it listens."""
+
+    keys: dict[str, frozenset[str] | None]
+    host: str = "127.0.0.1"
+    port: int = 8766
+
+    def identities(self, key: str) -> frozenset[str] | None:
+        """The identities `key` may touch (None: all); KeyError for a key that is not one,
+        compared in constant time against every key."""
+        import hmac
+
+        found: frozenset[str] | None | bool = False
+        for known, who in self.keys.items():
+            if hmac.compare_digest(known.encode(), key.encode()):
+                found = who
+        if found is False:
+            raise KeyError("not a key of this server")
+        return found  # type: ignore[return-value]
+
+
+def mcp_settings(env: Mapping[str, str] | None = None, *, http: bool = True) -> McpSettings:
+    """MEMORY_MCP_KEYS (KEY:alice,bob KEY2:*) and MEMORY_MCP_LISTEN; a `ConfigError` names the
+    variable. Over HTTP the server never starts without a key: its keys are its own, never the
+    web page's MEMORY_WEB_SECRET, and each says whose memory it opens."""
+    if env is None:
+        load_env_file()
+        env = os.environ
+    keys: dict[str, frozenset[str] | None] = {}
+    web_secret = env.get("MEMORY_WEB_SECRET", "").strip()
+    for entry in env.get("MEMORY_MCP_KEYS", "").split():
+        key, sep, who = entry.partition(":")
+        names = [n for n in who.split(",") if n]
+        if not sep or not names:
+            raise ConfigError(
+                f"MEMORY_MCP_KEYS: {key[:4]}... names no identity: write KEY:alice,bob (or KEY:* for all)"
+            )
+        if len(key) < MCP_KEY_MIN_CHARS:
+            raise ConfigError(f"MEMORY_MCP_KEYS: a key of {len(key)} characters; at least {MCP_KEY_MIN_CHARS}")
+        if web_secret and key == web_secret:
+            raise ConfigError("MEMORY_MCP_KEYS: a key is MEMORY_WEB_SECRET; the MCP server's keys are its own")
+        keys[key] = None if "*" in names else frozenset(names)
+    if http and not keys:
+        raise ConfigError(
+            "MEMORY_MCP_KEYS is not set: the MCP server over HTTP needs a key of its own naming the identities "
+            'it may touch, e.g. MEMORY_MCP_KEYS=$(python -c "import secrets; print(secrets.token_urlsafe(24))"):alice'
+        )
+    host, port = _listen(env.get("MEMORY_MCP_LISTEN", "").strip() or "127.0.0.1:8766", "MEMORY_MCP_LISTEN")
+    return McpSettings(keys=keys, host=host, port=port)
+
+
+def _listen(raw: str, variable: str = "MEMORY_WEB_LISTEN") -> tuple[str, int]:
     """MEMORY_WEB_LISTEN as (host, port): "127.0.0.1:8765", "0.0.0.0:80", "[::1]:8765", ":0".
     One variable, not a host and a port: Kubernetes sets MEMORY_WEB_PORT=tcp://... itself
     in every pod of a namespace with a service named memory-web."""
     host, sep, port = raw.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"MEMORY_WEB_LISTEN={raw!r} is not HOST:PORT (127.0.0.1:8765; port 0 = any free port)")
+        raise ConfigError(f"{variable}={raw!r} is not HOST:PORT (127.0.0.1:8765; port 0 = any free port)")
     return host, int(port)
 
 
-# Which variables each LiveKit CLI command needs before it can do anything useful.
+# Which variables each LiveKit CLI command needs before it can do anything useful. The
+# models need OPENAI_API_KEY, or OPENAI_BASE_URL alone for a local OpenAI-compatible server
+# (Ollama, vLLM, llama.cpp), as the text chat takes them.
 _COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
     "dev": (*LIVEKIT_VARS, "OPENAI_API_KEY"),
     "start": (*LIVEKIT_VARS, "OPENAI_API_KEY"),
     "connect": (*LIVEKIT_VARS, "OPENAI_API_KEY"),
     "console": ("OPENAI_API_KEY",),
 }
+_KEY_OR_SERVER = "OPENAI_API_KEY (or OPENAI_BASE_URL: an OpenAI-compatible server)"
 
 
 # Every variable the worker reads (.env.example lists the same, with comments; a test
@@ -607,7 +711,8 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_WEB_SECRET MEMORY_WEB_LISTEN MEMORY_WEB_CORS_ORIGINS
     MEMORY_RETRIEVAL_ONE_TRIP
     MEMORY_WEB_PUBLIC_ORIGIN MEMORY_WEB_TRUSTED_PROXIES
-    MEMORY_WEB_TOKEN_KEY MEMORY_WEB_TOKEN_IDENTITIES MEMORY_WEB_TOKEN_ROOM_PREFIX MEMORY_WEB_TOKEN_OPERATOR""".split()
+    MEMORY_WEB_TOKEN_KEY MEMORY_WEB_TOKEN_IDENTITIES MEMORY_WEB_TOKEN_ROOM_PREFIX MEMORY_WEB_TOKEN_OPERATOR
+    MEMORY_LLM_CHECK MEMORY_MCP_KEYS MEMORY_MCP_LISTEN""".split()
 )
 _MEM0_OWN = frozenset(
     "MEM0_API_KEY MEM0_DIR MEM0_SOURCE MEM0_CLIENT_STACK MEM0_APPLICATION MEM0_TELEMETRY "
@@ -669,6 +774,9 @@ def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
     """Every configuration problem for `command`, as lines naming the variables."""
     problems: list[str] = []
     missing = [name for name in _COMMAND_NEEDS.get(command or "", ()) if not env.get(name, "").strip()]
+    if "OPENAI_API_KEY" in missing:
+        has_server = bool(env.get("OPENAI_BASE_URL", "").strip())
+        missing = [n for n in missing if n != "OPENAI_API_KEY"] + ([] if has_server else [_KEY_OR_SERVER])
     if missing:
         problems.append(f"missing environment variables for '{command}': {', '.join(missing)}")
     if "LIVEKIT_URL" in _COMMAND_NEEDS.get(command or "", ()) and "LIVEKIT_URL" not in missing:
@@ -680,6 +788,7 @@ def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
         stt_mode(env)
         _integer(env, "PROMETHEUS_PORT", 0, lo=1, hi=65535)
         _integer(env, "AGENT_IDLE_PROCESSES", 0, lo=0, hi=256)
+        llm_check(env)
     except ConfigError as exc:
         problems.append(str(exc))
     return problems
@@ -804,6 +913,13 @@ def idle_processes(env: Mapping[str, str] | None = None) -> int | None:
         return None
 
 
+def llm_check(env: Mapping[str, str] | None = None) -> bool:
+    """MEMORY_LLM_CHECK (default on): the worker and the chat ask the LLM server once, before
+    the first prompt, whether it answers and knows the model; off for a worker started before
+    its model server (it then finds out at the first reply) and for offline benchmarks."""
+    return _flag(os.environ if env is None else env, "MEMORY_LLM_CHECK", True)
+
+
 def log_transcripts_mode(env: Mapping[str, str] | None = None) -> str:
     """MEMORY_LOG_TRANSCRIPTS, as the log scrubber is installed before settings are loaded."""
     return _log_transcripts(os.environ if env is None else env)
@@ -838,6 +954,11 @@ class CloudModels:
     tts_model: str
     tts_voice: str
     memory_llm_model: str
+
+    @property
+    def realtime_stt(self) -> bool:
+        """Words while the user speaks (OPENAI_STT_MODE=realtime), so memory looks up early."""
+        return self.stt_mode is SttMode.REALTIME
 
 
 def cloud_models(env: Mapping[str, str] | None = None) -> CloudModels:

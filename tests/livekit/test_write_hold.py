@@ -45,7 +45,7 @@ async def test_a_turn_is_written_after_its_reply_starts_to_play_and_is_then_stor
     import agent
     from memory.rows import RowHandler
 
-    agent.make_plugins(agent.load_settings({}, dotenv=False), silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
+    agent.make_plugins(None, silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
     started: list[tuple[float, Turn]] = []
     real_remember = RowHandler.__call__
 
@@ -173,7 +173,7 @@ async def test_a_session_that_ends_while_its_writes_are_held_stores_the_turn(
     import agent
     from memory.livekit.session import MemorySession
 
-    agent.make_plugins(agent.load_settings({}, dotenv=False), silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
+    agent.make_plugins(None, silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
     seen: list[MemorySession] = []
     real_attach = MemorySession.attach
 

@@ -227,7 +227,9 @@ async def test_a_database_refusing_connections_means_no_memory_this_turn_and_the
     """The fleet's pooler is full (max_client_conn) as a job process starts: the session
     answers without memory, one line says why, and the turn is written once it has room."""
     import agent
+    from harness import memory_parts
     from harness.scripted import VoiceHarness
+    from memory import api
     from memory.livekit.agent import MemoryAgent
     from memory.livekit.session import MemorySession
     from memory.service import MemoryService
@@ -241,13 +243,15 @@ async def test_a_database_refusing_connections_means_no_memory_this_turn_and_the
         monkeypatch.setenv("MEMORY_DATA_DIR", data)
         monkeypatch.setenv("MEMORY_DATABASE_URL", full.url)
         proc = SimpleNamespace(userdata={})
+        api.forget_runtime()  # this job process's memory, made by its prewarm
         try:
             with caplog.at_level(logging.WARNING):
                 agent.prewarm(proc)  # as LiveKit starts a job process: it must not fail
+            proc.userdata.update(memory_parts())
             store, settings = proc.userdata["store"], proc.userdata["settings"]
             assert isinstance(store, UnavailableStore)
             said = [r for r in caplog.records if r.levelno >= logging.WARNING]
-            ours = [r for r in said if r.name == "agent"]
+            ours = [r for r in said if r.name == "memory"]
             assert len(ours) == 1 and ours[0].exc_info is None, [r.getMessage() for r in said]
             line = ours[0].getMessage()
             assert "no more connections allowed (max_client_conn)" in line and "\n" not in line, line
@@ -278,6 +282,7 @@ async def test_a_database_refusing_connections_means_no_memory_this_turn_and_the
             if isinstance(proc.userdata.get("store"), UnavailableStore):
                 proc.userdata["store"].close()
             shutil.rmtree(data, ignore_errors=True)
+            api.forget_runtime()
 
 
 def _wait_sync(predicate, what: str, timeout: float = 15.0) -> None:

@@ -420,6 +420,9 @@ async def test_the_worker_entrypoint_registers_the_form_method_and_starts_with_t
         room=room, job=SimpleNamespace(id="job-entry"), log_context_fields={},
         connect=nothing, wait_for_participant=the_user, add_shutdown_callback=shutdown.append,
     )  # fmt: skip
+    from memory import api
+
+    api.use(store.settings, store)
     await worker.entrypoint(ctx)
     try:
         first = started["agent"]
@@ -434,6 +437,7 @@ async def test_the_worker_entrypoint_registers_the_form_method_and_starts_with_t
     finally:
         for callback in shutdown:
             await callback()
+        await first.memory.aclose()
 
 
 async def test_through_the_agent_another_users_context_id_is_a_tool_error_that_reveals_nothing(
