@@ -157,6 +157,14 @@ async def _call(spec: dict[str, Any], userdata: dict[str, Any], conn: Connection
     journaled: dict[str, dict[str, str]] = {}
     memory_on = bool(spec["memory"])
     off = _memory_off() if not memory_on else _Null()
+    # `bench.fleet --replicas`: every other call's look-ups stay on the primary (the same
+    # run's baseline); the router's counts say where this call's reads went.
+    store = userdata.get("store")
+    rows = store.rows if store is not None and store.available else None
+    reads = rows.reads if rows is not None else None
+    if reads is not None and not spec.get("replicas"):
+        rows.reads = None
+    before = reads.stats.as_dict() if reads is not None else None
     with Caught(MemorySession) as sessions, off:
         async with h.entrypoint(userdata, user_id=spec["caller"], job_id=spec["call_id"]):
             memory = sessions.made[0] if memory_on and sessions.made else None
@@ -176,15 +184,31 @@ async def _call(spec: dict[str, Any], userdata: dict[str, Any], conn: Connection
                 conn.send({
                     "ev": "turn", "call_id": spec["call_id"], "index": i, "text": line["text"],
                     "first_audio_s": turn.first_audio_s, "replied": bool(turn.requests),
-                    "expect_found": [w for w in line.get("expect", []) if w in seen],
+                    "expect_found": [w for w in line.get("expect", []) if w in seen], "own": bool(line.get("own")),
                     "journaled": journaled.get(line["text"]),
+                    "lookup_ms": _lookup_ms(memory),
                     "missed_budget": bool(memory and memory.turns and memory.turns[-1].recall
                                           and memory.turns[-1].recall.missed_budget),
                 })  # fmt: skip
         writes = []
         if memory is not None:
             writes = [w.event for report in memory.write_reports for w in report.writes]
-    return {"call_id": spec["call_id"], "writes": writes}
+    if reads is not None:
+        rows.reads = reads
+        after = reads.stats.as_dict()
+        read_counts = {where: after[where] - before[where] for where in ("replica", "primary")}
+        read_counts["primary_because"] = {
+            why: n - before["primary_because"].get(why, 0) for why, n in after["primary_because"].items()
+        }
+    else:
+        read_counts = None
+    return {"call_id": spec["call_id"], "writes": writes, "reads": read_counts}
+
+
+def _lookup_ms(memory: Any) -> float | None:
+    """How long the turn's memory look-up took (prefetched or not), if it ran and finished."""
+    recall = memory.turns[-1].recall if memory is not None and memory.turns else None
+    return round(recall.took_s * 1000, 2) if recall is not None and recall.took_s is not None else None
 
 
 class _Null:

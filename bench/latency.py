@@ -144,9 +144,9 @@ def preload(store: MemoryStore, user_memories: int, total: int) -> None:
         conn.execute(sql.SQL("TRUNCATE {}").format(table))
         conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(f"{store.table}_hnsw_idx")))
         with conn.cursor().copy(
-            sql.SQL("COPY {} (id, vector, payload) FROM STDIN WITH (FORMAT BINARY)").format(table)
+            sql.SQL("COPY {} (id, vector, payload, user_id) FROM STDIN WITH (FORMAT BINARY)").format(table)
         ) as copy:
-            copy.set_types(["uuid", "vector", "jsonb"])
+            copy.set_types(["uuid", "vector", "jsonb", "text"])
             for n in range(total):
                 if n < user_memories:
                     user, k = BENCH_USER, n
@@ -163,7 +163,7 @@ def preload(store: MemoryStore, user_memories: int, total: int) -> None:
                 }
                 if k % 2 == 0:  # half are GATED-style facts with a durable category
                     payload["category"] = DURABLE_CATEGORIES[(k // 2) % len(DURABLE_CATEGORIES)]
-                copy.write_row([uuid.uuid4(), vectors[k], Jsonb(payload)])
+                copy.write_row([uuid.uuid4(), vectors[k], Jsonb(payload), user])
         conn.commit()
         print("preload: building the HNSW index ...", flush=True)
         t1 = time.perf_counter()

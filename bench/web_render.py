@@ -104,10 +104,9 @@ def preload(store: MemoryStore, memories: int, others: int) -> None:
         conn.execute(sql.SQL("TRUNCATE {}").format(table))
         conn.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(archive_for(store).table)))
         conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(hnsw))
-        with conn.cursor().copy(sql.SQL("COPY {} (id, vector, payload) FROM STDIN WITH (FORMAT BINARY)").format(
-            table
-        )) as copy:  # fmt: skip
-            copy.set_types(["uuid", "vector", "jsonb"])
+        copy_rows = sql.SQL("COPY {} (id, vector, payload, user_id) FROM STDIN WITH (FORMAT BINARY)").format(table)
+        with conn.cursor().copy(copy_rows) as copy:
+            copy.set_types(["uuid", "vector", "jsonb", "text"])
             for n, (user, i) in enumerate(rows):
                 when = (now - timedelta(minutes=7 * (len(rows) - n))).isoformat()
                 payload: dict[str, Any] = {"data": text(i), "user_id": user, "created_at": when, "updated_at": when,
@@ -120,7 +119,7 @@ def preload(store: MemoryStore, memories: int, others: int) -> None:
                                         "event": "ADD", "created_at": when, "updated_at": when})  # fmt: skip
                 else:  # a NORMAL turn of a call
                     payload |= {"session_id": f"call-{i // 50}", "seq": (i // 2) % 25, "turn_id": f"t{i}"}
-                copy.write_row([mem_id, vectors[n], Jsonb(payload)])
+                copy.write_row([mem_id, vectors[n], Jsonb(payload), user])
         calls, per_call = 200, 11
         archived = _unit_vectors(rng, calls * per_call, dims)
         columns = "id, chat_id, user_id, content, embedding, message_type, created_at"

@@ -146,6 +146,10 @@ class MemorySettings:
     mode: MemoryMode = MemoryMode.NORMAL
     data_dir: Path = Path(".data")
     database_url: str | None = None
+    # Read replicas of `database_url` that look-ups use (memory/storage/replicas.py), and how
+    # far one may lag (replayed WAL behind received) before it is skipped.
+    database_read_urls: tuple[str, ...] = ()
+    replica_max_lag_ms: float = 1000.0
     collection: str = "memories"
     embedder: EmbedderKind = EmbedderKind.LOCAL
     openai_embedding_model: str = "text-embedding-3-small"
@@ -361,6 +365,21 @@ def _archive_settings(env: Mapping[str, str]) -> dict[str, object]:
     }
 
 
+def _read_urls(env: Mapping[str, str], database_url: str | None) -> tuple[str, ...]:
+    """MEMORY_DATABASE_READ_URLS: postgresql:// URLs of read replicas of MEMORY_DATABASE_URL,
+    separated by commas or spaces."""
+    urls = tuple(u for u in env.get("MEMORY_DATABASE_READ_URLS", "").replace(",", " ").split() if u)
+    for n, url in enumerate(urls, 1):
+        if not url.startswith(("postgres://", "postgresql://")):
+            raise ConfigError(f"MEMORY_DATABASE_READ_URLS: URL {n} of {len(urls)} is not a postgresql:// URL")
+    if urls and not database_url:
+        raise ConfigError(
+            "MEMORY_DATABASE_READ_URLS needs MEMORY_DATABASE_URL, the primary they replicate "
+            "(the embedded server has no replicas)"
+        )
+    return urls
+
+
 # The `.env` the last `load_env_file` read (None: none was found), for the first line of a
 # start-up problem and as the base of a relative MEMORY_DATA_DIR.
 _env_file: Path | None = None
@@ -434,6 +453,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
     database_url = env.get("MEMORY_DATABASE_URL", "").strip() or None
     if database_url and not database_url.startswith(("postgres://", "postgresql://")):
         raise ConfigError("MEMORY_DATABASE_URL must be a postgresql:// URL")
+    read_urls = _read_urls(env, database_url)
     collection = env.get("MEMORY_COLLECTION", "memories").strip() or "memories"
     if not collection.replace("_", "").isalnum():
         raise ConfigError(f"MEMORY_COLLECTION={collection!r} must be letters, digits and _")
@@ -441,6 +461,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         mode=mode,
         data_dir=_data_dir(env),
         database_url=database_url,
+        database_read_urls=read_urls,
+        replica_max_lag_ms=_number(env, "MEMORY_REPLICA_MAX_LAG_MS", 1000.0, lo=0.0, hi=600_000.0),
         collection=collection,
         embedder=embedder,
         openai_embedding_model=env.get("OPENAI_EMBEDDING_MODEL", "").strip() or "text-embedding-3-small",
@@ -671,7 +693,8 @@ VARIABLES: frozenset[str] = frozenset(
     """LIVEKIT_URL LIVEKIT_API_KEY LIVEKIT_API_SECRET OPENAI_API_KEY OPENAI_BASE_URL OPENAI_LLM_MODEL
     OPENAI_STT_MODEL OPENAI_STT_MODE OPENAI_STT_LANGUAGE OPENAI_TTS_MODEL OPENAI_TTS_VOICE
     PROMETHEUS_PORT PROMETHEUS_MULTIPROC_DIR AGENT_IDLE_PROCESSES MEM0_SETTING
-    MEMORY_LLM_MODEL MEMORY_DATA_DIR MEMORY_DATABASE_URL MEMORY_COLLECTION MEMORY_EMBEDDER
+    MEMORY_LLM_MODEL MEMORY_DATA_DIR MEMORY_DATABASE_URL MEMORY_DATABASE_READ_URLS MEMORY_REPLICA_MAX_LAG_MS
+    MEMORY_COLLECTION MEMORY_EMBEDDER
     OPENAI_EMBEDDING_MODEL MEMORY_TOP_K MEMORY_THRESHOLD MEMORY_BUDGET_MS MEMORY_PROFILE_MAX_CHARS
     MEMORY_RECALL_MAX_CHARS MEMORY_TIMEZONE
     MEMORY_RETRIEVAL_LEXICAL MEMORY_RETRIEVAL_VECTOR MEMORY_RETRIEVAL_FULLTEXT MEMORY_RETRIEVAL_SUBSTRING

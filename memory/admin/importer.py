@@ -630,7 +630,7 @@ async def write_items(
             # An update keeps the date the fact was first stated: only its own date is the line's.
             dates = {k: v for k, v in item.dates.items() if v and (k != "created_at" or written.event == "ADD")}
             if written.id and written.event != "NOOP" and dates:
-                await run_write(store.restore_dates, written.id, **dates)
+                await run_write(store.restore_dates, turn.user_id, written.id, **dates)
 
     queue = DurableWriteQueue(
         settings.journal_path, write, may_adopt=lambda: False, mode=settings.mode.value, spill_dir=settings.spill_dir

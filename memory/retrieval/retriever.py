@@ -675,7 +675,7 @@ class Retriever:
         if vector is None:
             if not ids:
                 return [], None
-            rows = self.store.payloads(ids)
+            rows = self.store.payloads(scope.user_id, ids)
         else:
             rows = self.store.nearest_and_ids(scope, vector, pool, ids, neighbours=self._neighbours_count)
         return self._merge(rows, lexical_hits, density, vector)

@@ -131,7 +131,7 @@ class ArchiveStore:
         vectors = self.embed_passages([content for _, content, _, _ in rows])
         insert = sql.SQL(
             "INSERT INTO {} (id, chat_id, user_id, content, embedding, message_type, created_at, metadata) "
-            "VALUES (%s, %s, %s, %s, %s::vector, %s, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING id"
+            "VALUES (%s, %s, %s, %s, %s::vector, %s, %s, %s) ON CONFLICT (user_id, id) DO NOTHING RETURNING id"
         ).format(sql.Identifier(self.table))
         mark = sql.SQL(
             "UPDATE {} SET covered_by = %s WHERE user_id = %s AND id = ANY(%s) AND id <> %s "
@@ -145,7 +145,8 @@ class ArchiveStore:
         late = sql.SQL(
             "UPDATE {t} SET covered_by = s.id FROM (SELECT max(id) AS id FROM {t} WHERE chat_id = %s "
             "AND user_id = %s AND message_type = 'summary' AND metadata->'covers' ? %s) s "
-            "WHERE {t}.id = %s AND s.id IS NOT NULL AND ({t}.covered_by IS NULL OR {t}.covered_by < s.id)"
+            "WHERE {t}.user_id = %s AND {t}.id = %s AND s.id IS NOT NULL "
+            "AND ({t}.covered_by IS NULL OR {t}.covered_by < s.id)"
         ).format(t=sql.Identifier(self.table))
         inserted = 0
         with self.pool.connection() as conn, conn.transaction():
@@ -160,7 +161,7 @@ class ArchiveStore:
                 if cur.fetchone() is None:
                     continue  # a replay: already there, and marked when it was written
                 inserted += 1
-                conn.execute(late, [m.chat_id, m.user_id, m.id, m.id])
+                conn.execute(late, [m.chat_id, m.user_id, m.id, m.user_id, m.id])
                 if m.covers:
                     conn.execute(mark, [m.id, m.user_id, list(m.covers), m.id, m.id])
         # A forget between the check and the insert: take the rows back.

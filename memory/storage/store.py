@@ -33,19 +33,22 @@ from memory.language.lexical import LEX_VERSION, lex_fields
 from memory.language.redact import redact_secrets
 from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
-from memory.storage.archive_schema import archive_table
+from memory.storage.archive_schema import archive_table, ensure_archive_schema
 from memory.storage.faults import store_faults
 from memory.storage.locks import Fence, LeaseLost, RowLocks, fenced
-from memory.storage.mem0_table import Mem0Table, Scope, stored_dims
+from memory.storage.mem0_table import Mem0Table, Scope, for_user, stored_dims, user_scoped_vectors
 from memory.storage.postgres import (
     EmbeddedStartError,
     embedded_url,
     ensure_schema,
     forgets_table,
     leave_embedded,
+    old_layout,
     open_pool,
+    open_replica_pool,
     revive_embedded,
 )
+from memory.storage.replicas import ReadRouter
 from memory.types import (
     ForgottenTurn,
     InvalidMemoryText,
@@ -155,14 +158,22 @@ class MemoryStore:
 
     available = True  # as `UnavailableStore.available` says once the store is back
 
-    def __init__(self, settings: MemorySettings, url: str, pool: ConnectionPool, mem0: Any | None = None) -> None:
+    def __init__(
+        self,
+        settings: MemorySettings,
+        url: str,
+        pool: ConnectionPool,
+        mem0: Any | None = None,
+        reads: ReadRouter | None = None,
+    ) -> None:
         self.settings = settings
         self.url = url
         self.pool = pool
         self._mem0 = mem0
         self._mem0_lock = threading.Lock()
         self.table = settings.collection
-        self.rows = Mem0Table(pool, self.table)  # the one place that knows Mem0's table
+        # The one place that knows Mem0's table; its look-ups read where `reads` says.
+        self.rows = Mem0Table(pool, self.table, reads)
         self.locks = RowLocks(pool, self.table)  # the per-user fact lock, across the fleet
         self._passages: Any | None = None
         self._reader: Any | None = None  # the query embedder while Mem0 is not loaded (`embedder`)
@@ -190,7 +201,16 @@ class MemoryStore:
         except Exception:
             pool.close()
             raise
-        store = cls(settings, url, pool, mem0)
+        reads = None
+        if settings.database_read_urls:  # look-ups on read replicas (memory/storage/replicas.py)
+            reads = ReadRouter.open(
+                pool,
+                settings.database_read_urls,
+                max_lag_s=settings.replica_max_lag_ms / 1000,
+                wait_s=settings.recall_budget_ms / 1000,
+                pool_factory=lambda replica: open_replica_pool(replica, max_size=settings.db_max_connections),
+            )
+        store = cls(settings, url, pool, mem0, reads)
         if load_mem0:
             try:
                 store.purge_forgotten_history()  # forgets run on another machine of the fleet
@@ -222,7 +242,15 @@ class MemoryStore:
 
     def close(self) -> None:
         self._closed.set()
+        if self.rows.reads is not None:
+            self.rows.reads.close()
         self.pool.close()
+
+    def _wrote(self, user_id: str) -> None:
+        """The user's write committed on the primary: their next look-ups read a replica
+        only once it has replayed it (`ReadRouter.wrote`; nothing without replicas)."""
+        if self.rows.reads is not None:
+            self.rows.reads.wrote(user_id)
 
     def _keep_embedded_up(self) -> None:
         """Every `EMBEDDED_CHECK_S`, start the embedded server again if it died (one read of
@@ -264,6 +292,7 @@ class MemoryStore:
             meta["write_id"] = write_id
         with store_faults(), self._write_vector(text, form):
             out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
+        self._wrote(user_id)
         results = out.get("results") or []
         mem_id = results[0]["id"] if results else None
         self._undo_if_forgotten(user_id, said_at, mem_id)
@@ -379,7 +408,9 @@ class MemoryStore:
         try:
             with store_faults(), fenced(fence), self._write_vector(text, form):
                 if current is not None:
-                    self.mem0.update(current.id, text, metadata=meta)
+                    with for_user(user_id):  # Mem0 reads and updates the row by id: named with its user
+                        self.mem0.update(current.id, text, metadata=meta)
+                    self._wrote(user_id)
                     self._undo_if_forgotten(user_id, said_at, current.id)
                     return WriteResult("UPDATE", current.id, text)
                 out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
@@ -387,6 +418,7 @@ class MemoryStore:
             if past is not None:  # the refused change's past value goes with it
                 self._removed(self.rows.delete_row(user_id, past))
             raise
+        self._wrote(user_id)
         results = out.get("results") or []
         mem_id = results[0]["id"] if results else None
         self._undo_if_forgotten(user_id, said_at, mem_id)
@@ -461,6 +493,7 @@ class MemoryStore:
 
     def restore_dates(
         self,
+        user_id: str,
         memory_id: str,
         *,
         created_at: str | None = None,
@@ -474,7 +507,7 @@ class MemoryStore:
         fields = {k: v for k, v in (("created_at", created_at), ("updated_at", updated_at), ("timestamp", said_at))
                   if v}  # fmt: skip
         if fields:
-            self.rows.set_fields(memory_id, fields)
+            self.rows.set_fields(user_id, memory_id, fields)
         if created_at:
             db = self.mem0.db
             with db._lock:
@@ -520,6 +553,7 @@ class MemoryStore:
             )
             self.rows.delete_user_entities(user_id, conn)
             conn.commit()
+        self._wrote(user_id)  # this process's look-ups never see the forgotten rows on a lagging replica
         if not purge_history:  # the caller purges it (`memory/userdata.py`: a place of its own)
             return len(ids)
         try:
@@ -715,7 +749,9 @@ class MemoryStore:
             if not rows:
                 break
             after = rows[-1][0]
-            self.rows.merge_payloads([(lex_fields(text, extra), row_id, text) for row_id, text, extra in rows if text])
+            self.rows.merge_payloads(
+                user_id, [(lex_fields(text, extra), row_id, text) for row_id, text, extra in rows if text]
+            )
             done += len(rows)
             time.sleep(pause_s)
         return done
@@ -743,7 +779,8 @@ class MemoryStore:
                 form = self.index_form(clean, [clean_ctx] if clean_ctx else [], payload.get("timestamp"))
                 fields = {"data": clean, "hash": hashlib.md5(clean.encode()).hexdigest(), **form.payload(),
                           **lex_fields(clean, form.extra), **({"ctx": clean_ctx} if ctx else {})}  # fmt: skip
-                rewritten += self.rows.rewrite(row_id, text, fields, self.passages.embed(form.embed, "add"))
+                vector = self.passages.embed(form.embed, "add")
+                rewritten += self.rows.rewrite(str(payload.get("user_id") or ""), row_id, text, fields, vector)
         return rewritten, self._redact_history(None if user_id is None else ids)
 
     def _redact_history(self, ids: Sequence[str] | None) -> int:
@@ -865,8 +902,8 @@ class MemoryStore:
     ) -> tuple[list[tuple[str, str | None]], list[str]]:
         return self.rows.lexical_hits(scope, terms, patterns, scan=scan, limit=limit, substring_below=substring_below)
 
-    def payloads(self, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], str]]:
-        return self.rows.payloads(ids)
+    def payloads(self, user_id: str, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], str]]:
+        return self.rows.payloads(user_id, ids)
 
     def nearest_and_ids(
         self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str], *, neighbours: bool = False
@@ -942,6 +979,11 @@ def check_store(settings: MemorySettings) -> StoreCheck:
         check.ready_s = time.perf_counter() - started
         _check_dims(pool, settings)
         check.made = stored_dims(pool, settings.collection) is not None
+        if check.made and old_layout(pool, settings.collection, archive_table(settings.collection)):
+            # Moved here, where nothing times out: a job process's prewarm has 10 s.
+            ensure_schema(pool, settings.collection, settings.embedding_dims, migrate_any_size=True)
+            ensure_archive_schema(pool, settings.collection, settings.embedding_dims, settings.archive_min_similarity,
+                                  migrate_any_size=True)  # fmt: skip
         if check.made:
             users = Mem0Table(pool, settings.collection).user_summaries()
             check.users = len(users)
@@ -1052,4 +1094,8 @@ def _build_mem0(settings: MemorySettings, pool: ConnectionPool) -> Any:
     )
     memory = Memory(config)
     memory.embedding_model = embedder_mod.PresetVectors(memory.embedding_model)
+    # Mem0's statements on the partitioned table, each naming the row's user (mem0_table.py).
+    # The store Mem0 made is let go without its pool: its `__del__` closes the pool it holds.
+    memory.vector_store.connection_pool = None
+    memory.vector_store = user_scoped_vectors(pool, settings.collection, settings.embedding_dims)
     return memory

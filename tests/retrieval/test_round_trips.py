@@ -53,7 +53,7 @@ def test_a_look_up_is_two_statements_or_with_one_trip_one_outside_transactions(
     retriever = _retriever(store)
     statements.clear()
     found = retriever.retrieve(user_id, "how long have I had the turtles")
-    assert [(auto, text.split()[0]) for auto, text in statements] == [(True, "SET")], statements
+    assert [(auto, text.split()[0]) for auto, text in statements] == [(True, "WITH")], statements
     # ... and the neighbour it brought along took part: the answer said just after the question
     assert "I've had them for three years" in [r.text for r in found]
     # Off (the default): the lexical recall beside the embedding, then the rest.
@@ -61,7 +61,7 @@ def test_a_look_up_is_two_statements_or_with_one_trip_one_outside_transactions(
     retriever = _retriever(store, one_trip=False)
     statements.clear()
     assert retriever.retrieve(user_id, "how long have I had the turtles") == found
-    assert [(auto, text.split()[0]) for auto, text in statements] == [(True, "WITH"), (True, "SET")], statements
+    assert [(auto, text.split()[0]) for auto, text in statements] == [(True, "WITH"), (True, "WITH")], statements
 
 
 def test_when_full_text_finds_nothing_the_substring_stage_costs_no_extra_statement(
