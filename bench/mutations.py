@@ -104,16 +104,17 @@ def scratch_copy(dest: Path, ref: str | None) -> Path:
     return repo
 
 
-def run_tests(repo: Path, tests: Sequence[str], timeout_s: float) -> tuple[int, str]:
-    """pytest on `tests` in `repo`, serially, stopping at the first failure: (exit code, tail)."""
+def run_tests(repo: Path, tests: Sequence[str], timeout_s: float, lines: int = 3) -> tuple[int, str]:
+    """pytest on `tests` in `repo`, serially, stopping at the first failure: (exit code, the
+    output's last `lines` lines)."""
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     try:
         done = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
         return -1, f"timed out after {timeout_s:.0f} s"
-    tail = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()][-3:]
-    return done.returncode, " | ".join(tail)[-300:]
+    tail = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()][-lines:]
+    return done.returncode, " | ".join(tail)[-300 * lines :]
 
 
 def attempt(m: Mutation, *, ref: str | None, before: bool, timeout_s: float) -> Outcome:
@@ -140,7 +141,8 @@ def baseline(mutations: Sequence[Mutation], *, ref: str | None, before: bool, ti
     with tempfile.TemporaryDirectory(prefix="mutation-baseline-") as tmp:
         repo = scratch_copy(Path(tmp), ref)
         present = [t for t in tests if (repo / t.split("::")[0]).is_file()]
-        return run_tests(repo, present, timeout_s * 3) if present else (0, "")
+        # a failure here is reported whole: it is a test that fails without any bug
+        return run_tests(repo, present, timeout_s * 3, lines=60) if present else (0, "")
 
 
 def table(outcomes: Sequence[Outcome]) -> str:
@@ -177,7 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_baseline:
         code, tail = baseline(chosen, ref=args.ref, before=args.before, timeout_s=args.timeout)
         if code not in (0, 5):
-            print(f"the named tests fail without any mutation (exit {code}): {tail}", file=sys.stderr)
+            print(
+                f"the named tests fail without any mutation (exit {code}):\n{tail.replace(' | ', chr(10))}",
+                file=sys.stderr,
+            )
             return 2
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         outcomes = list(pool.map(lambda m: attempt(m, ref=args.ref, before=args.before, timeout_s=args.timeout),
