@@ -87,6 +87,12 @@ async def test_without_any_disk_a_turn_is_refused_loudly_never_claimed(
     assert write_ids(store, user_id) == Counter({turn.turn_id: 1})  # ...and still written
 
 
+# The disks are what this test is about, not a slow write: an attempt is never abandoned for
+# its time. At load 15 the default 10 s ran out, each write was tried again beside the thread
+# still writing it, and the backlog never drained in the minute given.
+SLOW_OK_S = 3600.0
+
+
 @pytest.mark.skipif(not MOUNTABLE, reason="no tmpfs can be mounted here (needs root and mount permission)")
 async def test_read_only_and_full_journal_disks_lose_nothing_and_recover(
     tmp_path: Path, store: MemoryStore, user_id: str
@@ -101,14 +107,14 @@ async def test_read_only_and_full_journal_disks_lose_nothing_and_recover(
         remount(mnt, read_only=True)
         ro_turns = [make_turn(user_id, f"Read-only note {i}: my desk is {i}") for i in range(4)]
         queue = DurableWriteQueue(journal, normal.remember, base_backoff_s=0.05, max_backoff_s=0.2,
-                                  spill_dir=tmp_path / "spill")  # fmt: skip
+                                  spill_dir=tmp_path / "spill", attempt_timeout_s=SLOW_OK_S)  # fmt: skip
         assert all(await run_until_drained(queue, ro_turns))
 
         remount(mnt, read_only=False)
         filler = fill(mnt)
         full_turns = [make_turn(user_id, f"Full-disk note {i}: " + "my bike is red " * 40) for i in range(8)]
         queue = DurableWriteQueue(journal, normal.remember, base_backoff_s=0.05, max_backoff_s=0.2,
-                                  spill_dir=tmp_path / "spill")  # fmt: skip
+                                  spill_dir=tmp_path / "spill", attempt_timeout_s=SLOW_OK_S)  # fmt: skip
         for t in full_turns[:4]:
             assert queue.enqueue(t)
         queue.start()
