@@ -130,6 +130,11 @@ class RetrievalSettings:
     time_weight: float = 0.1  # added to memories of the days the query names ("last week", 上个月) (0: off)
     when_weight: float = 0.1  # added to memories that name a day when the query asks when (0: off)
     sessions: float = 0.2  # conversation first: share of its session's match a raw turn gets (0: off)
+    # What was said before what was asked (issue 38; memory/retrieval/ranking.py).
+    question_weight: float = 0.3  # share of its score a turn that only asks keeps (1: off)
+    echo_weight: float = 0.3  # share of its score a turn that only repeats the message keeps (1: off)
+    near_copies: float = 0.985  # vector likeness from which a memory is a near-copy of a better one, folded (0: off)
+    unit_score: bool = True  # fused scores above 0.75 compressed below 1: every score in [0, 1], same order
 
 
 @dataclass(frozen=True)
@@ -339,6 +344,10 @@ def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
         time_weight=_number(env, "MEMORY_RETRIEVAL_TIME_WEIGHT", d.time_weight, lo=0.0, hi=1.0),
         when_weight=_number(env, "MEMORY_RETRIEVAL_WHEN_WEIGHT", d.when_weight, lo=0.0, hi=1.0),
         sessions=_number(env, "MEMORY_RETRIEVAL_SESSIONS", d.sessions, lo=0.0, hi=1.0),
+        question_weight=_number(env, "MEMORY_RETRIEVAL_QUESTION_WEIGHT", d.question_weight, lo=0.0, hi=1.0),
+        echo_weight=_number(env, "MEMORY_RETRIEVAL_ECHO_WEIGHT", d.echo_weight, lo=0.0, hi=1.0),
+        near_copies=_number(env, "MEMORY_RETRIEVAL_NEAR_COPIES", d.near_copies, lo=0.0, hi=1.0),
+        unit_score=_flag(env, "MEMORY_RETRIEVAL_UNIT_SCORE", d.unit_score),
     )
 
 
@@ -498,7 +507,9 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_MAX_TURN_CHARS MEMORY_SPILL_DIR MEMORY_LOG_TRANSCRIPTS MEMORY_MAX_READS_IN_FLIGHT MEMORY_DB_MAX_CONNECTIONS
     MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS MEMORY_CONTEXT_RETENTION_DAYS
     MEMORY_ARCHIVE MEMORY_ARCHIVE_THRESHOLD MEMORY_SUMMARY_AFTER MEMORY_RETENTION_DAYS
-    MEMORY_WEB_SECRET MEMORY_WEB_LISTEN MEMORY_WEB_CORS_ORIGINS""".split()
+    MEMORY_WEB_SECRET MEMORY_WEB_LISTEN MEMORY_WEB_CORS_ORIGINS
+    MEMORY_RETRIEVAL_QUESTION_WEIGHT MEMORY_RETRIEVAL_ECHO_WEIGHT MEMORY_RETRIEVAL_NEAR_COPIES
+    MEMORY_RETRIEVAL_UNIT_SCORE""".split()
 )
 _MEM0_OWN = frozenset(
     "MEM0_API_KEY MEM0_DIR MEM0_SOURCE MEM0_CLIENT_STACK MEM0_APPLICATION MEM0_TELEMETRY "

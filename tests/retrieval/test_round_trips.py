@@ -39,8 +39,9 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[bool, str
 
 
 def _retriever(store: MemoryStore) -> Retriever:
-    # No hubness correction: its background read of the user's vectors is no part of a look-up.
-    return Retriever(store, dataclasses.replace(store.settings.tuned(density=0.0)))
+    # No hubness correction nor near-copies: their background read of the user's vectors is
+    # no part of a look-up.
+    return Retriever(store, dataclasses.replace(store.settings.tuned(density=0.0, near_copies=0.0)))
 
 
 def test_a_look_up_is_two_statements_outside_transactions(store: MemoryStore, user_id: str, statements) -> None:
