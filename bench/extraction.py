@@ -360,7 +360,7 @@ async def run(
     t0 = time.perf_counter()
 
     def facts_of(user: str) -> list[StoredFact]:
-        return [StoredFact(r.text, r.category, r.slot) for r in store.list_user(user)]
+        return [StoredFact(r.text, r.category, r.slot) for r in store.list_user(user, past=False)]
 
     async def remember(user: str, text: str, context: tuple[str, ...], session: str) -> bool:
         report = await service.remember(Turn(user, text, session, uuid.uuid4().hex, now_iso(), context=context))
@@ -386,7 +386,7 @@ async def run(
                 except ExtractionUnavailable as exc:
                     error = str(exc)[:200]
                 context = (f"user: {turn}", f"assistant: {ack}")
-            rows = store.list_user(user)
+            rows = store.list_user(user, past=False)  # what holds now; a replaced value is a past one
             histories = {r.text: [h["old_memory"] for h in store.history(r.id) if h.get("old_memory")] for r in rows}
             runs.chains.append(
                 ChainRun(chain, [StoredFact(r.text, r.category, r.slot) for r in rows], histories, error)

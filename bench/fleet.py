@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -78,18 +79,21 @@ class Call:
     colour: str | None = None
     pair: int | None = None
     source: str | None = None  # a memory-off call: the memory-on call whose script it speaks
+    replicas: bool = False  # its look-ups may read the replicas (--replicas: every other regular call)
     worker: int | None = None
     state: str = "waiting"  # waiting, running, done, dropped, failed
     turns: list[dict[str, Any]] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
     cpu_s: float | None = None  # the job process's CPU time during the call
+    cpu_s_by_thread: dict[str, float] = field(default_factory=dict)  # the same, per kind of thread
+    reads: dict[str, int] | None = None  # its look-ups' reads on a replica / the primary (--replicas)
     uss_mb: float | None = None  # the job process's own memory at the call's end
     started_at: float = 0.0
     error: str | None = None
 
     def spec(self, stt: str) -> dict[str, Any]:
         return {"op": "call", "call_id": self.call_id, "caller": self.caller, "memory": self.memory, "stt": stt,
-                "lines": self.lines}  # fmt: skip
+                "lines": self.lines, "replicas": self.replicas}  # fmt: skip
 
 
 def _unique_words(rng: random.Random) -> Any:
@@ -125,10 +129,14 @@ def plan_calls(args: argparse.Namespace, rng: random.Random) -> tuple[list[Call]
             lines.append({"audio": STATEMENT_AUDIO, "text": f"Please remember that my lucky word is {word}",
                           "facts": [{"text": f"User's lucky word is {word}", "category": "personal_facts",
                                      "slot": "lucky_word"}]})  # fmt: skip
+            if args.replicas:  # the fact of the previous turn, asked for at once: `own_words_missed`
+                lines.append({"audio": QUESTION_AUDIO, "text": "Do you remember my lucky word?", "expect": [word],
+                              "own": True})  # fmt: skip
             lines.append({"audio": SEAT_AUDIO, "text": f"Remember that my seat for trip {tag} is {seat}",
                           "facts": [{"text": f"User's seat for trip {tag} is {seat}", "category": "preferences",
                                      "slot": slot}]})  # fmt: skip
-            calls.append(Call(f"call-{n:03d}", caller, "regular", True, lines, number, word, expect, slot))
+            calls.append(Call(f"call-{n:03d}", caller, "regular", True, lines, number, word, expect, slot,
+                              replicas=bool(args.replicas) and n % 2 == 1))  # fmt: skip
             last_word[caller] = word
             n += 1
     contested = [user_id(args.callers + i) for i in range(pairs)]
@@ -170,9 +178,10 @@ class WorkerProc:
 
 
 class Fleet:
-    def __init__(self, args: argparse.Namespace, db_url: str, run_dir: Path) -> None:
+    def __init__(self, args: argparse.Namespace, db_url: str, run_dir: Path, read_urls: list[str]) -> None:
         self.args = args
         self.db_url = db_url
+        self.read_urls = read_urls
         self.run_dir = run_dir
         self.workers = [WorkerProc(i, run_dir / f"worker-{i}") for i in range(args.workers)]
         self.calls: dict[str, Call] = {}
@@ -189,6 +198,7 @@ class Fleet:
         return {
             **os.environ,
             "MEMORY_DATABASE_URL": self.db_url,
+            "MEMORY_DATABASE_READ_URLS": ",".join(self.read_urls),
             "MEMORY_COLLECTION": TABLE,
             "MEMORY_DATA_DIR": str(worker.data_dir),
             "MEM0_SETTING": "GATED",  # the lost-update and fact checks are about GATED's facts
@@ -236,6 +246,8 @@ class Fleet:
         elif kind == "call_done" and call is not None:
             call.writes = list(ev.get("writes", []))
             call.cpu_s = ev.get("cpu_s")
+            call.cpu_s_by_thread = ev.get("cpu_s_by_thread") or {}
+            call.reads = ev.get("reads")
             call.uss_mb = ev.get("uss_mb")
             call.state = "done"
             worker.active.discard(call.call_id)
@@ -459,7 +471,7 @@ def assess(fleet: Fleet, plan: list[Call], direct_url: str) -> dict[str, Any]:
     for caller_calls in by_caller.values():
         said: tuple[str, Call] | None = None  # the last word a completed turn said, and its call
         for c in sorted(caller_calls, key=lambda x: x.number):
-            question = next((t for t in c.turns if t["text"].startswith("Do you remember")), None)
+            question = next((t for t in c.turns if t["text"].startswith("Do you remember") and not t.get("own")), None)
             if question is not None and said is not None:
                 if said[1].call_id in killed_worker_calls:
                     skipped += 1  # its write may wait in the killed worker's journal for its next call
@@ -528,6 +540,7 @@ def assess(fleet: Fleet, plan: list[Call], direct_url: str) -> dict[str, Any]:
             twin = on_turns.get(t["index"])
             if twin is not None and t.get("first_audio_s") is not None:
                 paired.append((twin["first_audio_s"] - t["first_audio_s"]) * 1000)
+    replicas = replica_figures(plan) if fleet.args.replicas else {}
     writes = sum(1 for c in on for w in c.writes if w in ("ADD", "UPDATE"))
     writes += sum(int(d.get("written") or 0) for d in fleet.drained.values())
     return {
@@ -553,7 +566,35 @@ def assess(fleet: Fleet, plan: list[Call], direct_url: str) -> dict[str, Any]:
         "turns_on": len(on_ms),
         "turns_off": len(off_ms),
         "writes": writes,
+        **replicas,
     }
+
+
+def replica_figures(plan: list[Call]) -> dict[str, Any]:
+    """`--replicas`: the previous turn's fact asked for at once (missed: must be 0), where the
+    look-ups read, and their time, for the calls on replicas against those on the primary."""
+    out: dict[str, Any] = {}
+    for key, on_replicas in (("replicas", True), ("primary_only", False)):
+        calls = [c for c in plan if c.kind == "regular" and c.state == "done" and c.replicas == on_replicas]
+        own = [t for c in calls for t in c.turns if t.get("own") and t.get("replied")]
+        ms = [t["lookup_ms"] for c in calls for t in c.turns if t.get("lookup_ms") is not None]
+        out[f"own_words_checked_{key}"] = len(own)
+        out[f"own_words_missed_{key}"] = sum(1 for t in own if not t.get("expect_found"))
+        out[f"lookup_ms_p50_{key}"] = _round(_pct(ms, 50))
+        out[f"lookup_ms_p95_{key}"] = _round(_pct(ms, 95))
+        out[f"lookups_{key}"] = len(ms)
+        if on_replicas:
+            replica = sum((c.reads or {}).get("replica", 0) for c in calls)
+            primary = sum((c.reads or {}).get("primary", 0) for c in calls)
+            out["replica_reads"], out["primary_reads_of_replica_calls"] = replica, primary
+            why: dict[str, int] = defaultdict(int)
+            for c in calls:
+                for reason, n in ((c.reads or {}).get("primary_because") or {}).items():
+                    why[reason] += n
+            out["primary_reads_because"] = {k: v for k, v in why.items() if v}
+            out["replica_reads_share"] = round(replica / (replica + primary), 3) if replica + primary else None
+    out["own_words_missed"] = out["own_words_missed_replicas"]
+    return out
 
 
 def _mean(values: list[float]) -> float | None:
@@ -569,7 +610,6 @@ def _round(x: float | None) -> float | None:
 
 
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
-    from harness.pgbouncer import PgBouncer
     from memory.storage.postgres import embedded_url
 
     data = Path(args.data_dir)
@@ -583,6 +623,37 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     run_dir = Path(tempfile.mkdtemp(prefix="bench-fleet-run-"))
     os.chmod(run_dir, 0o755)
     out: dict[str, Any] = {"bench": "fleet", "load": load_info, "cleared_rows_of_earlier_runs": cleared}
+    with contextlib.ExitStack() as stack:
+        read_urls = start_replicas(stack, direct, data, args)
+        out["replicas"] = args.replicas
+        out.update(await run_fleet(args, direct, plan, run_dir, read_urls, out))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return out
+
+
+def start_replicas(stack: contextlib.ExitStack, direct: str, data: Path, args: argparse.Namespace) -> list[str]:
+    """`--replicas N`: N streaming replicas of the fleet's Postgres (`pg_basebackup -R`,
+    harness/replica.py), each behind a PgBouncer of its own; their URLs."""
+    from harness.pgbouncer import PgBouncer
+    from harness.replica import StreamingReplica
+
+    urls = []
+    for i in range(args.replicas):
+        t0 = time.perf_counter()
+        replica = stack.enter_context(StreamingReplica(direct, data / f"replica-{i}"))
+        print(f"replica {i}: streaming after {time.perf_counter() - t0:.0f} s (pg_basebackup and start)", flush=True)
+        bouncer = stack.enter_context(
+            PgBouncer(replica.url, pool_size=args.server_pool, max_client_conn=args.max_client_conn)
+        )
+        urls.append(bouncer.url)
+    return urls
+
+
+async def run_fleet(
+    args: argparse.Namespace, direct: str, plan: list[Call], run_dir: Path, read_urls: list[str], out: dict[str, Any]
+) -> dict[str, Any]:
+    from harness.pgbouncer import PgBouncer
+
     with PgBouncer(direct, pool_size=args.server_pool, max_client_conn=args.max_client_conn) as bouncer:
         if not args.skip_pss:
             from bench.job_memory import amain as job_memory
@@ -601,7 +672,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             conn.execute("UPDATE memory_maintenance SET ran_at = '-infinity', lease_until = NULL, holder = NULL "
                          "WHERE name = 'memory-retention'")  # fmt: skip
         runs_before = retention.runs(admin)
-        fleet = Fleet(args, bouncer.url, run_dir)
+        fleet = Fleet(args, bouncer.url, run_dir, read_urls)
         watch = Watch(direct, bouncer).start()
         load_start = os.getloadavg()
         try:
@@ -677,11 +748,27 @@ def print_table(out: dict[str, Any]) -> None:
         ("PSS per call on / off, MB", f"{out.get('pss_mb_per_call_memory_on')} / "
          f"{out.get('pss_mb_per_call_memory_off')}"),
         ("retention runs", f"{out['retention_runs']}"),
+        *_replica_rows(out),
         ("load average (start, end)", f"{out['load_average_1m']}"),
     ]  # fmt: skip
     width = max(len(r[0]) for r in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
+
+
+def _replica_rows(out: dict[str, Any]) -> list[tuple[str, str]]:
+    if not out.get("replicas"):
+        return []
+    return [
+        ("replicas; reads of replica calls on a replica", f"{out['replicas']}; {out['replica_reads_share']} "
+         f"({out['replica_reads']} of {out['replica_reads'] + out['primary_reads_of_replica_calls']})"),
+        ("previous turn's fact missed, replicas / primary only", f"{out['own_words_missed_replicas']} of "
+         f"{out['own_words_checked_replicas']} / {out['own_words_missed_primary_only']} of "
+         f"{out['own_words_checked_primary_only']}"),
+        ("look-up p95 (p50), replicas / primary only, ms", f"{out['lookup_ms_p95_replicas']} "
+         f"({out['lookup_ms_p50_replicas']}) / {out['lookup_ms_p95_primary_only']} "
+         f"({out['lookup_ms_p50_primary_only']})"),
+    ]  # fmt: skip
 
 
 def main() -> None:
@@ -699,6 +786,7 @@ def main() -> None:
     ap.add_argument("--server-pool", type=int, default=20, help="PgBouncer's server connections (default_pool_size)")
     ap.add_argument("--max-client-conn", type=int, default=1000)
     ap.add_argument("--db-max-connections", type=int, default=3, help="MEMORY_DB_MAX_CONNECTIONS of each job process")
+    ap.add_argument("--replicas", type=int, default=0, help="streaming read replicas; every other call reads them")
     ap.add_argument("--no-kill", dest="kill", action="store_false", help="do not kill a worker mid-run")
     ap.add_argument("--skip-pss", action="store_true", help="skip bench.job_memory's PSS measurement")
     ap.add_argument("--pss-processes", type=int, default=6)

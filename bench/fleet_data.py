@@ -33,7 +33,7 @@ from memory.settings import DURABLE_CATEGORIES
 DIMS = 384
 TOPICS = 6
 MARKER = "fleet_bench_meta"
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: Mem0's table partitioned by a user_id column
 
 _SUBJECTS = ["My sister", "My brother", "My neighbour", "My manager", "My friend Lena", "My cousin",
              "My dentist", "My landlord", "My coach", "My grandmother", "Our team", "The bakery", "My son"]  # fmt: skip
@@ -106,9 +106,11 @@ def load(url: str, table: str, users: int, per_user: int, *, seed: int = 28) -> 
         conn.commit()
         register_vector(conn)
         with conn.cursor().copy(
-            sql.SQL("COPY {} (id, vector, payload) FROM STDIN WITH (FORMAT BINARY)").format(sql.Identifier(table))
+            sql.SQL("COPY {} (id, vector, payload, user_id) FROM STDIN WITH (FORMAT BINARY)").format(
+                sql.Identifier(table)
+            )
         ) as copy:
-            copy.set_types(["uuid", "vector", "jsonb"])
+            copy.set_types(["uuid", "vector", "jsonb", "text"])
             for u in range(users):
                 topics = nprng.standard_normal((TOPICS, DIMS)).astype(np.float32)
                 picks = nprng.integers(0, TOPICS, per_user)
@@ -123,7 +125,7 @@ def load(url: str, table: str, users: int, per_user: int, *, seed: int = 28) -> 
                         payload["category"] = DURABLE_CATEGORIES[(n // 2) % len(DURABLE_CATEGORIES)]
                     else:
                         payload["session_id"], payload["seq"] = f"bg-{uid}-{n // 40}", (n // 2) % 20
-                    copy.write_row([uuid.UUID(int=rng.getrandbits(128)), vecs[n], Jsonb(payload)])
+                    copy.write_row([uuid.UUID(int=rng.getrandbits(128)), vecs[n], Jsonb(payload), uid])
                 if (u + 1) % max(1, users // 20) == 0:
                     print(f"\rfleet data: {u + 1}/{users} users copied", end="", flush=True)
         conn.commit()

@@ -56,9 +56,11 @@ def job_main(conn: Connection, first_check_s: tuple[float, float]) -> None:  # p
 
         retention.FIRST_CHECK_S = first_check_s  # the fleet's first retention check within the run
         import agent
+        from harness import memory_parts
 
         proc = SimpleNamespace(userdata={})
         agent.prewarm(proc)
+        proc.userdata.update(memory_parts())
         conn.send({"ev": "ready", "pid": os.getpid(), "prewarm_s": round(time.perf_counter() - started, 2)})
         try:
             spec = conn.recv()
@@ -67,12 +69,14 @@ def job_main(conn: Connection, first_check_s: tuple[float, float]) -> None:  # p
         if spec.get("op") == "drain":
             conn.send({"ev": "drained", **asyncio.run(_drain(proc.userdata))})
             return
-        before = _cpu_s()
+        before, threads_before = _cpu_s(), thread_cpu_s()
         result = asyncio.run(_call(spec, proc.userdata, conn))
         import psutil
 
         uss = psutil.Process().memory_full_info().uss / 2**20  # what the call left the process holding alone
-        conn.send({"ev": "call_done", "cpu_s": round(_cpu_s() - before, 3), "uss_mb": round(uss, 1), **result})
+        by_thread = cpu_by_thread(threads_before, thread_cpu_s())
+        conn.send({"ev": "call_done", "cpu_s": round(_cpu_s() - before, 3), "uss_mb": round(uss, 1),
+                   "cpu_s_by_thread": by_thread, **result})  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - reported to the coordinator, which counts it
         conn.send({"ev": "error", "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-2000:]})
     finally:
@@ -85,6 +89,38 @@ def _cpu_s() -> float:
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def thread_cpu_s() -> dict[int, tuple[str, float]]:
+    """CPU seconds of each live thread of this process (Linux: /proc), by native id, with
+    the Python thread's name cut to its pool (`memory-write_0` -> `memory-write`). Threads
+    Python does not know are the native ones: OpenMP's team of the embedder, onnxruntime's
+    (Silero), libpq's none."""
+    names = {t.native_id: t.name.split("_")[0].rstrip("-0123456789") for t in threading.enumerate()}
+    main = threading.main_thread().native_id
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[str, float]] = {}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        tid = int(task)
+        name = "event loop" if tid == main else names.get(tid, "native")
+        out[tid] = (name, (int(fields[11]) + int(fields[12])) / tick)  # utime + stime
+    return out
+
+
+def cpu_by_thread(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds per kind of thread between two `thread_cpu_s` readings (a thread that
+    ended in between is not counted: the process total still is)."""
+    out: dict[str, float] = {}
+    for tid, (name, cpu) in after.items():
+        used = cpu - before.get(tid, (name, 0.0))[1]
+        if used > 0:
+            out[name] = round(out.get(name, 0.0) + used, 3)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 async def _drain(userdata: dict[str, Any]) -> dict[str, Any]:
@@ -106,7 +142,7 @@ async def _drain(userdata: dict[str, Any]) -> dict[str, Any]:
 async def _call(spec: dict[str, Any], userdata: dict[str, Any], conn: Connection) -> dict[str, Any]:
     """One call: the caller's utterances through `agent.entrypoint`, reported turn by turn."""
     from bench.latency import Caught, _memory_off
-    from harness import PipelineHarness, ScriptedLLM, Utterance, load_utterances
+    from harness import PipelineHarness, Utterance, load_utterances, scripted_llm
     from memory.livekit.session import MemorySession
 
     fixtures = load_utterances()
@@ -116,11 +152,19 @@ async def _call(spec: dict[str, Any], userdata: dict[str, Any], conn: Connection
         payload = json.loads(request.messages[-1][1])
         return json.dumps({"facts": facts.get(payload.get("latest_user_message", ""), [])})
 
-    h = PipelineHarness(spec["stt"], vad=userdata["vad"], llm=ScriptedLLM(lambda _r: "Sure."), timeout=90.0)
-    h.plugins.memory_llm = ScriptedLLM(extract, ttft=0.3)  # GATED's extraction: a remote call
+    h = PipelineHarness(spec["stt"], vad=userdata["vad"], llm=scripted_llm(lambda _r: "Sure."), timeout=90.0)
+    h.plugins.memory_llm = scripted_llm(extract, ttft=0.3)  # GATED's extraction: a remote call
     journaled: dict[str, dict[str, str]] = {}
     memory_on = bool(spec["memory"])
     off = _memory_off() if not memory_on else _Null()
+    # `bench.fleet --replicas`: every other call's look-ups stay on the primary (the same
+    # run's baseline); the router's counts say where this call's reads went.
+    store = userdata.get("store")
+    rows = store.rows if store is not None and store.available else None
+    reads = rows.reads if rows is not None else None
+    if reads is not None and not spec.get("replicas"):
+        rows.reads = None
+    before = reads.stats.as_dict() if reads is not None else None
     with Caught(MemorySession) as sessions, off:
         async with h.entrypoint(userdata, user_id=spec["caller"], job_id=spec["call_id"]):
             memory = sessions.made[0] if memory_on and sessions.made else None
@@ -140,15 +184,31 @@ async def _call(spec: dict[str, Any], userdata: dict[str, Any], conn: Connection
                 conn.send({
                     "ev": "turn", "call_id": spec["call_id"], "index": i, "text": line["text"],
                     "first_audio_s": turn.first_audio_s, "replied": bool(turn.requests),
-                    "expect_found": [w for w in line.get("expect", []) if w in seen],
+                    "expect_found": [w for w in line.get("expect", []) if w in seen], "own": bool(line.get("own")),
                     "journaled": journaled.get(line["text"]),
+                    "lookup_ms": _lookup_ms(memory),
                     "missed_budget": bool(memory and memory.turns and memory.turns[-1].recall
                                           and memory.turns[-1].recall.missed_budget),
                 })  # fmt: skip
         writes = []
         if memory is not None:
             writes = [w.event for report in memory.write_reports for w in report.writes]
-    return {"call_id": spec["call_id"], "writes": writes}
+    if reads is not None:
+        rows.reads = reads
+        after = reads.stats.as_dict()
+        read_counts = {where: after[where] - before[where] for where in ("replica", "primary")}
+        read_counts["primary_because"] = {
+            why: n - before["primary_because"].get(why, 0) for why, n in after["primary_because"].items()
+        }
+    else:
+        read_counts = None
+    return {"call_id": spec["call_id"], "writes": writes, "reads": read_counts}
+
+
+def _lookup_ms(memory: Any) -> float | None:
+    """How long the turn's memory look-up took (prefetched or not), if it ran and finished."""
+    recall = memory.turns[-1].recall if memory is not None and memory.turns else None
+    return round(recall.took_s * 1000, 2) if recall is not None and recall.took_s is not None else None
 
 
 class _Null:

@@ -11,7 +11,9 @@ rate over the items (bench/stats.py). ``--by-reason`` adds a breakdown by decisi
 reason, which is where to look before changing a rule. ``--cv K`` adds K-fold
 cross-validation by conversation (bench/gate_cv.py: the rule set chosen on K-1 folds,
 measured on the held-out one, beside the product's full rule set, and each rule's
-held-out recall gain and skip cost). The readable table goes
+held-out recall gain and skip cost) and the learned stage's nested CV at its operating
+points (bench/gate_model.py); ``--part holdout`` adds the learned stage on the held-out
+conversations (the shipped model, and the same training at each operating point). The readable table goes
 first; the LAST line is one JSON object with all figures per file, for scripts/CI.
 
 Default data: the three gate files (bench/data/eval/README.md says where they come from).
@@ -274,6 +276,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     results: dict[str, Any] = {}
+    held: dict[str, dict[str, object]] | None = None  # the learned stage on the held-out part, measured once
     for path in paths:
         try:
             whole = load_gate(path)
@@ -300,12 +303,17 @@ def main(argv: Iterable[str] | None = None) -> int:
             print(format_cv(gate, cv))
             print()
             results[key]["cv"] = asdict(cv)
-            if gate.name == "msc_gate.realistic.dev" and args.part != "holdout":
-                model_cv = gate_model.cross_validate(*gate_model.dev_items(path.parent, args.part), args.cv,
-                                                     gate_model.TARGET)  # fmt: skip
+            if gate.name in gate_model.REPORT_NAMES and args.part != "holdout":
+                pool, reports = gate_model.dev_items(path.parent, args.part)
+                model_cv = gate_model.cross_validate(pool, reports[gate.name], args.cv)
                 print(gate_model.format_cv(gate.name, model_cv))
                 print()
                 results[key]["model_cv"] = model_cv
+        if args.part == "holdout" and gate.name in gate_model.REPORT_NAMES:
+            held = held or gate_model.holdout(path.parent)
+            print(gate_model.format_holdout({gate.name: held[gate.name]}))
+            print()
+            results[key]["model_holdout"] = held[gate.name]
     print(json.dumps({"bench": "gate", "files": results}, ensure_ascii=False, sort_keys=False))
     return 0
 

@@ -36,7 +36,6 @@ import os
 import random
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -44,7 +43,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +50,7 @@ from bench import hostile_surfaces
 from bench.faults import RefusingJournalQueue, can_mount, fill, remount, tiny_tmpfs
 from harness.scripted import LLMRequest, RecordingLLM, VoiceHarness
 from memory.gatekeeper.gatekeeper import Gatekeeper
-from memory.journal.queue import DurableWriteQueue
+from memory.journal.queue import DurableWriteQueue, checkpoint, journal_rows
 from memory.language import lexical
 from memory.livekit.agent import MemoryAgent
 from memory.livekit.session import MemorySession
@@ -279,10 +277,8 @@ async def long_turns(store: MemoryStore, work: Path) -> dict[str, Any]:
             for i in range(8):
                 await h.user_types((unit * 600)[: 4000 + 2000 * i])
             await m._prepared(30.0)
-            with closing(sqlite3.connect(path)) as conn:
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                for (payload,) in conn.execute("SELECT payload FROM pending_writes"):
-                    journaled.append(json.loads(payload)["text"])
+            checkpoint(path)
+            journaled.extend(row["text"] for row in journal_rows(path))
             out[f"journal_bytes_{lang}"] = path.stat().st_size
             released.set()
 

@@ -25,7 +25,6 @@ import dataclasses
 import io
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import uuid
@@ -43,6 +42,7 @@ from harness.scripted import LLMRequest, RecordingLLM, VoiceHarness
 from memory.gatekeeper.gatekeeper import Gatekeeper
 from memory.journal.codec import encode_turn
 from memory.journal.queue import DurableWriteQueue
+from memory.journal.queue import count_user as journal_count
 from memory.livekit.session import MemorySession
 from memory.service import MemoryService
 from memory.settings import MemoryMode, MemorySettings, load_settings
@@ -236,12 +236,7 @@ def _kill_child(args: list[str], cwd: Path) -> None:
 def _left(store: MemoryStore, settings: MemorySettings, user: str) -> dict[str, int]:
     rows = len(store.list_user(user)) + len(archive_for(store).messages(user))
     rows += len(ContextStore(store.pool, store.table, 4000).export_user(user))
-    journal = 0
-    if settings.journal_path.is_file():
-        with contextlib.closing(sqlite3.connect(settings.journal_path)) as conn:
-            journal = conn.execute(
-                "SELECT count(*) FROM pending_writes WHERE json_extract(payload, '$.user_id') = ?", [user]
-            ).fetchone()[0]
+    journal = journal_count(settings.journal_path, user)
     lines = 0
     if settings.spill_dir is not None and settings.spill_dir.exists():
         for f in settings.spill_dir.rglob("*"):

@@ -99,6 +99,7 @@ async def measure(label: str, script: Path, args: argparse.Namespace, extra_env:
         "LIVEKIT_API_KEY": "bench-key",
         "LIVEKIT_API_SECRET": "bench-secret-that-is-long-enough-for-hs256",
         "OPENAI_API_KEY": "sk-bench-offline",  # plugins are made, never called
+        "MEMORY_LLM_CHECK": "off",
         "AGENT_IDLE_PROCESSES": str(args.processes),
         "PYTHONUNBUFFERED": "1",
         **extra_env,

@@ -36,6 +36,7 @@ import random
 import sys
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,9 +47,11 @@ from livekit.agents import Agent
 
 import harness as harness_mod
 from bench.evaldata import EvalDataError, eval_file
+from bench.lookup_floor import STORE_SQL, timed_stages
+from bench.mem0_pattern import HookTimes, async_memory, mem0_pattern
 from bench.stats import mean_interval
 from bench.work_window import Work, in_window, record_work
-from harness import LLMRequest, PipelineHarness, ScriptedLLM, Utterance
+from harness import LLMRequest, PipelineHarness, Utterance, scripted_llm
 from memory.journal.queue import DurableWriteQueue
 from memory.language import lexical
 from memory.livekit.blocks import fit_recalled
@@ -141,9 +144,9 @@ def preload(store: MemoryStore, user_memories: int, total: int) -> None:
         conn.execute(sql.SQL("TRUNCATE {}").format(table))
         conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(f"{store.table}_hnsw_idx")))
         with conn.cursor().copy(
-            sql.SQL("COPY {} (id, vector, payload) FROM STDIN WITH (FORMAT BINARY)").format(table)
+            sql.SQL("COPY {} (id, vector, payload, user_id) FROM STDIN WITH (FORMAT BINARY)").format(table)
         ) as copy:
-            copy.set_types(["uuid", "vector", "jsonb"])
+            copy.set_types(["uuid", "vector", "jsonb", "text"])
             for n in range(total):
                 if n < user_memories:
                     user, k = BENCH_USER, n
@@ -160,7 +163,7 @@ def preload(store: MemoryStore, user_memories: int, total: int) -> None:
                 }
                 if k % 2 == 0:  # half are GATED-style facts with a durable category
                     payload["category"] = DURABLE_CATEGORIES[(k // 2) % len(DURABLE_CATEGORIES)]
-                copy.write_row([uuid.uuid4(), vectors[k], Jsonb(payload)])
+                copy.write_row([uuid.uuid4(), vectors[k], Jsonb(payload), user])
         conn.commit()
         print("preload: building the HNSW index ...", flush=True)
         t1 = time.perf_counter()
@@ -236,6 +239,7 @@ class ScenarioResult:
     wall_s: float = 0.0
     budget_missed: int = 0
     gc_full_passes_ms: list[float] = field(default_factory=list)
+    peer_times: HookTimes | None = None  # Mem0's pattern: its hook's awaited calls
 
 
 @contextmanager
@@ -324,12 +328,11 @@ def journal_backlog(store: MemoryStore, settings: MemorySettings, turns: int, ch
     try:
         yield
     finally:
-        import sqlite3
-
         from psycopg import sql
 
-        with sqlite3.connect(settings.journal_path) as conn:
-            conn.execute("DELETE FROM pending_writes WHERE json_extract(payload, '$.user_id') = ?", (BACKLOG_USER,))
+        from memory.journal.queue import purge_user
+
+        purge_user(settings.journal_path, BACKLOG_USER)
         with store.pool.connection() as conn:
             conn.execute(sql.SQL("DELETE FROM {} WHERE payload->>'user_id' = %s").format(sql.Identifier(store.table)),
                          [BACKLOG_USER])  # fmt: skip
@@ -408,7 +411,10 @@ async def _one_session(
     *,
     reference: bool,
     vad: Any,
+    peer: Any = None,
 ) -> None:
+    """One session of `utterances`: memory off when `settings` is None, Mem0's documented
+    pattern when `peer` (Mem0's AsyncMemory) is given, else the product's memory."""
     refs: list[list[str]] = []
     pending: list[tuple[str, list[str], set[str]]] = []  # reference look-ups to make
     memory: MemorySession | None = None
@@ -432,14 +438,23 @@ async def _one_session(
     # A caller's words are new to the process: the query embeddings another scenario (or
     # session) made of the same fixtures must not answer this session's look-ups.
     getattr(store.mem0.embedding_model, "_cache", {}).clear()
-    h = PipelineHarness(stt_kind, vad=vad, llm=ScriptedLLM(respond), timeout=60.0)
+    if peer is not None:
+        getattr(peer.embedding_model, "_cache", {}).clear()
+    h = PipelineHarness(stt_kind, vad=vad, llm=scripted_llm(respond), timeout=60.0)
     # GATED's extraction LLM: a remote call, in the background
-    h.plugins.memory_llm = ScriptedLLM(lambda _req: json.dumps({"facts": []}), ttft=0.3)
+    h.plugins.memory_llm = scripted_llm(lambda _req: json.dumps({"facts": []}), ttft=0.3)
     userdata = {"settings": settings or store.settings, "store": store, "retriever": retriever}
     # Memory off is the same entrypoint, room and greeting with memory taken out: no
-    # events subscribed, no writes, no profile, no injection.
-    with Caught(MemorySession) as sessions, _null() if settings is not None else _memory_off(), record_work() as work:
-        async with h.entrypoint(userdata, user_id=BENCH_USER, job_id=f"bench-{uuid.uuid4().hex[:8]}"):
+    # events subscribed, no writes, no profile, no injection. Mem0's pattern is memory off
+    # with Mem0's documented hook as its agent's memory (bench/mem0_pattern.py).
+    job_id = f"bench-{uuid.uuid4().hex[:8]}"
+    if peer is not None:
+        times = result.peer_times = result.peer_times or HookTimes()
+        wiring = mem0_pattern(peer, BENCH_USER, job_id, times, store.settings.recall_top_k)
+    else:
+        wiring = _null() if settings is not None else _memory_off()
+    with Caught(MemorySession) as sessions, wiring, record_work() as work:
+        async with h.entrypoint(userdata, user_id=BENCH_USER, job_id=job_id):
             memory = sessions.made[0] if settings is not None else None
             await _turns(h, utterances, result, memory, refs, own_ids, pending, work)
             if memory is not None:
@@ -450,30 +465,33 @@ async def _one_session(
 def _memory_off() -> Iterator[None]:
     """The same entrypoint with memory taken out: a plain agent (no injection, no
     working memory), no transcript or write hooks, no archive."""
-    import agent
+    import memory
+    from memory import api
     from memory.livekit.archive import ArchiveSession
 
     class PlainAgent(Agent):
         def __init__(self) -> None:
             super().__init__(instructions=load_prompt("system"))
 
-    real_first, real_attach, real_close = agent.first_agent, MemorySession.attach, MemorySession.aclose
-    real_archive = ArchiveSession.attach
+    real_first, real_attach, real_close = memory.first_agent, MemorySession.attach, MemorySession.aclose
+    real_archive, real_inject = ArchiveSession.attach, api._inject_into_agents
 
     async def aclose(self: MemorySession, **_kw: Any) -> None:
         pass
 
-    agent.first_agent = lambda *_args, **_kw: PlainAgent()
+    memory.first_agent = lambda *_args, **_kw: PlainAgent()
     MemorySession.attach = lambda self, session: None
     MemorySession.aclose = aclose
     ArchiveSession.attach = lambda self, session: None
+    api._inject_into_agents = lambda session, mem: None
     try:
         yield
     finally:
-        agent.first_agent = real_first
+        memory.first_agent = real_first
         MemorySession.attach = real_attach
         MemorySession.aclose = real_close
         ArchiveSession.attach = real_archive
+        api._inject_into_agents = real_inject
 
 
 async def _references(
@@ -567,6 +585,12 @@ def quantile_interval(
     return [round(float(np.quantile(stats, 0.025)), 1), round(float(np.quantile(stats, 0.975)), 1)]
 
 
+def _ratio(peer_ms: float, ours_ms: float) -> float | None:
+    """How many times the peer's added delay is ours; None when ours is at or under 1 ms
+    (at the noise floor a ratio says nothing: the added delays are then both reported)."""
+    return round(peer_ms / ours_ms, 2) if ours_ms > 1.0 else None
+
+
 def _p(turns: list[TurnRecord], name: str, q: float) -> float | None:
     values = [getattr(t, name) for t in turns if getattr(t, name) is not None]
     return round(pct(values, q), 1) if values else None
@@ -651,6 +675,7 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
     new_retriever = lambda s: Retriever(store, s)  # noqa: E731 - a one-line helper
     turns = bench_utterances(args.turns)
     stress = bench_utterances(args.stress_turns)
+    peer = async_memory(store) if args.mem0_pattern else None
 
     kinds = [k.strip() for k in args.stt.split(",")]
     stress_specs: list[tuple[str, str, MemorySettings | None, list[Utterance], Callable[[], Any] | None]] = [
@@ -667,13 +692,18 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         ("NORMAL realtime, store stalls 5 s", "realtime", normal, stress, lambda: stalled_store(store, 5.0)),
     ]
     results: dict[str, ScenarioResult] = {}
+    stage_times: dict[str, dict[str, list[float]]] = {}
     for kind in kinds:
+        times = stage_times[kind] = defaultdict(list)
+        stages = (lambda t=times: _stages(t)) if args.stages else _null
         # Memory off, NORMAL, GATED and memory off again (the A/A pair: how far two runs
         # of the same pipeline differ on this machine), interleaved session by session,
         # the order rotated each time: a machine that gets busier during the run moves
         # all of them alike, not the scenario that happened to run then.
+        # Mem0's documented pattern (bench/mem0_pattern.py) runs among them, on the same store.
         group: list[tuple[str, MemorySettings | None]] = [
-            (f"off {kind}", None), (f"NORMAL {kind}", normal), (f"GATED {kind}", gated), (f"off again {kind}", None),
+            (f"off {kind}", None), (f"NORMAL {kind}", normal), (f"GATED {kind}", gated),
+            *([(f"Mem0 pattern {kind}", None)] if peer is not None else []), (f"off again {kind}", None),
         ]  # fmt: skip
         forget_sessions(store)  # each STT mode meets the preloaded store only
         retrievers = {name: new_retriever(settings or base) for name, settings in group}
@@ -686,10 +716,12 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
                 if args.gc == "frozen":
                     heap.settle()  # what lives on is frozen, as prewarm leaves a fresh job process
                 res, t0 = results[name], time.perf_counter()
-                with full_passes(res.gc_full_passes_ms):
+                with full_passes(res.gc_full_passes_ms), stages():
                     await _one_session(res, kind, store, retrievers[name], settings, batch,
-                                       reference=settings is not None, vad=vad)  # fmt: skip
+                                       reference=settings is not None, vad=vad,
+                                       peer=peer if name.startswith("Mem0") else None)  # fmt: skip
                 res.wall_s += time.perf_counter() - t0
+        forget_sessions(store)  # Mem0's pattern's rows, before the next mode's sessions
     for name, kind, settings, utts, ctx in stress_specs if args.stress_turns else []:
         forget_sessions(store)  # each scenario meets the preloaded store only
         print(f"running {name}: {len(utts)} turns ...", flush=True)
@@ -705,6 +737,20 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         for mode in ("NORMAL", "GATED"):
             if f"{mode} {kind}" in results:
                 scenarios[f"{mode.lower()}_{label}"] = summarise(results[f"{mode} {kind}"], results[f"off {kind}"])
+        if f"Mem0 pattern {kind}" in results:
+            peer_s = scenarios[f"mem0_pattern_{label}"] = summarise(
+                results[f"Mem0 pattern {kind}"], results[f"off {kind}"]
+            )
+            times = results[f"Mem0 pattern {kind}"].peer_times or HookTimes()
+            peer_s["hook_search_ms_p50"] = round(pct(times.search_ms, 50), 1) if times.search_ms else None
+            peer_s["hook_add_ms_p50"] = round(pct(times.add_ms, 50), 1) if times.add_ms else None
+            peer_s["hook_found_mean"] = round(sum(times.found) / len(times.found), 2) if times.found else None
+            for mode in ("normal", "gated"):
+                ours = scenarios.get(f"{mode}_{label}")
+                if ours is not None:
+                    peer_s[f"p95_ratio_to_{mode}"] = _ratio(
+                        peer_s["added_first_audio_ms_p95"], ours["added_first_audio_ms_p95"]
+                    )
         if f"off again {kind}" in results:
             scenarios[f"aa_noise_{label}"] = summarise(results[f"off again {kind}"], results[f"off {kind}"])
     stress_out = {
@@ -716,6 +762,11 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         )
         if name in results
     }
+    if args.stages:  # the look-up's stages in the pipeline, every look-up of the run (references too)
+        gc_info["lookup_stages_ms"] = {
+            kind: {k: {"n": len(v), "p50": round(pct(v, 50), 2), "p95": round(pct(v, 95), 2)} for k, v in t.items()}
+            for kind, t in stage_times.items()
+        }
     forget_sessions(store)
     rows, user_rows = store_size(store)
     store.close()
@@ -778,6 +829,13 @@ def _null() -> Iterator[None]:
     yield
 
 
+@contextmanager
+def _stages(times: dict[str, list[float]]) -> Iterator[None]:
+    """The look-up's stages and its statements timed (`bench.lookup_floor`'s)."""
+    with timed_stages(Retriever, times), timed_stages(MemoryStore, times, STORE_SQL):
+        yield
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=24, help="turns per main scenario (default 24)")
@@ -801,6 +859,13 @@ def main() -> None:
         help="reach the database through a loopback TCP proxy adding this round trip (0: the proxy, no delay)",
     )
     parser.add_argument("--pgbouncer", action="store_true", help="PgBouncer (transaction mode) in front of Postgres")
+    parser.add_argument("--stages", action="store_true", help="time the look-up's stages (bench.lookup_floor's)")
+    parser.add_argument(
+        "--no-mem0-pattern",
+        dest="mem0_pattern",
+        action="store_false",
+        help="leave out the peer: Mem0's documented LiveKit pattern on the same store (bench/mem0_pattern.py)",
+    )
     args = parser.parse_args()
     unknown = {g.strip() for g in args.stt.split(",")} - {"realtime", "batch"}
     if unknown:  # before minutes of preload, not after

@@ -214,11 +214,21 @@ async def _completions(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+# What GET /v1/models lists (the start-up check asks whether the configured model is served):
+# the product's default models and Ollama's example one; the rules answer any model asked for.
+MODELS = ("gpt-4.1-mini", "gpt-4o-mini", "llama3.2:latest")
+
+
+async def _models(_request: web.Request) -> web.Response:
+    return web.json_response({"object": "list", "data": [{"id": m, "object": "model"} for m in MODELS]})
+
+
 def make_app(answer: Callable[[dict[str, Any]], Awaitable[str]] = _rules) -> web.Application:
     app = web.Application()
     app[ANSWER] = answer
     app.router.add_post("/v1/chat/completions", _completions)
     app.router.add_post("/chat/completions", _completions)
+    app.router.add_get("/v1/models", _models)
     return app
 
 

@@ -29,11 +29,19 @@ from typing import Any
 
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
 
+RETRIEVER_STAGES = {"query_terms": "keywords", "query_vector": "embedding",
+                    "_lexical_recall": "lexical (beside embedding)", "_fetch": "vector + fetch SQL",
+                    "with_neighbours": "neighbours", "rank": "ranking", "_score_lexically": "lexical scoring",
+                    "retrieve": "whole retrieve"}  # fmt: skip
+# The statements themselves (MemoryStore): one trip's, or the two trips' each.
+STORE_SQL = {"candidates": "SQL: one trip", "lexical_hits": "SQL: lexical trip", "nearest_and_ids": "SQL: vector trip"}
+
 
 @contextmanager
-def timed_stages(retriever_cls: type, times: dict[str, list[float]]) -> Iterator[None]:
-    names = {"query_terms": "keywords", "query_vector": "embedding", "_lexical_recall": "lexical (beside embedding)",
-             "_fetch": "vector + fetch SQL", "with_neighbours": "neighbours", "rank": "ranking"}  # fmt: skip
+def timed_stages(
+    retriever_cls: type, times: dict[str, list[float]], names: dict[str, str] = RETRIEVER_STAGES
+) -> Iterator[None]:
+    """Each named method of the class timed, per call, into `times[label]` (ms)."""
     real: dict[str, Callable[..., Any]] = {}
     for attr, label in names.items():
         fn = real[attr] = getattr(retriever_cls, attr)
@@ -65,6 +73,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--db-rtt-ms", type=float, default=None, help="a proxy adding this round trip")
     parser.add_argument("--pgbouncer", action="store_true", help="as bench.latency: PgBouncer in front of Postgres")
+    parser.add_argument(
+        "--ab", action="store_true", help="one trip and two trips (MEMORY_RETRIEVAL_ONE_TRIP), alternating"
+    )
     args = parser.parse_args()
     if not (Path(args.data_dir) / "pg").exists() and not any(Path(args.data_dir).glob("*")):
         sys.exit(
@@ -94,33 +105,44 @@ def main() -> None:
     heap.settle()
     texts = [u.text for u in bench_utterances(24)]
     out: dict[str, Any] = {"bench": "lookup_floor", "queries": len(texts), "repeat": args.repeat, "modes": {}}
+    # --ab: the look-up with every stage in one statement and with two round trips, the two
+    # alternating query by query (a machine that gets busier moves both alike).
+    variants = [("one trip", True), ("two trips", False)] if args.ab else [("", base.retrieval.one_trip)]
     for mode in (MemoryMode.NORMAL, MemoryMode.GATED):
-        settings = dataclasses.replace(base, mode=mode)
-        retriever = Retriever(store, settings)
-        retriever.prepare(BENCH_USER)  # as session start leaves it
-        service = MemoryService(store, settings, retriever=retriever)
+        services = {}
+        for label, one_trip in variants:
+            settings = dataclasses.replace(base, mode=mode).tuned(one_trip=one_trip)
+            retriever = Retriever(store, settings)
+            retriever.prepare(BENCH_USER)  # as session start leaves it
+            services[label] = MemoryService(store, settings, retriever=retriever)
         cache = getattr(store.mem0.embedding_model, "_cache", {})
-        times: dict[str, list[float]] = defaultdict(list)
-        totals: list[float] = []
-        with timed_stages(Retriever, times):
-            for _ in range(args.repeat):
-                for text in texts:
+        times: dict[str, dict[str, list[float]]] = {label: defaultdict(list) for label, _ in variants}
+        totals: dict[str, list[float]] = {label: [] for label, _ in variants}
+        for n in range(args.repeat):
+            for i, text in enumerate(texts):
+                order = variants if (n + i) % 2 == 0 else variants[::-1]
+                for label, _ in order:
+                    service = services[label]
                     if not service.wants_recall(text):
                         continue
                     cache.clear()  # cold: the final transcript's words were never embedded
-                    t0 = time.perf_counter()
-                    service.recall_sync(BENCH_USER, text, (), "bench-floor")
-                    totals.append((time.perf_counter() - t0) * 1000)
-        stages = {k: {"p50": round(pct(v, 50), 2), "p95": round(pct(v, 95), 2)} for k, v in times.items()}
-        out["modes"][mode.value.lower()] = {
-            "lookups": len(totals),
-            "total_ms_p50": round(pct(totals, 50), 2),
-            "total_ms_p95": round(pct(totals, 95), 2),
-            "stages_ms": stages,
-        }
-        print(f"{mode.value}: {len(totals)} look-ups, total p50 {pct(totals, 50):.1f} ms, p95 {pct(totals, 95):.1f} ms")
-        for k, v in stages.items():
-            print(f"  {k:28} p50 {v['p50']:6.2f} ms   p95 {v['p95']:6.2f} ms")
+                    with timed_stages(Retriever, times[label]), timed_stages(MemoryStore, times[label], STORE_SQL):
+                        t0 = time.perf_counter()
+                        service.recall_sync(BENCH_USER, text, (), "bench-floor")
+                        totals[label].append((time.perf_counter() - t0) * 1000)
+        for label, _ in variants:
+            stages = {k: {"p50": round(pct(v, 50), 2), "p95": round(pct(v, 95), 2)} for k, v in times[label].items()}
+            done = totals[label]
+            key = mode.value.lower() + (f" {label}" if label else "")
+            out["modes"][key] = {
+                "lookups": len(done),
+                "total_ms_p50": round(pct(done, 50), 2),
+                "total_ms_p95": round(pct(done, 95), 2),
+                "stages_ms": stages,
+            }
+            print(f"{key}: {len(done)} look-ups, total p50 {pct(done, 50):.1f} ms, p95 {pct(done, 95):.1f} ms")
+            for k, v in stages.items():
+                print(f"  {k:28} p50 {v['p50']:6.2f} ms   p95 {v['p95']:6.2f} ms")
     store.close()
     network.close()
     out["database"] = network.describe()

@@ -41,7 +41,7 @@ async def run(turns: int, mode: str) -> dict[str, object]:
     from livekit.agents.telemetry import loop_monitor
 
     import agent
-    from harness import PipelineHarness, load_utterances
+    from harness import PipelineHarness, load_utterances, memory_parts
 
     proc = types.SimpleNamespace(userdata={})
     agent.prewarm(proc)
@@ -62,7 +62,7 @@ async def run(turns: int, mode: str) -> dict[str, object]:
         raise SystemExit("bench.loop_stalls: LiveKit's loop monitor did not report a 120 ms block; cannot measure")
     stalls.seen.clear()
     h = PipelineHarness(mode, vad=proc.userdata["vad"])
-    userdata = {k: proc.userdata[k] for k in ("settings", "store", "retriever")}
+    userdata = memory_parts()
     utts = [u for k, u in sorted(load_utterances().items()) if k.startswith("u")][:turns]
     t_start = time.perf_counter()
     async with h.entrypoint(userdata, user_id="loop-stalls-user"):
@@ -70,7 +70,7 @@ async def run(turns: int, mode: str) -> dict[str, object]:
         t_greeted = time.perf_counter()
         for u in utts:
             await h.say(u)
-    proc.userdata["store"].close()
+    userdata["store"].close()
     start = [(ms, where) for at, ms, where in stalls.seen if t_start <= at <= t_greeted]
     during = [(ms, where) for at, ms, where in stalls.seen if at > t_greeted]
     return {"session_start": start, "turns": during, "n_turns": len(utts)}

@@ -30,9 +30,8 @@ t1 = time.perf_counter()
 proc = types.SimpleNamespace(userdata={})
 agent.prewarm(proc)
 t2 = time.perf_counter()
-store = proc.userdata.get("store")
-if store is not None and hasattr(store, "close"):
-    store.close()
+import memory
+memory.close()
 print(json.dumps({"import_s": t1 - t0, "prewarm_s": t2 - t1}))
 """
 

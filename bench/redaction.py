@@ -5,6 +5,11 @@
 - Probes (`bench/hostile_probes.py`): secret sentences in English and Chinese, as callers
   say them; caught = the secret's value no longer in the text. Plain sentences with
   numbers and keywords that must stay as they were.
+- Sentence sets of issue 40 (`bench/data/redaction/`): `held_apart.json`, written before
+  the rules were changed and never tuned on, and `tuning.json`, written after it to develop
+  the rules on: the share of secret-bearing sentences caught (every secret's value gone:
+  no run of 4 of its characters left), per language with a 95% bootstrap interval, and the
+  look-alikes changed (order numbers, extensions, prices, dates: must stay 0).
 - False positives: every text of the evaluation files (retrieval memories and queries,
   gatekeeper turns and facts; bench/data/eval/README.md): none of them holds a
   secret, so each text the redaction changes is one ordinary memory damaged. Per file
@@ -24,6 +29,7 @@ from pathlib import Path
 
 from bench.evaldata import MissingEvalFile, eval_file, file_kind, known_files, load_gate, load_retrieval
 from bench.hostile_probes import PLAIN, PLAIN_SAID, SECRETS, SECRETS_HELD_OUT, SECRETS_ISSUE30, SECRETS_SAID
+from bench.stats import mean_interval
 from memory.language.redact import redact_secrets
 from memory.language.secret_rules import RULES
 
@@ -49,6 +55,48 @@ def probes() -> dict[str, object]:
     out["plain"] = len(PLAIN) + len(PLAIN_SAID)
     out["plain_changed"] = len(plain)
     out["plain_changed_list"] = plain
+    return out
+
+
+SETS = Path(__file__).resolve().parent / "data" / "redaction"
+
+
+def secret_left(original: str, redacted: str, secret: str) -> bool:
+    """Is any of `secret` still in `redacted`: a run of 4 of its characters (spaces left
+    out on both sides) that the rest of the sentence does not also hold ("redis" of the
+    URL `redis://:redisPass88@...`), or the whole value when it is shorter or has none?"""
+    value, text = "".join(secret.split()), "".join(redacted.split())
+    rest = "".join(original.replace(secret, "\0").split())
+    runs = [value[i : i + 4] for i in range(len(value) - 3) if value[i : i + 4] not in rest]
+    if not runs:
+        return value in text
+    return any(run in text for run in runs)
+
+
+def sentence_set(name: str) -> dict[str, object]:
+    """Share caught and look-alikes changed on one set of `bench/data/redaction/`."""
+    doc = json.loads((SETS / f"{name}.json").read_text(encoding="utf-8"))
+    out: dict[str, object] = {}
+    missed: list[str] = []
+    for lang in ("en", "zh", "all"):
+        items = [it for it in doc["secrets"] if lang in ("all", it["lang"])]
+        hits = []
+        for it in items:
+            redacted = redact_secrets(it["text"])[0]
+            hits.append(not any(secret_left(it["text"], redacted, s) for s in it["secrets"]))
+            if not hits[-1] and lang == "all":
+                missed.append(f"{it['text']!r} -> {redacted!r}")
+        caught = sum(hits)
+        lo, hi = mean_interval([float(h) for h in hits])
+        out[f"{name}_{lang}"] = f"{caught}/{len(items)}"
+        out[f"{name}_{lang}_caught_share"] = round(caught / max(len(items), 1), 3)
+        out[f"{name}_{lang}_interval"] = [round(lo, 3), round(hi, 3)]
+    changed = [f"{it['text']!r} -> {redact_secrets(it['text'])[0]!r}" for it in doc["look_alikes"]
+               if redact_secrets(it["text"])[0] != it["text"]]  # fmt: skip
+    out[f"{name}_look_alikes"] = len(doc["look_alikes"])
+    out[f"{name}_look_alikes_changed"] = len(changed)
+    out[f"{name}_missed_list"] = missed
+    out[f"{name}_look_alikes_changed_list"] = changed
     return out
 
 
@@ -102,9 +150,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", nargs="*", help="eval files (default: every one found, bench/data/eval/README.md)")
     ap.add_argument("--show", type=int, default=20, help="texts changed to print")
+    ap.add_argument("--sets", nargs="*", default=["held_apart", "tuning"],
+                    help="sets of bench/data/redaction/ to measure (held_apart: once, at the end)")  # fmt: skip
     args = ap.parse_args()
     paths = [Path(p) for p in args.data] if args.data else _default_paths()
     result = probes()
+    for name in args.sets:
+        result.update(sentence_set(name))
     if paths:
         result.update(false_positives(paths, args.show))
     for key, value in result.items():

@@ -2,6 +2,7 @@
 
     uv run python -m bench.retrieval --data bench/data/eval/madial_en.dev.json [--k 10]
         [--method dense full no-fulltext ...] [--limit-queries N] [--calibrate]
+    uv run python -m bench.retrieval --set temporal    # GATED facts over time (bench/temporal.py)
 
 Each store of the file becomes one user whose memories are written with
 `MemoryStore.add_raw` (NORMAL raw memories: one embedding each, the `lex` field
@@ -747,6 +748,15 @@ def print_folds(summaries: dict[str, dict[str, Any]]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # `--set temporal`: facts over time, GATED's write path and its questions about the past
+    # (bench/temporal.py, issue 42): a set of its own, with its own flags.
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--set", choices=("temporal",))
+    chosen, rest = pre.parse_known_args(argv)
+    if chosen.set == "temporal":
+        from bench import temporal
+
+        return temporal.main(rest)
     ap = argparse.ArgumentParser(prog="python -m bench.retrieval", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="a retrieval file (bench/data/eval/README.md)")
     ap.add_argument("--k", type=int, default=10, help="memories retrieved per query (default 10)")

@@ -161,6 +161,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "LIVEKIT_API_SECRET": "soak-secret-that-is-long-enough-for-hs256",
         "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY") or "sk-soak-offline",  # plugins are made, never called
         "MEMORY_DATA_DIR": str(data_dir),
+        "MEMORY_LLM_CHECK": "off",  # no LLM server: the plugins are never called
         "PYTHONUNBUFFERED": "1",
     }
     load = [multiprocessing.Process(target=_busy, daemon=True) for _ in range(args.load)]

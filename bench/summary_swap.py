@@ -55,7 +55,7 @@ from bench.latency import (
     store_size,
     warm_like_prewarm,
 )
-from harness import LLMRequest, PipelineHarness, ScriptedLLM, Utterance
+from harness import LLMRequest, PipelineHarness, Utterance, scripted_llm
 from memory.livekit.archive import ArchiveSession
 from memory.livekit.blocks import SUMMARY_ID
 from memory.livekit.session import MemorySession
@@ -150,9 +150,9 @@ async def one_session(
     result: SwapResult, store: MemoryStore, retriever: Retriever, settings: MemorySettings | None,
     utterances: list[Utterance], *, vad: Any,
 ) -> None:  # fmt: skip
-    reply = ScriptedLLM(lambda _req: "Sure, I will keep that in mind.")
+    reply = scripted_llm(lambda _req: "Sure, I will keep that in mind.")
     h = PipelineHarness("realtime", vad=vad, llm=reply, timeout=60.0)
-    h.plugins.memory_llm = ScriptedLLM(_summary_or_facts, ttft=SUMMARY_TTFT_S)
+    h.plugins.memory_llm = scripted_llm(_summary_or_facts, ttft=SUMMARY_TTFT_S)
     userdata = {"settings": settings or store.settings, "store": store, "retriever": retriever}
     speeches: list[Any] = []
     with Caught(MemorySession) as sessions, Caught(ArchiveSession) as archives, counting_invalidations() as invalid, \

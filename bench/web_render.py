@@ -5,14 +5,17 @@ slot and a Mem0 history entry each; half NORMAL turns in calls of 25), their arc
 calls, and `--others` rows of 90 other users, bulk-loaded once (COPY; vectors are random
 unit vectors: no page reads them but "what would it recall", whose cost is the query's
 embedding, the search and the density pass over the user's vectors, not their meaning).
-The server is the one `python -m memory.web` runs, on a free port; each page is fetched
+The server is the one `python -m memory.web` runs, on a free port, over the store opened
+as it opens it (Mem0 loaded at start, on a thread: `warm_up_ms`); each page is fetched
 `--repeat` times over HTTP (time to the last byte; after two warm-ups, the first fetch
 reported apart) and, with Debian's chromium, loaded in
 headless Chromium (navigation start to the load event: parsing, styles, layout). The
 baseline is the same pages for a user with 10 memories, in the same run.
 
 Prints a table, then one JSON line with `user_page_p95_ms` (HTTP), `user_page_browser_p95_ms`
-and `under_1s` (both p95 under 1000 ms), and the load average beside them.
+and `under_1s` (both p95 under 1000 ms), `recall_page_first_ms` (the first "what would it
+recall" after the start: the user's densities) and `recall_under_1s` (first and p95), and
+the load average beside them. Issue 40's figure: `--memories 50000`.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import numpy as np
 from memory.settings import DURABLE_CATEGORIES, LiveKitCredentials, MemorySettings, WebSettings, load_settings
 from memory.storage.archive import archive_for
 from memory.storage.store import MemoryStore
-from memory.web.app import build_app
+from memory.web.app import WARMED, build_app
 from memory.web.server import serve
 from memory.web.views import Operator
 
@@ -101,10 +104,9 @@ def preload(store: MemoryStore, memories: int, others: int) -> None:
         conn.execute(sql.SQL("TRUNCATE {}").format(table))
         conn.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(archive_for(store).table)))
         conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(hnsw))
-        with conn.cursor().copy(sql.SQL("COPY {} (id, vector, payload) FROM STDIN WITH (FORMAT BINARY)").format(
-            table
-        )) as copy:  # fmt: skip
-            copy.set_types(["uuid", "vector", "jsonb"])
+        copy_rows = sql.SQL("COPY {} (id, vector, payload, user_id) FROM STDIN WITH (FORMAT BINARY)").format(table)
+        with conn.cursor().copy(copy_rows) as copy:
+            copy.set_types(["uuid", "vector", "jsonb", "text"])
             for n, (user, i) in enumerate(rows):
                 when = (now - timedelta(minutes=7 * (len(rows) - n))).isoformat()
                 payload: dict[str, Any] = {"data": text(i), "user_id": user, "created_at": when, "updated_at": when,
@@ -117,7 +119,7 @@ def preload(store: MemoryStore, memories: int, others: int) -> None:
                                         "event": "ADD", "created_at": when, "updated_at": when})  # fmt: skip
                 else:  # a NORMAL turn of a call
                     payload |= {"session_id": f"call-{i // 50}", "seq": (i // 2) % 25, "turn_id": f"t{i}"}
-                copy.write_row([mem_id, vectors[n], Jsonb(payload)])
+                copy.write_row([mem_id, vectors[n], Jsonb(payload), user])
         calls, per_call = 200, 11
         archived = _unit_vectors(rng, calls * per_call, dims)
         columns = "id, chat_id, user_id, content, embedding, message_type, created_at"
@@ -191,12 +193,15 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         atexit.register(shutil.rmtree, data_dir, True)
     settings: MemorySettings = load_settings({"MEMORY_DATA_DIR": str(data_dir), "MEM0_SETTING": "GATED"},
                                              dotenv=False)  # fmt: skip
-    store = MemoryStore.open(settings)
+    store = MemoryStore.open(settings, load_mem0=False)  # as `python -m memory.web` opens it
     try:
         preload(store, args.memories, args.others)
         app = build_app(Operator(store, settings), settings, WebSettings(secret=SECRET),
                         livekit=LiveKitCredentials("wss://example.livekit.cloud", "key", "s" * 40))  # fmt: skip
+        started = time.perf_counter()
         runner, base = await serve(app, "127.0.0.1", 0)
+        await app[WARMED]  # Mem0, the embedder and the segmenter, loaded as the server starts
+        warm_up_ms = (time.perf_counter() - started) * 1000
         mid = max(1, args.memories // 2 // 100 // 2)
         pages = {
             "user, first page": f"/user?id={BIG}",
@@ -241,6 +246,8 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "recall_page_p95_ms": round(pct(http_ms["recall"], 95), 1),
         "recall_page_first_ms": round(cold_ms["recall"], 1),  # the user's densities computed
         "baseline_recall_page_p95_ms": round(pct(http_ms["baseline: recall, 10 memories"], 95), 1),
+        "warm_up_ms": round(warm_up_ms, 1),  # from the server's start until the models are loaded
+        "recall_under_1s": cold_ms["recall"] < 1000 and pct(http_ms["recall"], 95) < 1000,
         "under_1s": user_http < 1000 and (user_browser is None or user_browser < 1000),
         "load_avg_1m": round(load[0], 2),
     }

@@ -19,7 +19,8 @@ from livekit.agents import Agent, AgentSession
 from livekit.agents.voice.io import TextOutput
 
 from .audio import SpeechInput, TimedAudioOutput, Utterance
-from .models import LLMRequest, ScriptedLLM, TimedTTS
+from .models import TimedTTS, scripted_llm
+from .scripted.fakes import LLMRequest, RecordingLLM
 from .stt import BatchSTT, RealtimeSTT
 
 SttKind = Literal["realtime", "batch"]
@@ -61,13 +62,23 @@ class _Transcript(TextOutput):
         pass
 
 
+def memory_parts() -> dict[str, Any]:
+    """What `memory.warm_up` made in this process (agent.prewarm's memory: the settings, the
+    store, the retriever), in the form `PipelineHarness.entrypoint` takes."""
+    from memory.api import runtime
+
+    made = runtime()
+    assert made is not None, "memory.warm_up() (agent.prewarm) has not run in this process"
+    return {"settings": made.settings, "store": made.store, "retriever": made.retriever}
+
+
 class PipelineHarness:
     def __init__(
         self,
         stt_kind: SttKind = "realtime",
         *,
         vad: Any = None,
-        llm: ScriptedLLM | None = None,
+        llm: RecordingLLM | None = None,
         tts: TimedTTS | None = None,
         stt: RealtimeSTT | BatchSTT | None = None,
         timeout: float = 30.0,
@@ -78,7 +89,7 @@ class PipelineHarness:
 
         self.vad = vad or silero.VAD.load()
         self.stt = stt or (RealtimeSTT(self.vad) if stt_kind == "realtime" else BatchSTT())
-        self.llm = llm or ScriptedLLM()
+        self.llm = llm or scripted_llm()
         self.tts = tts or TimedTTS()
         self.plugins = agent.Plugins(stt=self.stt, llm=self.llm, tts=self.tts)
         self.mic = SpeechInput()
@@ -128,12 +139,17 @@ class PipelineHarness:
         self, userdata: dict[str, Any], *, user_id: str, job_id: str = "harness-job"
     ) -> AsyncIterator[Any]:
         """Run `agent.entrypoint` in LiveKit's fake job context; yields the JobContext.
-        `userdata` is what prewarm leaves (settings, store, retriever); the harness adds
+        `userdata` is the memory the job uses (settings, store, retriever: made this
+        process's memory runtime, as `memory.warm_up` makes it in a worker); the harness adds
         its VAD and plugins. On exit the job's shutdown callbacks run, as LiveKit runs them."""
         from livekit.agents.testing import fake_job_context
 
         import agent
         from harness.room import UnconnectedRoom
+        from memory import api
+
+        before = api.runtime()
+        api.use(userdata["settings"], userdata["store"], userdata.get("retriever"))
 
         real_build = agent.build_session
         # The worker registers its form RPC on the job room's local participant, the
@@ -163,6 +179,10 @@ class PipelineHarness:
                     self.mic.close()
         finally:
             agent.build_session = real_build
+            if before is not None:
+                api.use(before.settings, before.store, before.retriever)
+            else:
+                api.forget_runtime()
 
     # ------------------------------------------------------------ driving
     async def _until(self, cond: Callable[[], bool], what: str) -> None:

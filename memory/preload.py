@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 
-logger = logging.getLogger("memory.preload")
+logger = logging.getLogger(__name__)
 
 
 def preload() -> float:

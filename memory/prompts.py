@@ -1,11 +1,16 @@
-"""Prompt files from `prompts/`, read once; prompts are not buried in code."""
+"""Prompt files, read once; prompts are not buried in code.
+
+They live in the repository's top-level `prompts/`; the wheel carries the same files inside
+the package (`memory/prompt_files/`, pyproject.toml), so an installed package finds them
+wherever it runs, and a checkout (or an editable install) reads the repository's."""
 
 from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
 
-PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
+_HERE = Path(__file__).resolve().parent
+PROMPTS_DIR = _HERE / "prompt_files" if (_HERE / "prompt_files").is_dir() else _HERE.parent / "prompts"
 
 
 @cache

@@ -18,24 +18,26 @@ from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from memory.errors import AgentMemoryError
 from memory.gatekeeper.gatekeeper import MAX_KNOWN_FACTS, Fact, Gatekeeper, GateOutcome, KnownFact
-from memory.journal.queue import purge_user
-from memory.journal.reserve import is_disk_full, no_room, release_reserve
-from memory.journal.spill import purge_user as purge_spilled
 from memory.language.dates import Span
-from memory.language.prefilter import GateAction, GateDecision
+from memory.language.prefilter import GateAction, GateDecision, is_acknowledgement
 from memory.language.recall_intent import needs_memory
 from memory.language.redact import redact_secrets
+from memory.language.validity import held_from, is_correction
 from memory.ops.threads import configure_reads, run_read, run_upkeep, run_write
 from memory.retrieval.retriever import Explanation, Retriever
 from memory.settings import MemoryMode, MemorySettings
 from memory.storage.activity import DailyActivity
-from memory.storage.archive import archive_for
-from memory.storage.contexts import ContextStore
-from memory.storage.store import HistoryNotPurged, MemoryStore
-from memory.types import InvalidMemoryText, MemoryRecord, Turn, WriteResult, clean_text, describe_error
+from memory.storage.store import MemoryStore
+from memory.types import MemoryRecord, Turn, WriteResult, clean_text, describe_error, parse_time
+from memory.userdata import Forgotten, UserData
 
 logger = logging.getLogger(__name__)
+
+# Longest message that can be a bare acknowledgement ("ok thank you so much!"): longer ones
+# are not checked (the check runs on every interim transcript).
+_CONTENT_FREE_MAX_CHARS = 40
 
 
 def _verdict(outcome: GateOutcome) -> dict[str, Any]:
@@ -66,49 +68,6 @@ class RememberReport:
     dropped: str | None = None
     redacted: list[str] = field(default_factory=list)  # kinds of secret left out, never values
     cut_from: int | None = None  # the turn's length, when it was cut to `max_turn_chars`
-
-
-@dataclass(frozen=True)
-class Forgotten:
-    """What a forget removed, per place, and what it could not do (`failed`: place -> why).
-    The one result the operator's tools and pages show; run the forget again to finish."""
-
-    memories: int
-    waiting_turns: int  # rows of this machine's journal
-    contexts: int = 0  # contexts shared between agents (memory/storage/contexts.py)
-    archived: int = 0
-    spilled: int = 0  # lines of this machine's spill files (memory/journal/spill.py)
-    failed: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def complete(self) -> bool:
-        return not self.failed
-
-    @property
-    def removed(self) -> int:
-        return self.memories + self.waiting_turns + self.contexts + self.archived + self.spilled
-
-    @property
-    def nothing_stored(self) -> bool:
-        """True only when every place was searched and none held anything of the user."""
-        return self.complete and not self.removed
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self) | {"complete": self.complete}
-
-    def counts(self) -> str:
-        return (
-            f"{self.memories} memories, {self.waiting_turns} turns waiting to be written, {self.spilled} spilled "
-            f"turns, {self.contexts} shared contexts, {self.archived} archived messages and summaries"
-        )
-
-    def problem(self, identity: str) -> str:
-        """One line: what could not be done, and what was."""
-        what = "; ".join(f"{place}: {why}" for place, why in self.failed.items())
-        return (
-            f"could not finish forgetting {identity!r}: {what}. Removed so far: {self.counts()}. "
-            "Fix that and run it again: a forget can be repeated"
-        )
 
 
 # The profile is short: who the user is comes first, then each kind of fact in turn.
@@ -144,6 +103,11 @@ def _over(rec: MemoryRecord, today: date) -> bool:
     return bool(spans) and all(s.end < today for s in spans)
 
 
+def _corrects(turn: str, flagged: bool, old_value: str) -> bool:
+    """Does the turn correct `old_value` (the model said so, or the turn's words do)?"""
+    return flagged or is_correction(turn, old_value)
+
+
 class MemoryService:
     """Mode-aware memory operations over one store; shared by all sessions of a process."""
 
@@ -154,12 +118,18 @@ class MemoryService:
         *,
         gatekeeper: Gatekeeper | None = None,
         retriever: Retriever | None = None,
+        reads: bool = True,
     ) -> None:
+        """`reads=False`: a service that only writes (an operator's import): its retriever,
+        and the Chinese segmenter and numeral tables it loads, are made on first use only."""
         self.store = store
         self.settings = settings
         self.mode = settings.mode
         self.gatekeeper = gatekeeper or Gatekeeper(None, learned=settings.gate_model)
-        self.retriever = retriever or Retriever(store, settings)
+        if retriever is not None:
+            self.__dict__["retriever"] = retriever
+        elif reads:
+            _ = self.retriever  # made now: its segmenter loads in the background, not on the first turn
         # A look-up may wait for a read slot at most this long: the reply's budget.
         self._read_wait_s = settings.recall_budget_ms / 1000
         self._zone = ZoneInfo(settings.timezone)
@@ -169,10 +139,17 @@ class MemoryService:
         # extraction model again (cost, and a reworded answer would add a duplicate).
         self._reviewed: OrderedDict[str, GateOutcome] = OrderedDict()
 
+    @functools.cached_property
+    def retriever(self) -> Retriever:
+        return Retriever(self.store, self.settings)
+
     # ------------------------------------------------------------------ read
     def wants_recall(self, text: str) -> bool:
-        """NORMAL recalls on every turn; GATED only when the message needs memory."""
-        if not text.strip():
+        """NORMAL recalls on every turn that says something; GATED only when the message
+        needs memory. A turn that carries no content ("ok", "thanks", 嗯, 对:
+        `is_acknowledgement`) gets no look-up in either mode: what it would find is what its
+        words' neighbours happen to be, and with a batch STT the reply would wait for it."""
+        if not text.strip() or (len(text) <= _CONTENT_FREE_MAX_CHARS and is_acknowledgement(text)):
             return False
         return self.mode is MemoryMode.NORMAL or needs_memory(text)
 
@@ -260,65 +237,11 @@ class MemoryService:
         return await run_read(self.store.forgotten_at, user_id)
 
     def forget(self, user_id: str) -> Forgotten:
-        """ "Forget me": the user's memories with their Mem0 history, archived messages,
-        shared contexts, and the user's turns waiting in this machine's journal and spill
-        files. Every place is tried even when one fails; the result says how many went
-        from each and what could not be done (run it again once that is fixed: it is
-        idempotent). A full disk is met by releasing the journal's reserve (`reserve.py`).
-
-        Turns of the user on their way anywhere else (another machine's journal) are
-        refused when they arrive: the store records the request before deleting.
-        """
-        journal = self.settings.journal_path
-        counts: dict[str, int] = {}
-        failed: dict[str, str] = {}
-
-        def attempt(place: str, fn: Callable[[], int]) -> None:
-            try:
-                counts[place] = fn()
-                return
-            except HistoryNotPurged as exc:
-                counts[place] = exc.removed
-                place, fn, exc0 = "Mem0 history", functools.partial(self.store.purge_user_history, user_id), exc
-            except Exception as exc:  # noqa: BLE001 - said per place; the others are still tried
-                exc0 = exc
-            local = place in ("journal", "Mem0 history") or place.startswith("damaged")  # on the journal's disk
-            full = local and (is_disk_full(exc0) or no_room(journal))
-            if full and release_reserve(journal):
-                try:
-                    result = fn()
-                    if place != "Mem0 history":  # its ids, not the memories: counted above
-                        counts[place] = result
-                    return
-                except Exception as exc:  # noqa: BLE001 - said below
-                    exc0 = exc
-            where = f" at {journal}" if place == "journal" else ""
-            failed[place] = f"{describe_error(exc0)}{'; its disk is full' if full else ''}{where}"
-
-        contexts = ContextStore(self.store.pool, self.store.table, self.settings.context_max_chars)
-        attempt("memories", functools.partial(self.store.delete_user, user_id))  # records the request first
-        attempt("archive", functools.partial(archive_for(self.store).delete_user, user_id))
-        attempt("shared contexts", functools.partial(contexts.delete_user, user_id))
-        attempt("journal", functools.partial(purge_user, journal, user_id))
-        for damaged in sorted(journal.parent.glob(f"{journal.name}.damaged-*")):
-            if not damaged.name.endswith(("-wal", "-shm")):  # a journal set aside: it holds turns too
-                attempt(f"damaged journal {damaged.name}", functools.partial(purge_user, damaged, user_id))
-        if self.settings.spill_dir is not None:
-            purge = functools.partial(purge_spilled, self.settings.spill_dir, journal, user_id)
-            attempt("spill files", purge)
-            if "journal" not in failed:  # a turn taken from a spill file meanwhile is in the journal now
-                attempt("journal", lambda: counts.get("journal", 0) + purge_user(journal, user_id))
-        gone = Forgotten(
-            memories=counts.get("memories", 0),
-            waiting_turns=counts.get("journal", 0) + sum(v for k, v in counts.items() if k.startswith("damaged")),
-            contexts=counts.get("shared contexts", 0),
-            archived=counts.get("archive", 0),
-            spilled=counts.get("spill files", 0),
-            failed=failed,
-        )
-        logger.info("forgot %s: %s%s", user_id, gone.counts(),
-                    f"; could not: {', '.join(failed)}" if failed else "")  # fmt: skip
-        return gone
+        """ "Forget me": the user's rows in every place that holds them (`memory/userdata.py`,
+        the one list), each tried whatever happened to the others; the result says how many
+        went from each and what could not be done. Turns of the user on their way anywhere
+        else are refused when they arrive: the store records the request before deleting."""
+        return UserData(self.store, self.settings).forget(user_id)
 
     # ----------------------------------------------------------------- write
     async def _known_facts(self, user_id: str) -> list[KnownFact]:
@@ -326,7 +249,11 @@ class MemoryService:
         model (`Gatekeeper.review`). A failed read raises: the queue retries the turn,
         rather than extracting blind and replacing a value it should have added to."""
         records = await run_write(
-            self.store.list_user, user_id, categories=self.settings.durable_categories, limit=MAX_KNOWN_FACTS
+            self.store.list_user,
+            user_id,
+            categories=self.settings.durable_categories,
+            limit=MAX_KNOWN_FACTS,
+            past=False,  # what holds now: a past value is no slot to replace
         )
         return [KnownFact(rec.slot, rec.text) for rec in records if rec.slot]
 
@@ -376,7 +303,9 @@ class MemoryService:
                     # What the turn answers indexes it (MEMORY_RETRIEVAL_INDEX_CONTEXT).
                     context=[redact_secrets(clean_text(t))[0] for t in turn.context[-1:]],
                 )
-            except InvalidMemoryText as exc:
+            except AgentMemoryError as exc:  # bad text, or said before a forget: dropped
+                if exc.retryable:
+                    raise
                 report.dropped = str(exc)
                 return report
             report.writes.append(result)
@@ -399,6 +328,9 @@ class MemoryService:
             if keep_verdict is not None and outcome.facts:
                 keep_verdict(dataclasses.replace(turn, verdict=_verdict(outcome)))
         report.gate = outcome
+        said = parse_time(turn.created_at)
+        # The day its facts began to hold: a date the turn names, else the day it was said.
+        held = held_from(text, said.astimezone(self._zone).date()).isoformat() if said is not None else None
         for index, fact in enumerate(outcome.facts):
             try:
                 result = await run_write(
@@ -410,8 +342,13 @@ class MemoryService:
                     metadata=meta,  # not the turn itself: GATED keeps the canonical facts only
                     write_id=f"{turn.turn_id}:{index}",
                     said_at=turn.created_at,
+                    valid_from=held,
+                    # A correction replaces the value without making it a past one.
+                    correction=functools.partial(_corrects, text, fact.corrects),
                 )
-            except InvalidMemoryText as exc:
+            except AgentMemoryError as exc:
+                if exc.retryable:
+                    raise
                 logger.warning("dropped a fact (%s): %s", fact.category, exc)  # not its text: logs outlive a forget
                 continue
             report.writes.append(result)

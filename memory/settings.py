@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import logging
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Mapping
@@ -24,8 +25,10 @@ from pathlib import Path
 
 from dotenv import find_dotenv, load_dotenv
 
+from memory.errors import InvalidInput
 
-class ConfigError(ValueError):
+
+class ConfigError(InvalidInput):
     """A configuration problem; the message names the variable(s) and the fix."""
 
 
@@ -130,6 +133,10 @@ class RetrievalSettings:
     time_weight: float = 0.1  # added to memories of the days the query names ("last week", 上个月) (0: off)
     when_weight: float = 0.1  # added to memories that name a day when the query asks when (0: off)
     sessions: float = 0.2  # conversation first: share of its session's match a raw turn gets (0: off)
+    # Issue 43: the look-up's round trips. On: every stage in one statement after the query's
+    # embedding; off: the lexical stages beside the embedding, then the vector stage (two).
+    # Off by default: no gain measured (docs/latency.md, `bench.lookup_floor --ab`).
+    one_trip: bool = False
     # What was said before what was asked (issue 38; memory/retrieval/ranking.py).
     question_weight: float = 0.3  # share of its score a turn that only asks keeps (1: off)
     echo_weight: float = 0.3  # share of its score a turn that only repeats the message keeps (1: off)
@@ -144,6 +151,10 @@ class MemorySettings:
     mode: MemoryMode = MemoryMode.NORMAL
     data_dir: Path = Path(".data")
     database_url: str | None = None
+    # Read replicas of `database_url` that look-ups use (memory/storage/replicas.py), and how
+    # far one may lag (replayed WAL behind received) before it is skipped.
+    database_read_urls: tuple[str, ...] = ()
+    replica_max_lag_ms: float = 1000.0
     collection: str = "memories"
     embedder: EmbedderKind = EmbedderKind.LOCAL
     openai_embedding_model: str = "text-embedding-3-small"
@@ -344,6 +355,7 @@ def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
         time_weight=_number(env, "MEMORY_RETRIEVAL_TIME_WEIGHT", d.time_weight, lo=0.0, hi=1.0),
         when_weight=_number(env, "MEMORY_RETRIEVAL_WHEN_WEIGHT", d.when_weight, lo=0.0, hi=1.0),
         sessions=_number(env, "MEMORY_RETRIEVAL_SESSIONS", d.sessions, lo=0.0, hi=1.0),
+        one_trip=_flag(env, "MEMORY_RETRIEVAL_ONE_TRIP", d.one_trip),
         question_weight=_number(env, "MEMORY_RETRIEVAL_QUESTION_WEIGHT", d.question_weight, lo=0.0, hi=1.0),
         echo_weight=_number(env, "MEMORY_RETRIEVAL_ECHO_WEIGHT", d.echo_weight, lo=0.0, hi=1.0),
         near_copies=_number(env, "MEMORY_RETRIEVAL_NEAR_COPIES", d.near_copies, lo=0.0, hi=1.0),
@@ -362,19 +374,78 @@ def _archive_settings(env: Mapping[str, str]) -> dict[str, object]:
     }
 
 
-def load_env_file() -> None:
-    """The `.env` of the directory the worker starts in, into the environment (a variable
-    already set wins); then the worker's variables left empty are unset. An empty variable
-    means its default, and our settings read it so, but libraries read some themselves:
-    the OpenAI SDK took an empty OPENAI_BASE_URL (as `.env.example` ships it) as its base
-    URL, and every STT, LLM and TTS request failed with "Connection error". Called again
-    in each job process (prewarm), so the unsetting must happen here, not once in main."""
+def _read_urls(env: Mapping[str, str], database_url: str | None) -> tuple[str, ...]:
+    """MEMORY_DATABASE_READ_URLS: postgresql:// URLs of read replicas of MEMORY_DATABASE_URL,
+    separated by commas or spaces."""
+    urls = tuple(u for u in env.get("MEMORY_DATABASE_READ_URLS", "").replace(",", " ").split() if u)
+    for n, url in enumerate(urls, 1):
+        if not url.startswith(("postgres://", "postgresql://")):
+            raise ConfigError(f"MEMORY_DATABASE_READ_URLS: URL {n} of {len(urls)} is not a postgresql:// URL")
+    if urls and not database_url:
+        raise ConfigError(
+            "MEMORY_DATABASE_READ_URLS needs MEMORY_DATABASE_URL, the primary they replicate "
+            "(the embedded server has no replicas)"
+        )
+    return urls
+
+
+# The `.env` the last `load_env_file` read (None: none was found), for the first line of a
+# start-up problem and as the base of a relative MEMORY_DATA_DIR.
+_env_file: Path | None = None
+
+
+def load_env_file() -> Path | None:
+    """The `.env` of the directory the worker starts in, or of the nearest directory above it,
+    into the environment (a variable already set wins); then the worker's variables left empty
+    are unset. An empty variable means its default, and our settings read it so, but libraries
+    read some themselves: the OpenAI SDK took an empty OPENAI_BASE_URL (as `.env.example` ships
+    it) as its base URL, and every STT, LLM and TTS request failed with "Connection error".
+    Called again in each job process (prewarm), so the unsetting must happen here, not once in
+    main. Returns the file read, if any."""
+    global _env_file
     path = find_dotenv(usecwd=True)
+    _env_file = Path(path).resolve() if path else None
     if path:
         load_dotenv(path, override=False)
     for name in VARIABLES:
         if name in os.environ and not os.environ[name].strip():
             del os.environ[name]
+    return _env_file
+
+
+def env_file_note() -> str:
+    """Which `.env` was read, or where one was looked for: said first when something is missing,
+    since a command run from another directory reads another `.env`, or none."""
+    if _env_file is not None:
+        return f"read {_env_file}"
+    return f"no .env in {Path.cwd()} or the directories above it"
+
+
+def _data_dir(env: Mapping[str, str]) -> Path:
+    """MEMORY_DATA_DIR as an absolute path. A relative one is relative to the `.env` that set
+    it (the project's directory), not to wherever a command is started: `memory-chat` run from
+    a subdirectory found the project's `.env` but made a second, empty store beside itself.
+    Without a `.env` (a container's environment), relative to the working directory."""
+    given = env.get("MEMORY_DATA_DIR", "").strip()
+    raw = Path(given or ".data").expanduser()
+    if raw.is_absolute():
+        return raw.resolve()
+    # The default, or the .env's own value: the project's directory; the environment's: here.
+    from_file = not given or _dotenv_value("MEMORY_DATA_DIR") == given
+    return ((_env_file.parent if from_file and _env_file is not None else Path.cwd()) / raw).resolve()
+
+
+def _dotenv_value(name: str) -> str | None:
+    """What the `.env` read sets `name` to (a value from the environment is relative to the
+    working directory, as any path given on a command line is)."""
+    if _env_file is None:
+        return None
+    from dotenv import dotenv_values
+
+    try:
+        return (dotenv_values(_env_file).get(name) or "").strip() or None
+    except OSError:
+        return None
 
 
 def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) -> MemorySettings:
@@ -391,13 +462,16 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
     database_url = env.get("MEMORY_DATABASE_URL", "").strip() or None
     if database_url and not database_url.startswith(("postgres://", "postgresql://")):
         raise ConfigError("MEMORY_DATABASE_URL must be a postgresql:// URL")
+    read_urls = _read_urls(env, database_url)
     collection = env.get("MEMORY_COLLECTION", "memories").strip() or "memories"
     if not collection.replace("_", "").isalnum():
         raise ConfigError(f"MEMORY_COLLECTION={collection!r} must be letters, digits and _")
     return MemorySettings(
         mode=mode,
-        data_dir=Path(env.get("MEMORY_DATA_DIR", "").strip() or ".data").expanduser().resolve(),
+        data_dir=_data_dir(env),
         database_url=database_url,
+        database_read_urls=read_urls,
+        replica_max_lag_ms=_number(env, "MEMORY_REPLICA_MAX_LAG_MS", 1000.0, lo=0.0, hi=600_000.0),
         collection=collection,
         embedder=embedder,
         openai_embedding_model=env.get("OPENAI_EMBEDDING_MODEL", "").strip() or "text-embedding-3-small",
@@ -436,6 +510,17 @@ class WebSettings:
     host: str = "127.0.0.1"
     port: int = 8765
     cors_origins: tuple[str, ...] = ()  # browser origins allowed to call POST /api/token
+    # Behind a TLS proxy: the origin browsers see (https://memory.example.com), and the
+    # proxies whose X-Forwarded-Proto/-Host/-For are believed (addresses or networks).
+    public_origin: str | None = None
+    trusted_proxies: tuple[str, ...] = ()
+    # POST /api/token's own key (a frontend's token server holds it, never the operator's
+    # secret), the identities and rooms it may mint for, and whether the operator's secret
+    # may mint too.
+    token_key: str | None = None
+    token_identities: str | None = None  # a regular expression an identity must match whole
+    token_room_prefix: str = ""
+    token_operator: bool = False
 
     @property
     def loopback(self) -> bool:
@@ -457,34 +542,158 @@ def web_settings(env: Mapping[str, str] | None = None) -> WebSettings:
             '`python -c "import secrets; print(secrets.token_urlsafe(32))"`'
         )
     host, port = _listen(env.get("MEMORY_WEB_LISTEN", "").strip() or "127.0.0.1:8765")
-    origins = tuple(o.strip().rstrip("/") for o in env.get("MEMORY_WEB_CORS_ORIGINS", "").split(",") if o.strip())
-    for origin in origins:
-        if not _has_url_form(origin, ("http", "https")) or origin.count("/") != 2:
+    origins = tuple(
+        _origin("MEMORY_WEB_CORS_ORIGINS", o) for o in env.get("MEMORY_WEB_CORS_ORIGINS", "").split(",") if o.strip()
+    )
+    public = env.get("MEMORY_WEB_PUBLIC_ORIGIN", "").strip()
+    token_key = env.get("MEMORY_WEB_TOKEN_KEY", "").strip() or None
+    if token_key is not None and len(token_key) < WEB_SECRET_MIN_CHARS:
+        raise ConfigError(f"MEMORY_WEB_TOKEN_KEY is only {len(token_key)} characters: set at least "
+                          f"{WEB_SECRET_MIN_CHARS} random characters")  # fmt: skip
+    if token_key == secret:
+        raise ConfigError(
+            "MEMORY_WEB_TOKEN_KEY is MEMORY_WEB_SECRET: the token key must be a secret of its own "
+            "(a frontend's server holds it; the operator's secret opens every user's memory)"
+        )
+    identities = env.get("MEMORY_WEB_TOKEN_IDENTITIES", "").strip() or None
+    if identities is not None:
+        try:
+            re.compile(identities)
+        except re.error as exc:
+            raise ConfigError(f"MEMORY_WEB_TOKEN_IDENTITIES={identities!r} is no regular expression: {exc}") from None
+    prefix = env.get("MEMORY_WEB_TOKEN_ROOM_PREFIX", "").strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.:-]{0,64}", prefix):
+        raise ConfigError(f"MEMORY_WEB_TOKEN_ROOM_PREFIX={prefix!r}: letters, digits and _ . : - only, at most 64")
+    return WebSettings(
+        secret=secret,
+        host=host,
+        port=port,
+        cors_origins=origins,
+        public_origin=_origin("MEMORY_WEB_PUBLIC_ORIGIN", public) if public else None,
+        trusted_proxies=_networks("MEMORY_WEB_TRUSTED_PROXIES", env.get("MEMORY_WEB_TRUSTED_PROXIES", "")),
+        token_key=token_key,
+        token_identities=identities,
+        token_room_prefix=prefix,
+        token_operator=_flag(env, "MEMORY_WEB_TOKEN_OPERATOR", False),
+    )
+
+
+def _origin(name: str, raw: str) -> str:
+    """An origin as a browser sends it in `Origin`: scheme and host in lower case, no
+    default port, no path ("HTTPS://App.example.com:443/" is https://app.example.com);
+    written otherwise it would never match, and no browser would be let in."""
+    from urllib.parse import urlsplit
+
+    value = raw.strip().rstrip("/")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        parts, port = None, None
+    if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname or value.count("/") != 2 \
+            or parts.username is not None or parts.query or parts.fragment:  # fmt: skip
+        raise ConfigError(
+            f"{name}: {raw.strip()!r} is not an origin (scheme, host and port only: http://localhost:3000)"
+        )
+    scheme, host = parts.scheme.lower(), parts.hostname.lower()
+    host = f"[{host}]" if ":" in host else host
+    default = {"http": 80, "https": 443}[scheme]
+    return f"{scheme}://{host}" + (f":{port}" if port not in (None, default) else "")
+
+
+def _networks(name: str, raw: str) -> tuple[str, ...]:
+    """Addresses or networks ("127.0.0.1, 10.0.0.0/8, ::1"), checked; as strings."""
+    import ipaddress
+
+    out = []
+    for part in (p.strip() for p in raw.split(",")):
+        if not part:
+            continue
+        try:
+            out.append(str(ipaddress.ip_network(part, strict=False)))
+        except ValueError:
+            raise ConfigError(f"{name}: {part!r} is not an address or a network (127.0.0.1, 10.0.0.0/8)") from None
+    return tuple(out)
+
+
+# The MCP server (`memory-mcp`, memory/mcp/).
+MCP_KEY_MIN_CHARS = 16
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    """`MEMORY_MCP_*`: the HTTP transport's keys (each naming the identities it may touch;
+    None: every identity) and where it listens."""
+
+    keys: dict[str, frozenset[str] | None]
+    host: str = "127.0.0.1"
+    port: int = 8766
+
+    def identities(self, key: str) -> frozenset[str] | None:
+        """The identities `key` may touch (None: all); KeyError for a key that is not one,
+        compared in constant time against every key."""
+        import hmac
+
+        found: frozenset[str] | None | bool = False
+        for known, who in self.keys.items():
+            if hmac.compare_digest(known.encode(), key.encode()):
+                found = who
+        if found is False:
+            raise KeyError("not a key of this server")
+        return found  # type: ignore[return-value]
+
+
+def mcp_settings(env: Mapping[str, str] | None = None, *, http: bool = True) -> McpSettings:
+    """MEMORY_MCP_KEYS (KEY:alice,bob KEY2:*) and MEMORY_MCP_LISTEN; a `ConfigError` names the
+    variable. Over HTTP the server never starts without a key: its keys are its own, never the
+    web page's MEMORY_WEB_SECRET, and each says whose memory it opens."""
+    if env is None:
+        load_env_file()
+        env = os.environ
+    keys: dict[str, frozenset[str] | None] = {}
+    web_secret = env.get("MEMORY_WEB_SECRET", "").strip()
+    for entry in env.get("MEMORY_MCP_KEYS", "").split():
+        key, sep, who = entry.partition(":")
+        names = [n for n in who.split(",") if n]
+        if not sep or not names:
             raise ConfigError(
-                f"MEMORY_WEB_CORS_ORIGINS: {origin!r} is not an origin (scheme, host and port only: "
-                "http://localhost:3000)"
+                f"MEMORY_MCP_KEYS: {key[:4]}... names no identity: write KEY:alice,bob (or KEY:* for all)"
             )
-    return WebSettings(secret=secret, host=host, port=port, cors_origins=origins)
+        if len(key) < MCP_KEY_MIN_CHARS:
+            raise ConfigError(f"MEMORY_MCP_KEYS: a key of {len(key)} characters; at least {MCP_KEY_MIN_CHARS}")
+        if web_secret and key == web_secret:
+            raise ConfigError("MEMORY_MCP_KEYS: a key is MEMORY_WEB_SECRET; the MCP server's keys are its own")
+        keys[key] = None if "*" in names else frozenset(names)
+    if http and not keys:
+        raise ConfigError(
+            "MEMORY_MCP_KEYS is not set: the MCP server over HTTP needs a key of its own naming the identities "
+            'it may touch, e.g. MEMORY_MCP_KEYS=$(python -c "import secrets; print(secrets.token_urlsafe(24))"):alice'
+        )
+    host, port = _listen(env.get("MEMORY_MCP_LISTEN", "").strip() or "127.0.0.1:8766", "MEMORY_MCP_LISTEN")
+    return McpSettings(keys=keys, host=host, port=port)
 
 
-def _listen(raw: str) -> tuple[str, int]:
+def _listen(raw: str, variable: str = "MEMORY_WEB_LISTEN") -> tuple[str, int]:
     """MEMORY_WEB_LISTEN as (host, port): "127.0.0.1:8765", "0.0.0.0:80", "[::1]:8765", ":0".
     One variable, not a host and a port: Kubernetes sets MEMORY_WEB_PORT=tcp://... itself
     in every pod of a namespace with a service named memory-web."""
     host, sep, port = raw.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"MEMORY_WEB_LISTEN={raw!r} is not HOST:PORT (127.0.0.1:8765; port 0 = any free port)")
+        raise ConfigError(f"{variable}={raw!r} is not HOST:PORT (127.0.0.1:8765; port 0 = any free port)")
     return host, int(port)
 
 
-# Which variables each LiveKit CLI command needs before it can do anything useful.
+# Which variables each LiveKit CLI command needs before it can do anything useful. The
+# models need OPENAI_API_KEY, or OPENAI_BASE_URL alone for a local OpenAI-compatible server
+# (Ollama, vLLM, llama.cpp), as the text chat takes them.
 _COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
     "dev": (*LIVEKIT_VARS, "OPENAI_API_KEY"),
     "start": (*LIVEKIT_VARS, "OPENAI_API_KEY"),
     "connect": (*LIVEKIT_VARS, "OPENAI_API_KEY"),
     "console": ("OPENAI_API_KEY",),
 }
+_KEY_OR_SERVER = "OPENAI_API_KEY (or OPENAI_BASE_URL: an OpenAI-compatible server)"
 
 
 # Every variable the worker reads (.env.example lists the same, with comments; a test
@@ -493,7 +702,8 @@ VARIABLES: frozenset[str] = frozenset(
     """LIVEKIT_URL LIVEKIT_API_KEY LIVEKIT_API_SECRET OPENAI_API_KEY OPENAI_BASE_URL OPENAI_LLM_MODEL
     OPENAI_STT_MODEL OPENAI_STT_MODE OPENAI_STT_LANGUAGE OPENAI_TTS_MODEL OPENAI_TTS_VOICE
     PROMETHEUS_PORT PROMETHEUS_MULTIPROC_DIR AGENT_IDLE_PROCESSES MEM0_SETTING
-    MEMORY_LLM_MODEL MEMORY_DATA_DIR MEMORY_DATABASE_URL MEMORY_COLLECTION MEMORY_EMBEDDER
+    MEMORY_LLM_MODEL MEMORY_DATA_DIR MEMORY_DATABASE_URL MEMORY_DATABASE_READ_URLS MEMORY_REPLICA_MAX_LAG_MS
+    MEMORY_COLLECTION MEMORY_EMBEDDER
     OPENAI_EMBEDDING_MODEL MEMORY_TOP_K MEMORY_THRESHOLD MEMORY_BUDGET_MS MEMORY_PROFILE_MAX_CHARS
     MEMORY_RECALL_MAX_CHARS MEMORY_TIMEZONE
     MEMORY_RETRIEVAL_LEXICAL MEMORY_RETRIEVAL_VECTOR MEMORY_RETRIEVAL_FULLTEXT MEMORY_RETRIEVAL_SUBSTRING
@@ -508,6 +718,10 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS MEMORY_CONTEXT_RETENTION_DAYS
     MEMORY_ARCHIVE MEMORY_ARCHIVE_THRESHOLD MEMORY_SUMMARY_AFTER MEMORY_RETENTION_DAYS
     MEMORY_WEB_SECRET MEMORY_WEB_LISTEN MEMORY_WEB_CORS_ORIGINS
+    MEMORY_RETRIEVAL_ONE_TRIP
+    MEMORY_WEB_PUBLIC_ORIGIN MEMORY_WEB_TRUSTED_PROXIES
+    MEMORY_WEB_TOKEN_KEY MEMORY_WEB_TOKEN_IDENTITIES MEMORY_WEB_TOKEN_ROOM_PREFIX MEMORY_WEB_TOKEN_OPERATOR
+    MEMORY_LLM_CHECK MEMORY_MCP_KEYS MEMORY_MCP_LISTEN
     MEMORY_RETRIEVAL_QUESTION_WEIGHT MEMORY_RETRIEVAL_ECHO_WEIGHT MEMORY_RETRIEVAL_NEAR_COPIES
     MEMORY_RETRIEVAL_UNIT_SCORE""".split()
 )
@@ -571,6 +785,9 @@ def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
     """Every configuration problem for `command`, as lines naming the variables."""
     problems: list[str] = []
     missing = [name for name in _COMMAND_NEEDS.get(command or "", ()) if not env.get(name, "").strip()]
+    if "OPENAI_API_KEY" in missing:
+        has_server = bool(env.get("OPENAI_BASE_URL", "").strip())
+        missing = [n for n in missing if n != "OPENAI_API_KEY"] + ([] if has_server else [_KEY_OR_SERVER])
     if missing:
         problems.append(f"missing environment variables for '{command}': {', '.join(missing)}")
     if "LIVEKIT_URL" in _COMMAND_NEEDS.get(command or "", ()) and "LIVEKIT_URL" not in missing:
@@ -582,6 +799,7 @@ def startup_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
         stt_mode(env)
         _integer(env, "PROMETHEUS_PORT", 0, lo=1, hi=65535)
         _integer(env, "AGENT_IDLE_PROCESSES", 0, lo=0, hi=256)
+        llm_check(env)
     except ConfigError as exc:
         problems.append(str(exc))
     return problems
@@ -706,6 +924,13 @@ def idle_processes(env: Mapping[str, str] | None = None) -> int | None:
         return None
 
 
+def llm_check(env: Mapping[str, str] | None = None) -> bool:
+    """MEMORY_LLM_CHECK (default on): the worker and the chat ask the LLM server once, before
+    the first prompt, whether it answers and knows the model; off for a worker started before
+    its model server (it then finds out at the first reply) and for offline benchmarks."""
+    return _flag(os.environ if env is None else env, "MEMORY_LLM_CHECK", True)
+
+
 def log_transcripts_mode(env: Mapping[str, str] | None = None) -> str:
     """MEMORY_LOG_TRANSCRIPTS, as the log scrubber is installed before settings are loaded."""
     return _log_transcripts(os.environ if env is None else env)
@@ -740,6 +965,11 @@ class CloudModels:
     tts_model: str
     tts_voice: str
     memory_llm_model: str
+
+    @property
+    def realtime_stt(self) -> bool:
+        """Words while the user speaks (OPENAI_STT_MODE=realtime), so memory looks up early."""
+        return self.stt_mode is SttMode.REALTIME
 
 
 def cloud_models(env: Mapping[str, str] | None = None) -> CloudModels:

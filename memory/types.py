@@ -1,7 +1,7 @@
 """The values every layer passes around: a turn, a stored memory, a write's result,
 the errors that name what was wrong, and the text and id rules the store enforces.
 
-Pure Python with no I/O: every package imports it, and it imports nothing of ours.
+Pure Python with no I/O: every package imports it, and it imports only the error tree.
 """
 
 from __future__ import annotations
@@ -13,18 +13,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from memory.errors import AgentMemoryError, InvalidInput, Unavailable
+
 MAX_TEXT_CHARS = 4000
 
 
 MAX_USER_ID_BYTES = 1024
 
 
-class InvalidMemoryText(ValueError):
+class InvalidMemoryText(InvalidInput):
     """Text that cannot be stored (empty or too long); names what was wrong."""
 
 
-class ForgottenTurn(InvalidMemoryText):
-    """A turn said before the user asked to be forgotten: never to be stored."""
+class ForgottenTurn(AgentMemoryError):
+    """A turn said before the user asked to be forgotten: never to be stored (not bad
+    input: the same turn was fine until the request)."""
 
 
 def describe_error(exc: BaseException, limit: int = 300) -> str:
@@ -35,11 +38,11 @@ def describe_error(exc: BaseException, limit: int = 300) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0]}"[:limit] if text else type(exc).__name__
 
 
-class ExtractionUnavailable(RuntimeError):
+class ExtractionUnavailable(Unavailable):
     """The extraction LLM could not be reached: the write queue retries the turn later."""
 
 
-class StoreUnavailable(RuntimeError):
+class StoreUnavailable(Unavailable):
     """The store could not be opened when this process started (a fleet database down):
     look-ups find nothing and writes wait in the journal for a process that has one."""
 
@@ -173,7 +176,7 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-class StoreBusy(RuntimeError):
+class StoreBusy(Unavailable):
     """Every read slot is taken (the store is slow or hung): no memory this turn."""
 
 

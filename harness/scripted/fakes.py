@@ -208,6 +208,12 @@ class LLMRequest:
     def last_message(self) -> tuple[str, str] | None:
         return self.messages[-1] if self.messages else None
 
+    def memory_block(self, tag: str) -> str:
+        """The memory block (a message in memory's role) that starts with `<tag>`, or ""."""
+        from memory.livekit.session import MEMORY_ROLE
+
+        return next((text for role, text in self.messages if role == MEMORY_ROLE and text.startswith(f"<{tag}>")), "")
+
 
 @dataclass(frozen=True)
 class ToolCall:

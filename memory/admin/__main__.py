@@ -1,9 +1,6 @@
-"""`python -m memory.admin`: the operator's command line (see `cli`)."""
+"""`python -m memory.admin`: the operator's command line (see `cli`); the arguments are
+parsed before the store and Mem0 are loaded."""
 
-from memory.admin.args import parse
+from memory.admin import main
 
-args = parse()  # `--help` and usage errors answer before the store and Mem0 are loaded
-
-from memory.admin.cli import run  # noqa: E402 - only once the arguments are known
-
-raise SystemExit(run(args))
+raise SystemExit(main())

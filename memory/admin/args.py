@@ -11,7 +11,8 @@ PROG = "python -m memory.admin"
 DESCRIPTION = "See, search, export, import and delete what the agent keeps about its users."
 EPILOG = (
     "It runs with the worker's configuration (.env): run it where the worker runs. "
-    "Exit 1: nothing is stored under that user (identities are exact); exit 2: no store, or bad input."
+    "Exit 1: nothing is stored under that user (identities are exact); exit 2: no store, bad input, "
+    "or a forget not confirmed (on a terminal it asks for the identity; --yes in scripts)."
 )
 
 
@@ -58,12 +59,15 @@ def parser() -> argparse.ArgumentParser:
         metavar="USER",
         help="the user to import into (for turns that name none; for an export, another identity than its own)",
     )
-    p = command("forget", "delete everything kept about USER")
+    p = command("forget", "delete everything kept about USER (asks for USER to be typed, unless --yes)")
     p.add_argument("user", metavar="USER")
+    p.add_argument("--yes", action="store_true", help="do not ask (scripts; required when not on a terminal)")
     command("stats", "totals and sizes")
     p = command("dead-letters", "list the journal's dead letters, or replay them")
     p.add_argument("--replay", nargs="+", metavar="TURN_ID", help="put these back in the queue")
     p.add_argument("--replay-all", action="store_true", help="put every dead letter back in the queue")
+    p = command("redact", "apply today's secret rules to what is stored already, and to Mem0's history of it")
+    p.add_argument("user", metavar="USER", nargs="?", help="only this user (default: every user)")
     p = command("retention", "delete what is older than MEMORY_RETENTION_DAYS")
     p.add_argument("--dry-run", action="store_true", help="count only, delete nothing")
     p.add_argument("--days", type=float, help="the period in days (default: MEMORY_RETENTION_DAYS)")

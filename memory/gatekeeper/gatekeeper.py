@@ -77,6 +77,9 @@ class Fact(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_FACT_CHARS)
     category: str
     slot: str | None = None
+    # The model's word that the value it replaces was a mistake, not a change
+    # ("no, I said Berlin, not Bern"): the store then keeps no past value for it.
+    corrects: bool = False
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,8 @@ def fact_from(item: object, categories: Sequence[str] = DURABLE_CATEGORIES) -> F
     category = _category(item, categories)
     if category not in categories:
         return None
-    return Fact(text=text.strip(), category=category, slot=normalise_slot(item.get("slot")))
+    corrects = item.get("corrects") is True
+    return Fact(text=text.strip(), category=category, slot=normalise_slot(item.get("slot")), corrects=corrects)
 
 
 def admit_facts(items: Sequence[object], categories: Sequence[str] = DURABLE_CATEGORIES) -> list[Fact | None]:

@@ -47,9 +47,12 @@ attempt per backoff period, not one per queued turn. The backoff is
 exponential with jitter and capped at `max_backoff_s`, so recovery after a
 long outage takes at most about that long.
 
-Errors. `InvalidMemoryText` (bad input: it will never succeed) moves the row to
-a dead-letter state with the reason; it is logged and kept for inspection
-(`dead_letters()`), never retried, never silently dropped. A row that cannot
+Errors. The handler's error says whether to try again (`retryable`, the product's
+error tree, `memory/errors.py`; a third-party error is put into it at the store's
+boundary first, `memory/storage/faults.py`). One that says no (bad input such as
+`InvalidMemoryText`, a turn said before a forget) moves the row to a dead-letter
+state with the reason; it is logged and kept for inspection (`dead_letters()`),
+never retried, never silently dropped. A row that cannot
 be decoded, or whose fields have the wrong types, is dead-lettered the same way.
 A journal file that is damaged (its integrity check fails when it is opened) is
 set aside under a new name and a new one started (`set_aside_if_damaged`). A turn
@@ -57,13 +60,13 @@ the journal refuses (it cannot be opened, a read-only or full disk) goes to a sp
 file on a RAM disk (`spill.py`, survives a kill) and straight to the store; if that
 refuses too, `enqueue` says so (returns False, logs at ERROR) rather than claim it.
 Each row records the mode it was written under; a queue takes over only its own.
-A failure that says this one turn cannot be written (`is_turn_failure`: data
-the store refuses, a bug its words trigger) is dead-lettered once it has failed
-that way `MAX_TURN_FAILURES` times, or one bad turn would hold up every turn
-behind it. Everything else (a lost connection, a read-only or full database, a
-model or embedding API that errs or does not answer) and an attempt that exceeds
-`attempt_timeout_s` is taken for an outage and retried forever: a turn dead-
-lettered during an outage would never be remembered. Nothing here
+An error that does not say (`is_turn_failure`: a bug its words may trigger) is
+dead-lettered once the turn has failed that way `MAX_TURN_FAILURES` times, or one
+bad turn would hold up every turn behind it. One that says yes (a lost connection,
+a read-only or full database, a busy lock, a model or embedding API that errs or
+does not answer) and an attempt that exceeds `attempt_timeout_s` is taken for an
+outage and retried forever: a turn dead-lettered during an outage would never be
+remembered. Nothing here
 raises into the session: `drain` and `aclose` are bounded and never raise.
 """
 
@@ -81,18 +84,20 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memory.errors import AgentMemoryError, retryable
 from memory.journal.codec import decode_turn, encode_turn
 from memory.journal.reserve import ensure_reserve, is_disk_full, no_room, release_reserve
 from memory.journal.spill import Spill
 from memory.ops import metrics
-from memory.storage.postgres import REFUSED_CONTENT
-from memory.types import ExtractionUnavailable, InvalidMemoryText, StoreBusy, StoreUnavailable, Turn, describe_error
+from memory.storage.faults import in_tree
+from memory.types import Turn, describe_error
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +146,7 @@ class DeadLetter:
     payload: str
 
 
-class DamagedJournal(sqlite3.DatabaseError):
+class DamagedJournal(AgentMemoryError, sqlite3.DatabaseError):
     """The journal's own integrity check failed (a file cut short reads until it does not)."""
 
 
@@ -183,15 +188,12 @@ def set_aside_if_damaged(path: Path) -> bool:
 
 
 def is_turn_failure(exc: BaseException) -> bool:
-    """Does this failure say that this one turn cannot be written, whatever the store's
-    state: data Postgres refuses (a date out of range, a row too large) or a Python error
-    that its content triggers? Narrow on purpose: anything else counts as an outage and
-    is retried for as long as it lasts (a read-only database during a failover, an API's
-    503 or 429, a lost connection), since a dead letter is never written."""
-    if isinstance(exc, StoreUnavailable | StoreBusy | ExtractionUnavailable):
-        return False
-    content_bug = (TypeError, ValueError, AttributeError, LookupError, UnicodeError)
-    return isinstance(exc, REFUSED_CONTENT + content_bug)
+    """Might this failure be this one turn's (an error that does not say whether to retry:
+    a bug its words trigger)? Counted, and dead-lettered after `MAX_TURN_FAILURES`. An
+    error that says it is retryable is an outage, retried for as long as it lasts (a
+    read-only database during a failover, an API's 503 or 429, a lost connection): a dead
+    letter is never written. Third-party errors are read once put into the tree."""
+    return retryable(in_tree(exc)) is None
 
 
 def purge_user(path: Path, user_id: str) -> int:
@@ -234,6 +236,84 @@ def _purge(path: Path, user_id: str) -> int:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             if len(rows) < _PURGE_BATCH:
                 return removed
+
+
+# ------------------------------------------------------------------ the operator's view
+# The journal's SQL lives here: the operator's commands, its page and the benchmarks read
+# and change the table through these, never with SQL of their own.
+
+
+def damaged_journals(path: Path) -> list[Path]:
+    """Journals set aside beside `path` (`set_aside_if_damaged`): they hold turns too."""
+    path = Path(path)
+    return sorted(p for p in path.parent.glob(f"{path.name}.damaged-*") if not p.name.endswith(("-wal", "-shm")))
+
+
+def journal_rows(path: Path, user_id: str | None = None) -> list[dict[str, Any]]:
+    """The journal's rows at `path` (pending and dead letters), text included, in order;
+    only the user's with `user_id`. Read-only: a worker may be writing it."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    where, params = ("WHERE json_extract(payload, '$.user_id') = ?", [user_id]) if user_id is not None else ("", [])
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)) as conn:
+            if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'pending_writes'").fetchone():
+                return []  # a journal being made: no turn in it yet
+            rows = conn.execute(
+                "SELECT seq, turn_id, payload, state, attempts, last_error, updated_at FROM pending_writes "
+                f"{where} ORDER BY seq",
+                params,
+            ).fetchall()
+    except sqlite3.DatabaseError as exc:
+        if _is_damaged(exc):
+            raise DamagedJournal(f"the journal {path} is damaged: {exc}") from exc
+        raise
+    out = []
+    for seq, turn_id, payload, state, attempts, error, updated in rows:
+        try:
+            turn = decode_turn(payload)
+            doc: dict[str, Any] = {"user_id": turn.user_id, "kind": turn.kind, "text": turn.text,
+                                   "session_id": turn.session_id, "said_at": turn.created_at}  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - shown as it is
+            doc = {"user_id": None, "kind": "?", "text": payload[:200], "decode_error": describe_error(exc)}
+        out.append({"seq": seq, "turn_id": turn_id, "state": state, "attempts": attempts, "error": error,
+                    "updated_at": datetime.fromtimestamp(updated, UTC), **doc})  # fmt: skip
+    return out
+
+
+def count_user(path: Path, user_id: str) -> int:
+    """The user's rows in the journal at `path`, pending and dead letters."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)) as conn:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'pending_writes'").fetchone():
+            return 0
+        query = "SELECT count(*) FROM pending_writes WHERE json_extract(payload, '$.user_id') = ?"
+        return int(conn.execute(query, [user_id]).fetchone()[0])
+
+
+def checkpoint(path: Path) -> None:
+    """Fold the journal's write-ahead log into its file and empty it (its size on disk is
+    then the rows it holds)."""
+    with closing(sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def replay_dead(path: Path, turn_ids: Sequence[str] | None = None) -> int:
+    """Dead letters back to pending (all, or these turns), owned by nobody: a running
+    worker takes them over within `lease_s / 3` (10 s), or the next one to start does."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    with closing(sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)) as conn:
+        where_ids = "" if turn_ids is None else f" AND turn_id IN ({','.join('?' * len(turn_ids))})"
+        return conn.execute(
+            "UPDATE pending_writes SET state = ?, attempts = 0, owner = NULL, owner_host = NULL, owner_pid = NULL,"
+            f" lease_until = 0, updated_at = ? WHERE state = ?{where_ids}",
+            (PENDING, time.time(), DEAD, *(turn_ids or ())),
+        ).rowcount
 
 
 def _pid_alive(pid: int | None) -> bool:
@@ -919,16 +999,16 @@ class DurableWriteQueue:
                 raise  # we are being stopped; the row stays on disk
             await self._retry(seq, turn_id, attempt, "handler was cancelled")
             return
-        except InvalidMemoryText as exc:
-            self._unsettled_seq = None
-            self._dead_letter(seq, turn_id, attempt, str(exc))
-            return
         except TimeoutError:
             # Left unsettled: a thread behind the handler may still be writing.
             await self._retry(seq, turn_id, attempt, f"timed out after {self.attempt_timeout_s:g} s")
             return
         except Exception as exc:
             self._unsettled_seq = None
+            exc = in_tree(exc)
+            if retryable(exc) is False:  # bad input, a forgotten user's turn: never written
+                self._dead_letter(seq, turn_id, attempt, str(exc))
+                return
             if is_turn_failure(exc):
                 # Counted apart from the outages the turn waited out: five of these, not
                 # five attempts, before the turns behind it stop waiting for it.
@@ -973,11 +1053,13 @@ class DurableWriteQueue:
             await asyncio.wait_for(self.handler(turn), self.attempt_timeout_s)
         except asyncio.CancelledError:
             raise
-        except InvalidMemoryText as exc:
-            del self._unsaved[turn_id]
-            self._dead_letter(None, turn_id, 1, str(exc))
-            return
-        except Exception as exc:  # the store too: wait, then the journal is tried first again
+        except Exception as exc:
+            exc = in_tree(exc)
+            if retryable(exc) is False:  # bad input: never written
+                del self._unsaved[turn_id]
+                self._dead_letter(None, turn_id, 1, str(exc))
+                return
+            # The store too: wait, then the journal is tried first again.
             await self._retry(None, turn_id, 1, describe_error(exc))
             return
         del self._unsaved[turn_id]

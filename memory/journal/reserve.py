@@ -16,7 +16,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-logger = logging.getLogger("memory.journal.reserve")
+logger = logging.getLogger(__name__)
 
 RESERVE_BYTES = 1024 * 1024
 _SQLITE_FULL = 13

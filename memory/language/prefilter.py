@@ -1151,6 +1151,11 @@ def _changes(statements: Sequence[str]) -> bool:
     )
 
 
+def says_change(text: str) -> bool:
+    """Does the turn use the grammar of a change of state ("got moved to", "now", 改到, 不再)?"""
+    return _changes([c.text for c in _clauses(normalise(text)) if not c.question])
+
+
 def _refers_back(statements: Sequence[str], context: Sequence[str]) -> bool:
     """Does the change point at something already established: a definite subject, or a
     content word of the turns before it?"""

@@ -72,7 +72,7 @@ _EN_VERB = (
 _TOKEN = r"[A-Za-z0-9+=_-]"  # ASCII only: Chinese text has no spaces, and \w would take whole sentences
 _ZH_VERB = (
     r"(?:是|为|為|:|：|=|就是|改成了?|改为|改為|换成了?|換成了?|变成了?|變成了?|设成了?|設成了?|设为|設為|"
-    r"设置为|設置為|设置成了?|設置成了?)"
+    r"设置为|設置為|设置成了?|設置成了?|[设設用定]的是|都是|也是|还是|還是)"
 )
 _ZH_NUMERALS = "零〇一二三四五六七八九两兩幺"
 
@@ -325,11 +325,12 @@ _key_keyword = _after_keyword(
     r"|private\s+key|bearer\s+token|token|secret|key)",
     r"[A-Za-z0-9/+=_.\-]+",
     verb=rf"(?:{_EN_VERB}|\s+)",
-    gap=3,
+    gap=4,  # "the WPA key on the router sticker is ..."
     check=_key_value,
 )
 _key_keyword_zh = _pattern(
-    rf"(?:密钥|密鑰|秘钥|秘鑰|令牌|[Tt]oken|API\s*[Kk]ey)[^\s，。！？,.!?]{{0,4}}?{_ZH_VERB}?\s*([A-Za-z0-9/+=_.\-]{{8,}})",
+    rf"(?:密钥|密鑰|秘钥|秘鑰|令牌|(?i:token|api\s*key|access\s*key(?:\s*(?:id|secret))?|(?:client\s*)?secret(?:\s*key)?))"
+    rf"[^\s，。！？,.!?]{{0,4}}?{_ZH_VERB}?\s*([A-Za-z0-9/+=_.\-]{{8,}})",
     group=1,
     check=lambda m: _key_value(m.group(1)),
 )
@@ -341,15 +342,21 @@ def _key_after_keyword(text: str) -> Iterator[Span]:
 
 
 # ----------------------------------------------------------------- passwords
-_PASSWORD_WORD = r"\b(?:passwords?|passcodes?|pass\s+codes?|pass\s*words?|pw|pwd|passwd|login\s+code)"
-_EN_VALUE = rf"{_DIGITS}(?![\w])|[^\s\"'”’,;]+?(?=[\"'”’]?(?:[\s,;!?]|[.](?:\s|$)|$))"
+# Not when a noun after it makes a compound that is no password ("my password manager is ...").
+_PASSWORD_WORD = (
+    r"\b(?:passwords?|passcodes?|pass\s+codes?|pass\s*words?|pw|pwd|passwd|pswd?|login\s+code)"
+    r"(?!\s+(?:managers?|reset|policy|policies|prompts?|hints?|fields?|box|strength|generators?|requirements?"
+    r"|rules|vault|keeper|protection|protected)\b)"
+)
+# A value ends at a space, a comma or semicolon, or . ! ? before a space or the end ("BobbyT!2023" is one).
+_EN_VALUE = rf"{_DIGITS}(?![\w])|[^\s\"'”’,;]+?(?=[\"'”’]?(?:[\s,;]|[.!?](?:\s|$)|$))"
 # "password is hunter2", "my password's sunshine", "the password for my bank is X",
 # "my password? it's X", "pw is X", "is going to be X", "changed my password to X"; the
 # words after the first that are neither function words nor common go with it.
 _password_after_keyword = _after_keyword(_PASSWORD_WORD, _EN_VALUE, check=_secret_like, extend=True)
 # "password qwerty123", "with password purpleRain84": no verb, a value that is no word.
 _password_bare = _pattern(
-    rf"{_PASSWORD_WORD}\s*:?\s+((?=[^\s,;]*\d)[^\s,;\"'”’]{{4,}}?)(?=[\"'”’]?(?:[\s,;!?]|[.](?:\s|$)|$))",
+    rf"{_PASSWORD_WORD}\s*:?\s+((?=[^\s,;]*\d)[^\s,;\"'”’]{{4,}}?)(?=[\"'”’]?(?:[\s,;]|[.!?](?:\s|$)|$))",
     group=1,
     flags=re.IGNORECASE,
 )
@@ -366,7 +373,7 @@ _passphrase = _pattern(
 # only a value with letters and digits counts.
 _pass_word = _after_keyword(
     r"(?<!\bbus\s)(?<!\bboarding\s)\bpass\b",
-    r"(?=[^\s,;]*\d)(?=[^\s,;]*[A-Za-z])[^\s,;\"'”’]+?(?=[\"'”’]?(?:[\s,;!?]|[.](?:\s|$)|$))",
+    r"(?=[^\s,;]*\d)(?=[^\s,;]*[A-Za-z])[^\s,;\"'”’]+?(?=[\"'”’]?(?:[\s,;]|[.!?](?:\s|$)|$))",
     gap=1,
 )
 _use_as_en = _pattern(
@@ -398,23 +405,30 @@ def _use_as_password(text: str) -> Iterator[Span]:
     yield from _use_as_zh(text)
 
 
-_SENTENCE = re.compile(r"[^.!?;。！？；\n]+(?:[.](?!\s|$)[^.!?;。！？；\n]*)*")
-_PASSWORD_TOPIC = re.compile(r"(?i:\b(?:passwords?|passcodes?|pass\s*words?|pwd|passwd|log\s*-?in)\b)|密码|密碼|口令")
-_PASSWORD_LIKE = re.compile(r"(?<![A-Za-z0-9!#$%^&*_+=@.-])[A-Za-z0-9!#$%^&*_+=.-]{5,}(?![A-Za-z0-9!#$%^&*_+=@.-])")
+_SENTENCE = re.compile(r"[^.!?;。！？；\n]+(?:[.!?](?!\s|$)[^.!?;。！？；\n]*)*[?？]?")
+_PASSWORD_TOPIC = re.compile(
+    r"(?i:\b(?:passwords?|passcodes?|pass\s*words?|pwd|passwd|pswd?|log\s*-?in|creds?|credentials)\b)|密码|密碼|口令"
+)
+_PASSWORD_LIKE = re.compile(r"(?<![A-Za-z0-9!#$%^&*_+=@.-])[A-Za-z0-9!#$%^&*_+=@.-]{5,}(?![A-Za-z0-9!#$%^&*_+=@.-])")
+# Not a password: an e-mail address, a host name, or the topic's own word ("1Password").
+_NOT_PASSWORD_LIKE = re.compile(r"[\w.+-]*@[\w-]+(?:\.[\w-]+)+|[\w.-]+\.[a-z]{2,}|\d+pass(?:words?)?", re.IGNORECASE)
 
 
 def _password_like_token(text: str) -> Iterator[Span]:
     """In a sentence about a password, a word that can only be one: letters with digits or
     symbols ("the password's just my dog's name plus 99, Biscuit99"). Not an email or a
     web address, and not digits alone (a year, a price)."""
+    asked = False  # the sentence before asked about a password: "my Gmail password? Sunflower#7"
     for sentence in _SENTENCE.finditer(text):
-        if not _PASSWORD_TOPIC.search(sentence.group()):
+        topic = bool(_PASSWORD_TOPIC.search(sentence.group()))
+        if not (topic or asked):
             continue
+        asked = topic and sentence.group().endswith(("?", "？"))
         for m in _PASSWORD_LIKE.finditer(sentence.group()):
             word = m.group().strip(".-")
             has_letter = any(ch.isalpha() for ch in word)
-            has_other = any(ch.isdigit() or ch in "!#$%^&*_+=" for ch in word)  # "case-sensitive" is a word
-            if has_letter and has_other and "://" not in word and not re.fullmatch(r"[\w.-]+\.[a-z]{2,}", word):
+            has_other = any(ch.isdigit() or ch in "!#$%^&*_+=@" for ch in word)  # "case-sensitive" is a word
+            if has_letter and has_other and not _NOT_PASSWORD_LIKE.fullmatch(word):
                 start = sentence.start() + m.start() + m.group().index(word)
                 yield start, start + len(word)
 
@@ -428,16 +442,17 @@ _NOT_SECRET_CODES = frozenset(
 )
 _code_word = re.compile(
     r"\b(?P<k>codes?|pins?(?:\s+(?:codes?|numbers?))?|passcodes?|cvv2?|cvc2?|csc|otp|puk(?:\s+code)?"
-    r"|one[- ]time\s+(?:code|password|pin))\b",
+    r"|one[- ]time\s+(?:code|password|pin)|key\s*safe|lock\s*box|key\s*box)\b",
     re.IGNORECASE,
 )
 _qualifier = re.compile(r"([A-Za-z][\w-]*)\s+$")
 _code_tails = [re.compile(rf"(?:\s+{_EN_GAP}){{{g}}}{_EN_VERB}({_DIGITS})(?!\w)", re.IGNORECASE) for g in range(5)]
 _code_bare = re.compile(rf"\s*[:?,]?\s*({_DIGITS})(?!\w)")
+_code_more = re.compile(rf"\s*(?:,|;|&|\band\b|\bor\b)\s*({_DIGITS})(?!\w)", re.IGNORECASE)
 # A code said with no verb is a secret only after these ("my locker code 4545", "PIN 4711").
 _BARE_CODE_QUALIFIERS = frozenset(
     """door gate alarm garage locker lock safe access entry unlock security verification pin sms login
-    backup recovery""".split()
+    backup recovery keypad""".split()
 )
 
 
@@ -451,22 +466,23 @@ def _code_after_keyword(text: str) -> Iterator[Span]:
         keyword = k.group("k").lower()
         if keyword.startswith("code") and qualifier in _NOT_SECRET_CODES:
             continue
-        for tail in _code_tails:
-            m = tail.match(text, k.end())
-            if m and _enough_digits(m.group(1)):
-                yield m.span(1)
-                break
-        else:
+        found = next((m for tail in _code_tails if (m := tail.match(text, k.end())) and _enough_digits(m.group(1))),
+                     None)  # fmt: skip
+        if found is None:
             # No verb: upper-case PIN ("pin 300 photos" is the verb), CVV and the like, or a
             # code with a qualifier that makes it a secret.
             strong = (
                 k.group("k").startswith("PIN")
-                or keyword.startswith(("cvv", "cvc", "csc", "puk", "otp", "one", "passcode"))
+                or keyword.startswith(("cvv", "cvc", "csc", "puk", "otp", "one", "passcode", "key", "lock"))
                 or (keyword.startswith("code") and qualifier in _BARE_CODE_QUALIFIERS)
             )
             m = _code_bare.match(text, k.end())
-            if strong and m and _enough_digits(m.group(1)):
-                yield m.span(1)
+            found = m if strong and m and _enough_digits(m.group(1)) else None
+        while found is not None:  # and the codes said after it: "backup codes: 5521-0098, 7713-4420"
+            yield found.span(1)
+            found = _code_more.match(text, found.end(1))
+            if found and not _enough_digits(found.group(1)):
+                break
 
 
 # "the safe combination is 12-34-56", "my locker combo: 17 23 05"
@@ -509,10 +525,69 @@ _account_zh = _pattern(
 )
 
 
+# "account 55779911", "my checking account is 2291 8830 4417", "acct 998877665", "the
+# account? 40081277": the number straight after the word, or after "is" or a colon.
+_account_plain = _pattern(
+    rf"\b(?:account|acct)\b(?:\s*[?:#]\s*|\s+(?:is|was)\s+|['’]s\s+|\s+)({_DIGITS})(?![\w-])",
+    group=1,
+    check=lambda m: _enough_digits(m.group(1), 6),
+    flags=re.IGNORECASE,
+)
+# "routing 011000015", "the ABA routing is 322271627": nine digits after the word.
+_routing = _after_keyword(r"\b(?:routing|aba|rtn)\b", r"\d{3}[ -]?\d{3}[ -]?\d{3}(?![\d-])",
+                          verb=rf"(?:{_EN_VERB}|\s+)", gap=2)  # fmt: skip
+# 账号/账户 with no bank named before it: a number as long as a bank's (12 digits or more).
+_account_zh_long = _pattern(
+    rf"(?:账号|帳號|账户|帳戶)[^\s，。！？,.!?\d]{{0,4}}?{_ZH_VERB}?\s*({_DIGITS})(?!\d)",
+    group=1,
+    check=lambda m: _enough_digits(m.group(1), 12),
+)
+
+
 def _account_after_keyword(text: str) -> Iterator[Span]:
     """A bank account or routing number after its keyword (6 digits or more)."""
     yield from _account_en(text)
     yield from _account_zh(text)
+    yield from _account_plain(text)
+    yield from _routing(text)
+    yield from _account_zh_long(text)
+
+
+# ----------------------------------------------------------------- documents
+# "passport no. 912803456", "my driver's licence number is D1234-56789-01234", 护照号码 G12345678.
+_id_document_en = _after_keyword(
+    r"\b(?:passport|(?:driver['’]?s?|driving)\s+licen[cs]e)(?:\s+(?:number|no\.?|#))?",
+    r"[A-Za-z]{0,2}\d[\dA-Za-z-]{5,20}(?![\w-])",
+    verb=rf"(?:{_EN_VERB}|\s+)",
+    gap=0,
+    check=lambda v: _enough_digits(v, 5),
+)
+_id_document_zh = _pattern(
+    rf"(?:护照|護照|驾照|駕照|驾驶证|駕駛證)(?:号码|號碼|号|號)?[^\s，。！？,.!?\d]{{0,3}}?{_ZH_VERB}?\s*"
+    r"([A-Za-z]{0,2}\d{7,12})(?![\dA-Za-z])",
+    group=1,
+)
+
+
+def _id_document(text: str) -> Iterator[Span]:
+    yield from _id_document_en(text)
+    yield from _id_document_zh(text)
+
+
+# ----------------------------------------------------------------- credentials
+# The password of a URL: "postgres://admin:S3cretPa55@db.internal:5432/app" (the user and
+# the host stay; the last "@" before the path ends the password, as a browser reads it).
+_url_password = _pattern(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:([^\s/]+)@[^\s/?#@]+", group=1)
+# A login and its password said together: "user admin pass Admin@2020", "creds are bob /
+# Harbor#12", "username: root password: toor1234".
+_credentials = _pattern(
+    r"\b(?:user(?:\s*name)?|login|user\s*id|creds?|credentials)\b(?:\s+(?:is|are)\b|\s*[:=])?\s*[^\s/,;]{1,64}"
+    r"(?:\s*/\s*|[,;]?\s+(?:and\s+)?(?:the\s+|my\s+)?(?:pass(?:word)?|pw|pwd|pswd?)\b(?:\s+is\b|\s*[:=])?\s*)"
+    r"([^\s,;\"'”’]+?)(?=[\"'”’]?(?:[\s,;]|[.!?](?:\s|$)|$))",
+    group=1,
+    check=lambda m: _secret_like(m.group(1)),
+    flags=re.IGNORECASE,
+)
 
 
 # ----------------------------------------------------------------- Chinese secret words
@@ -523,8 +598,20 @@ _ZH_SECRET_WORD = (
     r"|激活码|激活碼|授权码|授權碼|动态码|動態碼)"
 )
 _ZH_VALUE = rf"[A-Za-z0-9!@#$%^&*._\-]+(?:\s+[A-Za-z0-9!@#$%^&*._\-]+)*|[{_ZH_NUMERALS}]{{3,}}"
+_ZH_UNIT = re.compile(r"\s*[年月日号號点點元块塊位个個分次岁歲%]")
+_DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}")
+
+
+def _not_a_quantity(m: re.Match[str]) -> bool:
+    """The value is not a date, an amount or a count ("密码过期时间是 2024年5月1日", "有 8 位")."""
+    return not _ZH_UNIT.match(m.string, m.end(1)) and not _DATE.fullmatch(m.group(1))
+
+
 _zh_password_after_keyword = _pattern(
-    _ZH_SECRET_WORD + rf"[^\s，。！？,.!?]{{0,6}}?{_ZH_VERB}\s*({_ZH_VALUE})", group=1, flags=re.IGNORECASE
+    _ZH_SECRET_WORD + rf"[^\s，。！？,.!?]{{0,6}}?{_ZH_VERB}\s*({_ZH_VALUE})",
+    group=1,
+    check=_not_a_quantity,
+    flags=re.IGNORECASE,
 )
 # The value straight after the word, with no "is" (银行卡密码839201, 验证码 836 219): digits
 # in it, four or more, so "密码有8位" is left alone.
@@ -537,10 +624,26 @@ _zh_password_bare = _pattern(
     flags=re.IGNORECASE,
 )
 
+# "信用卡背面的安全码 7 2 6", "CVV：991": the three or four digits on a card's back.
+_zh_card_code = _pattern(
+    rf"(?:安全码|安全碼|校验码|校驗碼|(?i:cvv2?|cvc2?))[^\s，。！？,.!?\d]{{0,4}}?\s*{_ZH_VERB}?\s*(\d(?:\s?\d){{2,3}})(?!\d)",
+    group=1,
+)
+# A description between the word and the value: "支付密码是六个数字 902318", "密码是生日后六位
+# 880315". Four digits or more, or letters with digits; not a date, an amount or a count.
+_zh_password_in_clause = _pattern(
+    _ZH_SECRET_WORD + r"[^。！？；\n\dA-Za-z]{1,12}?"
+    r"((?=[A-Za-z0-9!@#$%^&*._\-]*\d)(?=[A-Za-z0-9!@#$%^&*._\-]*[A-Za-z])[A-Za-z0-9!@#$%^&*._\-]{4,}|\d(?:[ -]?\d){3,})"
+    r"(?![A-Za-z0-9:：./-])",
+    group=1,
+    check=_not_a_quantity,
+    flags=re.IGNORECASE,
+)
+
 # "门禁的码是 3 3 9 1": a code (码) of a door, a lock or a safe, digits after it.
 _zh_lock_code = _pattern(
     r"(?:门禁|門禁|门锁|門鎖|密码锁|密碼鎖|开锁|開鎖|保险箱|保險箱|保险柜|保險櫃|车库|車庫|大门|大門)"
-    rf"[^\s，。！？,.!?\d]{{0,4}}?(?:码|碼|号码|號碼){_ZH_VERB}?\s*({_DIGITS})(?![\d])",
+    rf"[^\s，。！？,.!?\d]{{0,4}}?(?:码|碼|号码|號碼|组合|組合){_ZH_VERB}?\s*({_DIGITS})(?![\d])",
     group=1,
     check=lambda m: _enough_digits(m.group(1), 3),
 )
@@ -553,8 +656,9 @@ def _needs(regex: str, flags: int = re.IGNORECASE) -> re.Pattern[str]:
 
 _DIGITS_3 = _needs(r"\d\D{0,3}\d\D{0,3}\d")
 _ZH_NEEDS = _needs(r"[密码碼]|口令|(?i:cvv)", 0)
-_PASSWORD_NEEDS = _needs(r"pass|\bpw|pwd|login|密码|密碼|口令")
+_PASSWORD_NEEDS = _needs(r"pass|\bpw|pwd|psw|login|creds?\b|credentials|密码|密碼|口令")
 RULES: tuple[Rule, ...] = (
+    Rule("url_password", "password", _url_password, _needs(r"://", 0)),
     Rule("card_shape", "card_number", _card_shape, _needs(r"\d{4}|\d[ .-]\d")),
     Rule("card_after_keyword", "card_number", _card_after_keyword, _needs(r"card|visa|amex|discover|卡")),
     Rule("iban", "iban", _iban, _needs(r"[A-Za-z]{2}\d{2}")),
@@ -566,6 +670,12 @@ RULES: tuple[Rule, ...] = (
         _pattern(_CN_ID_KEYWORD, group=1, check=_cn_id_after_keyword),
         _needs(r"身份|\bid\b|identity"),
     ),  # fmt: skip
+    Rule(
+        "id_document",
+        "id_number",
+        _id_document,
+        _needs(r"passport|licen[cs]e|护照|護照|驾照|駕照|驾驶证|駕駛證"),
+    ),  # fmt: skip
     Rule("ssn_after_keyword", "ssn", _pattern(_SSN_WORD, group=1, flags=re.IGNORECASE), _needs(r"ssn|social")),
     Rule("ssn_shape", "ssn", _pattern(_SSN), _needs(r"\d{3}[ -]\d{2}[ -]\d{4}")),
     Rule("pem_private_key", "key", _pattern(_PEM), _needs(r"-----BEGIN", 0)),
@@ -573,8 +683,8 @@ RULES: tuple[Rule, ...] = (
     Rule("key_shape", "key", _key_shape, _needs(r"[A-Za-z0-9+=_/-]{16}")),
     Rule("key_after_keyword", "key", _key_after_keyword, _needs(r"key|token|secret|密钥|密鑰|秘钥|秘鑰|令牌")),
     Rule("passphrase", "password", _passphrase, _needs(r"phrase|secret\s+word")),
-    Rule("password_after_keyword", "password", _password_after_keyword, _needs(r"pass|\bpw|pwd|login\s+code")),
-    Rule("password_bare", "password", _password_bare, _needs(r"pass|\bpw|pwd|login\s+code")),
+    Rule("password_after_keyword", "password", _password_after_keyword, _needs(r"pass|\bpw|pwd|psw|login\s+code")),
+    Rule("password_bare", "password", _password_bare, _needs(r"pass|\bpw|pwd|psw|login\s+code")),
     Rule(
         "use_as_password",
         "password",
@@ -582,23 +692,26 @@ RULES: tuple[Rule, ...] = (
         _needs(r"password|passcode|\bpin\b|\bpw\b|login|密码|密碼|口令"),
     ),
     Rule("pass_word", "password", _pass_word, _needs(r"\bpass\b")),
+    Rule("credentials", "password", _credentials, _needs(r"user|login|creds?\b|credentials")),
     Rule("security_answer", "answer", _security_answer, _needs(r"answer|答案")),
     Rule(
         "code_after_keyword",
         "code",
         _code_after_keyword,
-        _needs(r"\b(?:codes?|pins?|passcodes?|cvv|cvc|csc|otp|puk|one[- ]time)\b"),
+        _needs(r"\b(?:codes?|pins?|passcodes?|cvv|cvc|csc|otp|puk|one[- ]time|key\s*safe|lock\s*box|key\s*box)\b"),
     ),  # fmt: skip
     Rule("combination", "code", _combination, _needs(r"combo|combination")),
     Rule(
         "account_after_keyword",
         "account_number",
         _account_after_keyword,
-        _needs(r"account|acct|routing|sort\s+code|账号|帳號|账户|帳戶"),
+        _needs(r"account|acct|routing|\baba\b|\brtn\b|sort\s+code|账号|帳號|账户|帳戶"),
     ),  # fmt: skip
     Rule("zh_password_after_keyword", "password", _zh_password_after_keyword, _ZH_NEEDS),
     Rule("zh_password_bare", "password", _zh_password_bare, _ZH_NEEDS),
-    Rule("zh_lock_code", "code", _zh_lock_code, _needs(r"[码碼]", 0)),
+    Rule("zh_lock_code", "code", _zh_lock_code, _needs(r"[码碼]|組合|组合", 0)),
+    Rule("zh_card_code", "code", _zh_card_code, _needs(r"安全|校验|校驗|cvv|cvc")),
+    Rule("zh_password_in_clause", "password", _zh_password_in_clause, _ZH_NEEDS),
     Rule("password_like_token", "password", _password_like_token, _PASSWORD_NEEDS),
 )
 

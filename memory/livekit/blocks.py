@@ -114,13 +114,29 @@ def _about(rec: MemoryRecord) -> str:
     return "; ".join(str(d) for d in days[:3] if isinstance(d, str))[:80]
 
 
+def _held(rec: MemoryRecord) -> str:
+    """The span a value that no longer holds held ("from 2024-01-05 until 2026-03-14");
+    "" for a fact that holds now (its line is as it always was)."""
+    until = rec.metadata.get("valid_until")
+    if not isinstance(until, str) or not until:
+        return ""
+    since = rec.metadata.get("valid_from")
+    return f"from {since[:10]} until {until[:10]}" if isinstance(since, str) and since else f"until {until[:10]}"
+
+
 def _memory_line(rec: MemoryRecord, line_max: int | None = None, zone: tzinfo = UTC) -> str:
     """One memory as a quoted JSON line; with `line_max`, its text is cut to fit."""
     fields: dict[str, str] = {}
-    if said := _local_date(rec.updated_at or rec.created_at, zone):
+    held = _held(rec)
+    # A past value was said when it was first said, not when a change set it aside.
+    stamp = rec.metadata.get("timestamp") if held else None
+    if said := _local_date(stamp if isinstance(stamp, str) else rec.updated_at or rec.created_at, zone):
         fields["said"] = said
     if rec.category:
         fields["kind"] = rec.category
+    if held:
+        # A GATED value that a change replaced (memory/storage/store.py): true only then.
+        fields["held"] = held
     if days := _about(rec):
         # The days its "yesterday", "next week", 上周五 name, resolved when it was stored
         # (memory/language/indexing.py): the model cannot tell from "said" alone.

@@ -91,3 +91,54 @@ def livekit_problems(url: str, api_key: str, api_secret: str) -> list[str]:
     except TimeoutError:
         return []
     return [rejected] if rejected else []
+
+
+# ---------------------------------------------------------------- the LLM server
+
+LLM_TIMEOUT_S = 6.0
+OPENAI_API = "https://api.openai.com/v1"
+
+
+def _served(wanted: str, models: list[str]) -> bool:
+    """Is `wanted` among a server's models? Ollama lists "llama3.2:latest" for "llama3.2"."""
+    return wanted in models or f"{wanted}:latest" in models or any(m.split("/")[-1] == wanted for m in models)
+
+
+def llm_problems(base_url: str, api_key: str, models: list[tuple[str, str]]) -> list[str]:
+    """Does the OpenAI-compatible server answer, take the key and know each model? `models`:
+    (variable, model name). One request (`GET /models`, bounded): a line naming the variable
+    for a server that does not answer, a key it refuses, or a model it does not have; [] when
+    it cannot tell (a server without a model list)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    where = f"OPENAI_BASE_URL={base_url!r}" if base_url else f"{OPENAI_API} (OPENAI_BASE_URL is not set)"
+    request = urllib.request.Request(
+        (base_url or OPENAI_API).rstrip("/") + "/models",
+        headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=LLM_TIMEOUT_S) as response:  # noqa: S310 - the configured URL
+            body = json.loads(response.read(2_000_000) or b"{}")
+    except urllib.error.HTTPError as exc:
+        if exc.code in REJECTED:
+            return [f"OPENAI_API_KEY: the LLM server at {where} does not accept it (HTTP {exc.code})"]
+        if exc.code in (404, 405):  # no model list here: the first reply tells
+            return []
+        return [f"{where}: the LLM server answers HTTP {exc.code} ({exc.reason})"]
+    except (urllib.error.URLError, OSError, TimeoutError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        hint = "start it (Ollama: `ollama serve`) or correct the URL" if base_url else "check this machine's network"
+        return [f"{where}: no LLM server answers ({reason}): {hint}"]
+    served = [str(m.get("id")) for m in body.get("data", []) if isinstance(m, dict)] if isinstance(body, dict) else []
+    if not served:
+        return []
+    problems = []
+    for variable, model in models:
+        if not _served(model, served):
+            shown = ", ".join(sorted(served)[:8]) + (", ..." if len(served) > 8 else "")
+            problems.append(
+                f"{variable}={model!r}: the LLM server at {where} does not have this model (it has: {shown})"
+            )
+    return problems

@@ -37,12 +37,15 @@ logger = logging.getLogger(__name__)
 
 # A session's profile is read again at a user turn once it is this old (seconds).
 PROFILE_MAX_AGE_S = 30.0
-# An interim transcript starts a look-up once no newer one has come for this long
-# (seconds). A live STT sends one per word: a look-up for each kept a core busy while
-# the user spoke, slowing the pipeline it was meant to speed up. A pause this long
-# (and the end of the utterance) comes well before the final transcript, which still
-# starts its look-up at once.
-INTERIM_SETTLE_S = 0.2
+# An interim transcript starts a look-up when the user stops speaking (the VAD's end of
+# speech, `speech_ended`), for the words heard so far, or once no newer interim has come
+# for this long (seconds), for an STT whose words stop well before its speech events. A
+# live STT sends one interim per word, a word every 0.3-0.5 s: a look-up at each pause
+# of 0.2 s was one per word, each an embedding and two statements, a third of what
+# memory added to a call's CPU, and all but the last for words the user went on from.
+# The end of speech comes 0.2 s or more before the final transcript (which still starts
+# its own look-up at once when its words differ), so the reply finds the look-up done.
+INTERIM_SETTLE_S = 0.8
 
 # What another feature adds to a request, as data: it fills `Blocks`, given the text of
 # the user message the request answers (None: the agent speaks first) and the ids of the
@@ -109,6 +112,7 @@ class MemoryReader:
         self._current_committed = False  # is the newest entry the turn being answered?
         self._turn_finals: list[str] = []  # final transcripts of the turn being spoken
         self._interim_timer: asyncio.TimerHandle | None = None
+        self._interim_words: str | None = None  # the newest interim's words so far, not yet looked up
         self._committed_ids: deque[str] = deque(maxlen=16)  # user messages LiveKit added
         self._logged_ids: deque[str] = deque(maxlen=16)  # user messages a turn log is for
         self.turns: list[TurnLog] = []
@@ -241,18 +245,28 @@ class MemoryReader:
         if self._interim_timer is not None:
             self._interim_timer.cancel()
             self._interim_timer = None
+        self._interim_words = None
         if self.service.wants_recall(so_far):
             if is_final:
                 self.recaller.prefetch(so_far, final=True)
             else:
-                self._interim_timer = asyncio.get_running_loop().call_later(
-                    INTERIM_SETTLE_S, lambda text=so_far: self.recaller.prefetch(text, final=False)
-                )
+                self._interim_words = so_far
+                self._interim_timer = asyncio.get_running_loop().call_later(INTERIM_SETTLE_S, self.speech_ended)
         if is_final and len(self._turn_finals) > 1 and self.service.wants_recall(segment):
             # The earlier finals may belong to a turn LiveKit threw away (push-to-talk
             # cancel, a turn a subclass stopped): then the committed words are this
             # segment's alone, and one more look-up beats waiting out the budget.
             self.recaller.prefetch(segment, final=True)
+
+    def speech_ended(self) -> None:
+        """The user stopped speaking (or the interims stopped coming): the look-up for the
+        words heard so far starts now, before the final transcript."""
+        if self._interim_timer is not None:
+            self._interim_timer.cancel()
+            self._interim_timer = None
+        words, self._interim_words = self._interim_words, None
+        if words is not None:
+            self.recaller.prefetch(words, final=False)
 
     def committed(self, item_id: str, text: str) -> None:
         """LiveKit added the user's message (spoken or typed) to the conversation."""

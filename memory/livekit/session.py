@@ -92,6 +92,7 @@ class MemorySession:
         # Others that close before the journal does (the archive: what they enqueue at the
         # end is drained with the turns).
         self.close_hooks: list[Callable[[], Awaitable[None]]] = []
+        self._closing: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------- the read side's
     @property
@@ -149,11 +150,13 @@ class MemorySession:
         """The user starts speaking: the turn's forget check goes now, long before the
         reply (a batch STT's only transcript comes after the end of speech, where the
         check's read ran beside the reply's look-up). The user stops: the store writes
-        wait until the reply's first audio frame (`WRITE_HOLD_MAX_S`)."""
+        wait until the reply's first audio frame (`WRITE_HOLD_MAX_S`), and the look-up for
+        the words heard so far starts (a streaming STT's; `MemoryReader.speech_ended`)."""
         if ev.new_state == "speaking":
             self.reader.check_forget_once()
         elif ev.old_state == "speaking":
             self.queue.hold(WRITE_HOLD_MAX_S)
+            self.reader.speech_ended()
 
     def _on_agent_state(self, ev: AgentStateChangedEvent) -> None:
         """The reply's first audio frame (the agent starts speaking), or the reply ended
@@ -231,10 +234,16 @@ class MemorySession:
         return drained
 
     async def aclose(self, *, drain_timeout_s: float = 5.0) -> None:
-        """Bounded drain; what is not written stays on disk for the next start.
+        """Bounded drain; what is not written stays on disk for the next start. Once: a
+        second call (the session's close, then the job's shutdown) waits for the first.
 
         Keyword-only on purpose: LiveKit calls a shutdown callback that takes an argument
         with the shutdown reason (a string), which then was the drain's timeout."""
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close(drain_timeout_s))
+        await asyncio.shield(self._closing)
+
+    async def _close(self, drain_timeout_s: float) -> None:
         await self._prepared(max(drain_timeout_s, 5.0))
         for close in self.close_hooks:
             try:

@@ -29,12 +29,18 @@ from typing import Any
 from memory.settings import (
     EmbedderKind,
     MemorySettings,
+    cloud_models,
     console_without_livekit,
+    env_file_note,
+    idle_processes,
+    llm_check,
     load_env_file,
     load_settings,
     process_env,
+    prometheus_port,
     startup_problems,
 )
+from memory.types import describe_error
 
 PROG = "agent.py"
 # The commands that run sessions: their store is checked; those that join a LiveKit
@@ -46,17 +52,25 @@ CLI_FLAGS = {"--url": "LIVEKIT_URL", "--api-key": "LIVEKIT_API_KEY", "--api-secr
 # LiveKit's `start` serves its health check here (AgentServer's production default).
 START_HTTP_PORT = 8081
 
-logger = logging.getLogger("memory.startup")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Checked:
-    """What the start-up check found: the command, and the settings it runs with."""
+    """What the start-up check found: the command, and the settings it runs with. `finish`:
+    the checks still running (the store, the embedder, the LLM server, the LiveKit project),
+    waited for by `wait` before the worker starts; they run while LiveKit is imported."""
 
     command: str | None
     settings: MemorySettings | None = None
     help: bool = False
     livekit_url: str = ""
+    finish: Callable[[], None] | None = None
+
+    def wait(self) -> None:
+        """Until the checks still running are done; stops the process naming any problem."""
+        if self.finish is not None:
+            self.finish()
 
 
 # ---------------------------------------------------------------- the lines it prints
@@ -97,10 +111,12 @@ def talk(command: str | None) -> None:
 
 
 def _stop(problems: list[str]) -> None:
-    """Exit non-zero naming what to fix: one problem on one line."""
+    """Exit non-zero naming what to fix: one problem on one line, which also says which
+    `.env` was read (or where one was looked for): run from another directory, a command
+    reads another `.env`, or none."""
     if len(problems) == 1:
-        sys.exit(f"{PROG}: cannot start: {problems[0]}")
-    sys.exit(f"{PROG}: cannot start:\n  " + "\n  ".join(problems))
+        sys.exit(f"{PROG}: cannot start: {problems[0]} ({env_file_note()})")
+    sys.exit(f"{PROG}: cannot start ({env_file_note()}):\n  " + "\n  ".join(problems))
 
 
 # ---------------------------------------------------------------- checks
@@ -186,8 +202,9 @@ def _embedder_problems(settings: MemorySettings) -> list[str]:
     return []
 
 
-def memory_problems(settings: MemorySettings) -> list[str]:
-    """The data directory or database, then the store: a line for each once it is ready."""
+def memory_problems(settings: MemorySettings, *, embedder: bool = True) -> list[str]:
+    """The data directory or database, then the store: a line for each once it is ready; with
+    `embedder`, the local embedder loaded once too (the text chat's warm-up loads it anyway)."""
     from memory.storage.postgres import storage_problems
     from memory.storage.store import check_store
 
@@ -199,7 +216,7 @@ def memory_problems(settings: MemorySettings) -> list[str]:
         return check.problems
     took = f" in {check.ready_s:.1f} s" if check.ready_s is not None else ""
     logger.info("database ready: %s%s", _database(settings), took)
-    embedder = _embedder_problems(settings)
+    embedder_found = _embedder_problems(settings) if embedder else []
     where = f"MEMORY_COLLECTION={settings.collection!r}, {settings.mode.value}"
     if check.made:
         counts = ", ".join(
@@ -214,7 +231,7 @@ def memory_problems(settings: MemorySettings) -> list[str]:
         logger.info("memory store ready (%s): %s", where, counts)
     else:
         logger.info("memory store ready (%s): new, its tables are made by the first session", where)
-    return embedder
+    return embedder_found
 
 
 def _count(n: int, what: str) -> str:
@@ -242,10 +259,104 @@ def _livekit_check(env: Mapping[str, str]) -> tuple[threading.Thread, list[str]]
     return thread, found
 
 
-def check(argv: list[str]) -> Checked:
+def llm_models(env: Mapping[str, str], settings: MemorySettings | None) -> list[tuple[str, str]]:
+    """The models the worker asks its LLM server for: the one that answers and, in GATED, the
+    extraction model when it is another."""
+    models = cloud_models(env)
+    wanted = [("OPENAI_LLM_MODEL", models.llm_model)]
+    gated = settings is not None and settings.mode.value == "GATED"
+    if gated and models.memory_llm_model != models.llm_model:
+        wanted.append(("MEMORY_LLM_MODEL", models.memory_llm_model))
+    return wanted
+
+
+def _llm_check(env: Mapping[str, str], settings: MemorySettings | None) -> tuple[threading.Thread, list[str]]:
+    """The LLM server's check (`preflight.llm_problems`), on a thread of its own beside the others."""
+    found: list[str] = []
+
+    def run() -> None:
+        from memory.livekit.preflight import llm_problems
+
+        models = cloud_models(env)
+        try:
+            found.extend(llm_problems(models.base_url, models.api_key, llm_models(env, settings)))
+        except Exception as exc:  # noqa: BLE001 - a check that fails leaves it to the first reply
+            logging.getLogger(__name__).debug("LLM pre-flight check failed: %r", exc)
+
+    thread = threading.Thread(target=run, name="llm-preflight", daemon=True)
+    if llm_check(env):
+        thread.start()
+    return thread, found
+
+
+def check_llm(env: Mapping[str, str], settings: MemorySettings | None) -> list[str]:
+    """The LLM server's check, at once (the text chat's, before its first prompt)."""
+    thread, found = _llm_check(env, settings)
+    if thread.is_alive():
+        thread.join()
+    return found
+
+
+# The data directory's lock file: held by a worker's main process for as long as it runs.
+WORKER_LOCK = "worker.lock"
+_held_lock: list[int] = []
+
+
+def other_worker(settings: MemorySettings) -> str | None:
+    """A line when another worker already runs on this data directory (its lock file is
+    held), else None; this process holds the lock from now on. Two workers on one data
+    directory share one store and one journal, which works, but LiveKit then gives each new
+    room to either, and a forgotten `dev` in another terminal answers calls with old code."""
+    import fcntl
+    import os
+
+    if _held_lock:
+        return None
+    path = settings.data_dir / WORKER_LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        other = os.read(fd, 64).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        return (
+            f"another worker (pid {other}) already runs on MEMORY_DATA_DIR={str(settings.data_dir)!r}: LiveKit gives "
+            "each new room to either of them; stop the other one unless you want both"
+        )
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    _held_lock.append(fd)  # kept open (and locked) until the worker stops
+    return None
+
+
+def release_worker_lock() -> None:
+    """The worker stopped: another may run on the data directory now."""
+    import os
+
+    while _held_lock:
+        os.close(_held_lock.pop())
+
+
+def _joined(checks: list[tuple[threading.Thread, list[str]] | None]) -> list[str]:
+    """What the checks found, once each has ended."""
+    problems: list[str] = []
+    for thread, found in filter(None, checks):
+        if thread.is_alive():
+            thread.join()
+        problems += found
+    return problems
+
+
+def check(argv: list[str], *, wait: bool = True) -> Checked:
     """Every problem that would stop `argv`'s command, as lines naming what to fix (exit
     non-zero), else the settings it runs with. Loads neither LiveKit's agents nor a model
-    until the configuration has passed."""
+    until the configuration has passed. With `wait=False` the configuration is checked now
+    and the rest (the store, the embedder, the LLM server, the LiveKit project: mostly
+    waiting on a server or a subprocess) goes on in threads while the caller imports LiveKit;
+    `Checked.wait` joins them before the worker starts."""
     command = argv[1] if len(argv) > 1 else None
     if {"-h", "--help"} & set(argv[1:]):  # help needs no configuration
         return Checked(command, help=True)
@@ -268,15 +379,28 @@ def check(argv: list[str]) -> Checked:
         return Checked(command)
     talk(command)
     settings = load_settings(env, dotenv=False)
-    livekit = _livekit_check(env) if command in LIVEKIT_COMMANDS else None
-    problems = memory_problems(settings)
-    if livekit is not None:
-        thread, found = livekit
-        thread.join()
-        problems += found
-    if problems + busy:
-        _stop(problems + busy)
-    return Checked(command, settings, livekit_url=env.get("LIVEKIT_URL", "").strip())
+    store_found: list[str] = []
+    store = threading.Thread(target=lambda: store_found.extend(memory_problems(settings)), name="memory-check")
+    store.start()  # the slow one (the database starts, the embedder loads): it may go on while LiveKit loads
+    checks = [_llm_check(env, settings)]  # the LLM server and the LiveKit project: waited for now
+    if command in LIVEKIT_COMMANDS:
+        checks.append(_livekit_check(env))
+    found = _joined(checks)
+    if found:  # a mistake no retry fixes: said before LiveKit (and its retries) is loaded
+        store.join()
+        _stop(store_found + found + busy)
+
+    def finish() -> None:
+        problems = _joined([(store, store_found)])
+        if problems + busy:
+            _stop(problems + busy)
+        if (other := other_worker(settings)) is not None:
+            logger.warning(other)
+
+    checked = Checked(command, settings, livekit_url=env.get("LIVEKIT_URL", "").strip(), finish=finish)
+    if wait:
+        checked.wait()
+    return checked
 
 
 def check_under_livekit_main() -> Checked | None:
@@ -304,6 +428,11 @@ class HandledConditions(logging.Filter):
 
     - "event loop blocked" (LiveKit's loop monitor) carries a 20-frame stack of the main
       process's loop, which runs no session: the line names the place already.
+    - A LiveKit server that refuses connections (a self-hosted `livekit-server --dev` not
+      running): LiveKit retries 16 times over about 2.5 minutes with a warning each time
+      that never names the server. The first failure is said in one line naming
+      LIVEKIT_URL; the retries go on quietly, and after a registration the next
+      failure is said again.
     - LiveKit unreachable after its retries: logged twice with the same traceback
       ("Error in _connection_task", then "worker failed"); said once, with the variable.
     """
@@ -311,10 +440,29 @@ class HandledConditions(logging.Filter):
     def __init__(self, livekit_url: str = "") -> None:
         super().__init__()
         self.livekit_url = livekit_url
+        self.said_unreachable = False
+
+    def registered(self) -> None:
+        self.said_unreachable = False
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.getMessage().startswith("event loop blocked") and hasattr(record, "stack"):
+        message = record.getMessage()
+        if message.startswith("event loop blocked") and hasattr(record, "stack"):
             del record.stack
+            return True
+        if message.startswith("failed to connect to livekit, retrying"):
+            if self.said_unreachable:
+                return False
+            self.said_unreachable = True
+            error = getattr(record, "error", None)
+            why = describe_error(error) if isinstance(error, BaseException) else "no connection"
+            record.msg, record.args = (
+                f"LIVEKIT_URL={self.livekit_url!r}: the LiveKit server cannot be reached ({why}); retrying quietly "
+                "for about 2.5 minutes (self-hosted: is `livekit-server --dev` running?)",
+                None,
+            )
+            for attr in ("error", "retry_count", "max_retry"):
+                record.__dict__.pop(attr, None)
             return True
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, RuntimeError) and str(exc).startswith("failed to connect to livekit"):
@@ -331,9 +479,13 @@ def run(run_app: Callable[[Any], None], server: Any, checked: Checked) -> None:
     if checked.help:
         run_app(server)
         return
+    checked.wait()
     talk(checked.command)
 
+    handled = HandledConditions(checked.livekit_url)
+
     def registered(worker_id: str, *_: object) -> None:
+        handled.registered()
         logger.info(
             "worker %s registered with LiveKit at %s: every new room of the project gets the agent (a link "
             "for a stable identity: uv run python -m memory.livekit.token alice)",
@@ -342,12 +494,12 @@ def run(run_app: Callable[[Any], None], server: Any, checked: Checked) -> None:
         )
 
     server.on("worker_registered", registered)
-    handled = HandledConditions(checked.livekit_url)
     logging.getLogger("livekit.agents").addFilter(handled)
     try:
         run_app(server)
     finally:
         logging.getLogger("livekit.agents").removeFilter(handled)
+        release_worker_lock()
         settings = checked.settings
         if settings is not None and not settings.database_url:
             from memory.storage.postgres import stop_if_unused
@@ -355,3 +507,66 @@ def run(run_app: Callable[[Any], None], server: Any, checked: Checked) -> None:
             stop_if_unused(settings.pgdata)  # a job process LiveKit killed never left the embedded server
         if getattr(server, "failed", False):  # in place of the SystemExit(0) that LiveKit's CLI ends with
             sys.exit(f"{PROG}: the worker stopped on an error (logged above)")
+
+
+# ---------------------------------------------------------------- for any worker script
+
+# LiveKit kills a job process whose prewarm takes longer than `initialize_process_timeout`
+# (10 s by default). Measured with `python -m bench.prewarm` (docs/latency.md): 4.9-8.3 s
+# (p50 7.9 s) for two processes prewarming at once beside a busy process and the test suite
+# on 2 cores, after 12 s of importing, and up to 10 s on a busier machine, where LiveKit's
+# default kills and respawns processes in a loop. 60 s is a wide margin over the worst
+# measured: a slow process is still better than none, and a hung one still ends.
+PREWARM_TIMEOUT_S = 60.0
+
+
+def server_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Keyword arguments for LiveKit's `AgentServer` that suit a worker with memory:
+
+        server = AgentServer(setup_fnc=prewarm, **memory.server_options())
+
+    - `preload_modules=["memory.preload"]`: memory's libraries and data (Mem0, jieba's
+      dictionary, the word lists, the embedder) loaded once in LiveKit's forkserver and
+      shared copy-on-write by every job process (docs/scaling.md);
+    - `initialize_process_timeout=60`: a prewarm with memory took up to 10 s on a busy 2-core
+      machine, LiveKit's default time-out;
+    - `num_idle_processes` (AGENT_IDLE_PROCESSES) and `prometheus_port` (PROMETHEUS_PORT),
+      when set."""
+    options: dict[str, Any] = {
+        "preload_modules": ["memory.preload"],
+        "initialize_process_timeout": PREWARM_TIMEOUT_S,
+    }
+    if (idle := idle_processes(env)) is not None:
+        options["num_idle_processes"] = idle
+    if (port := prometheus_port(env)) is not None:
+        options["prometheus_port"] = port
+    return options
+
+
+def prepare_worker(argv: list[str] | None = None) -> Checked | None:
+    """At the top of a worker script, before LiveKit is imported:
+
+        CHECKED = memory.prepare_worker(sys.argv if __name__ == "__main__" else None)
+
+    With `argv` (the script run as a command): reads `.env`, then checks the configuration,
+    the data directory or database, the store, the embedder, the LLM server and the LiveKit
+    project, and stops in one line naming what to fix (which `.env` was read included);
+    says when each is ready. Without (the module imported: LiveKit's job processes, tests):
+    only the checks `python -m livekit.agents start` needs. Either way it keeps raw user
+    transcripts out of LiveKit's logs (MEMORY_LOG_TRANSCRIPTS) and points every process's
+    metrics at one directory (PROMETHEUS_PORT): both must happen before LiveKit loads."""
+    from memory.livekit import transcript_log
+    from memory.settings import log_transcripts_mode, share_metrics_across_processes
+
+    load_env_file()
+    checked = check(list(argv), wait=False) if argv is not None else check_under_livekit_main()
+    transcript_log.install(log_transcripts_mode())
+    share_metrics_across_processes()
+    return checked
+
+
+def run_worker(run_app: Callable[[Any], None], server: Any, checked: Checked | None = None) -> None:
+    """LiveKit's CLI (`cli.run_app`) on `server`, with a line when the worker registers, the
+    worker's handled conditions said in one line, and a non-zero exit when it stopped on an
+    error (LiveKit's CLI returns normally then). `checked`: what `prepare_worker` returned."""
+    run(run_app, server, checked or check(sys.argv))

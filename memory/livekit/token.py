@@ -13,6 +13,7 @@ import argparse
 import json
 import secrets
 import sys
+import unicodedata
 from datetime import timedelta
 from urllib.parse import urlencode
 
@@ -24,19 +25,36 @@ MEET_URL = "https://meet.livekit.io/custom"
 DEFAULT_TTL_HOURS = 24.0
 
 
+# Controls (escape sequences, newlines, NUL), format characters (bidi overrides, zero-width
+# spaces and joiners), line and paragraph separators, surrogates, private use, unassigned.
+_HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"))
+
+
+def hidden_character(text: str) -> str | None:
+    """The first character of `text` that shows as nothing or as something else (a name
+    that reads "alice" and is not, a log line split in two), as "U+202E at 3"."""
+    for i, ch in enumerate(text):
+        if unicodedata.category(ch) in _HIDDEN:
+            return f"U+{ord(ch):04X} at {i}"
+    return None
+
+
 def identity_problem(identity: object) -> str | None:
     """Why `identity` cannot be a participant identity memory is kept under, if it cannot:
-    empty, or padded with spaces (which the store would keep apart from the unpadded one)."""
+    empty, padded with spaces (which the store would keep apart from the unpadded one), or
+    holding a character that is invisible or changes how the rest reads."""
     if not isinstance(identity, str) or not identity.strip():
         return "must be a non-empty string"
     if identity != identity.strip():
         return "must not start or end with spaces"
+    if where := hidden_character(identity):
+        return f"must not hold control, bidi or zero-width characters ({where})"
     return None
 
 
-def new_room() -> str:
+def new_room(prefix: str = "memory-") -> str:
     """A fresh room name: a new room is a new session."""
-    return f"memory-{secrets.token_hex(4)}"
+    return f"{prefix}{secrets.token_hex(4)}"
 
 
 def mint(

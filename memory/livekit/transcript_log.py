@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import logging
 
-from memory.language.redact import redact_secrets
-
 NOT_LOGGED = "[not logged: MEMORY_LOG_TRANSCRIPTS=off]"
 # LiveKit's loggers that log conversation content (livekit/agents/log.py, the plugins').
 LOGGERS = ("livekit.agents", "livekit.plugins.openai", "livekit.plugins.silero")
@@ -34,6 +32,8 @@ class TranscriptScrubber(logging.Filter):
         for key in [k for k in vars(record) if k.startswith("lk.pii.")]:
             value = record.__dict__[key]
             if self.mode == "redacted" and isinstance(value, str):
+                from memory.language.redact import redact_secrets  # the rules load here, not at start-up
+
                 record.__dict__[key] = redact_secrets(value)[0]
             else:
                 record.__dict__[key] = NOT_LOGGED
@@ -43,6 +43,8 @@ class TranscriptScrubber(logging.Filter):
 def install(mode: str = "off") -> TranscriptScrubber:
     """Put the scrubber on LiveKit's loggers (once: a second call replaces the first)."""
     scrubber = TranscriptScrubber(mode)
+    if mode == "redacted":  # the rules loaded now, not inside the first log call
+        import memory.language.redact  # noqa: F401
     for name in LOGGERS:
         log = logging.getLogger(name)
         for old in [f for f in log.filters if isinstance(f, TranscriptScrubber)]:

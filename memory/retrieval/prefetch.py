@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from memory.errors import retryable
 from memory.types import MemoryRecord
 
 logger = logging.getLogger(__name__)
@@ -184,7 +185,7 @@ class Recaller:
             exc = lookup.task.exception()
             # A busy store is expected under load and already bounded: keep it quiet.
             # So is a store this process could not open: its start-up logged it once.
-            level = logging.DEBUG if type(exc).__name__ in ("StoreBusy", "StoreUnavailable") else logging.WARNING
+            level = logging.DEBUG if retryable(exc) else logging.WARNING
             logger.log(level, "memory look-up failed: %r", exc)
         self._interim_running.discard(lookup.task)
         if self._pending_interim is not None and len(self._interim_running) < self._max_interim:

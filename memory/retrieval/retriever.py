@@ -18,7 +18,10 @@ and exact names, so retrieval runs in stages:
    the vector hits, the cosine and payload of the lexical hits, and the raw turns
    said next to any of them. A look-up is thus two round trips to the database,
    one of them beside the embedding: what a remote database costs it
-   (`python -m bench.latency --db-rtt-ms 2`, docs/scaling.md);
+   (`python -m bench.latency --db-rtt-ms 2`, docs/scaling.md). With
+   MEMORY_RETRIEVAL_ONE_TRIP, one statement after the embedding runs every stage
+   (`Mem0Table.candidates`): the same candidates, one round trip, nothing beside the
+   embedding (`python -m bench.lookup_floor --ab`, docs/latency.md);
 3. every candidate scored lexically (per keyword 1.0/0.7/0.3, keywords weighted
    by their rarity in everyday language and among the candidates) and by its
    cosine similarity, less how crowded the memory's neighbourhood is among the
@@ -49,7 +52,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -58,8 +61,9 @@ import numpy as np
 from memory.language import dates, hanzi, lexical
 from memory.language.indexing import ASKS_KEY
 from memory.language.prefilter import is_acknowledgement
+from memory.language.validity import asks_about_past
 from memory.ops.threads import DENSITY_POOL, RETRIEVAL_POOL
-from memory.retrieval import ranking, structure
+from memory.retrieval import ranking, structure, validity
 from memory.settings import EmbedderKind, MemorySettings
 from memory.storage.embedder import local_model
 from memory.storage.mem0_table import Scope
@@ -267,10 +271,12 @@ class Retriever:
         k = top_k or s.recall_top_k
         if not s.retrieval.lexical:  # Mem0's dense search alone
             hits = self.store.search(user_id, query, top_k=k, categories=categories, threshold=s.recall_threshold)
-            return [h for h in hits if exclude_session is None or h.metadata.get("session_id") != exclude_session]
-        ranked, floor, _ = self._ranked(Scope(user_id, categories, exclude_session), query, k, context, now)
-        near = self._near(user_id)
-        shown = worth_showing((c for c in ranked if c.score >= floor), near=near, limit=k)
+            past = self._scope(user_id, categories, exclude_session, query, now).past
+            return [h for h in hits if (exclude_session is None or h.metadata.get("session_id") != exclude_session)
+                    and (past or not h.metadata.get("valid_until"))]  # fmt: skip
+        ranked, floor, _ = self._ranked(self._scope(user_id, categories, exclude_session, query, now), query, k,
+                                        context, now)  # fmt: skip
+        shown = worth_showing((c for c in ranked if c.score >= floor), near=self._near(user_id), limit=k)
         return [c.record() for c in shown]
 
     def explain(
@@ -296,7 +302,8 @@ class Retriever:
                                  exclude_session=exclude_session, now=now)  # fmt: skip
             considered = tuple(Considered(h, 0.0, h.score, None, ("mem0",), RECALLED) for h in hits)
             return Explanation((), s.recall_threshold, k, considered)
-        ranked, floor, q = self._ranked(Scope(user_id, categories, exclude_session), query, k, context, now)
+        ranked, floor, q = self._ranked(self._scope(user_id, categories, exclude_session, query, now), query, k,
+                                        context, now)  # fmt: skip
         shown = [c.id for c in worth_showing((c for c in ranked if c.score >= floor), near=self._near(user_id))]
         recalled, kept = set(shown[:k]), set(shown)
         considered = []
@@ -316,6 +323,17 @@ class Retriever:
             considered.append(Considered(c.record(), c.lexical, vector, cosine, tuple(sorted(c.stages)), outcome))
         return Explanation(tuple(zip(q.words, q.weights, strict=True)), floor, k, tuple(considered))
 
+    def _scope(
+        self, user_id: str, categories: Sequence[str] | None, exclude_session: str | None, query: str,
+        now: datetime | None,
+    ) -> Scope:  # fmt: skip
+        """Whose memories a look-up reads: the values a GATED fact held before it changed
+        only for a question about the past ("before", "used to", 以前, 去年)."""
+        return Scope(user_id, categories, exclude_session, past=asks_about_past(query, self._today(now)))
+
+    def _today(self, now: datetime | None) -> date:
+        return (now or datetime.now(self._zone)).astimezone(self._zone).date()
+
     def _ranked(
         self, scope: Scope, query: str, k: int, context: Sequence[str], now: datetime | None = None
     ) -> tuple[list[Candidate], float, _Query]:
@@ -323,6 +341,8 @@ class Retriever:
         s = self.settings
         cands, q, turns = self._candidates(scope, query, top_k=k, context=context)
         ranked = self.with_structure(self.rank(cands), q, query, now)
+        if scope.past:  # a question about the past: each fact's value for its time
+            ranked = validity.for_its_time(ranked, self.embedding_text(query), self._today(now))
         if self._neighbours_count:
             ranked = self.with_neighbours(scope, ranked, q, top_k=k, fetched=turns)
         ranked = self.with_speech_acts(ranked, query)
@@ -484,6 +504,8 @@ class Retriever:
         s = self.settings
         words, weights = self.query_terms(query, context)
         pool = max(s.retrieval.pool, top_k)
+        if s.retrieval.one_trip and s.retrieval.vector:
+            return self._candidates_in_one_trip(scope, query, context, words, weights, pool, top_k)
         recall: Future[dict[str, Candidate]] | None = None
         if words and (s.retrieval.fulltext or s.retrieval.substring):
             recall = RETRIEVAL_POOL.submit(self._lexical_recall, scope, words, pool, top_k)
@@ -495,6 +517,37 @@ class Retriever:
             lexical_hits = recall.result() if recall is not None else {}
         q = _Query(words, weights, vector)
         merged, turns = self._fetch(scope, vector, lexical_hits, pool)
+        if words:
+            self._score_lexically(q, merged)
+        return merged, q, turns
+
+    def _candidates_in_one_trip(
+        self,
+        scope: Scope,
+        query: str,
+        context: Sequence[str],
+        words: list[str],
+        weights: list[float],
+        pool: int,
+        top_k: int,
+    ) -> tuple[list[Candidate], _Query, dict[tuple[str, int], Candidate] | None]:
+        """`_candidates` with one round trip to the database, after the query's embedding
+        (`Mem0Table.candidates`): the same candidates as the lexical recall beside the
+        embedding and the vector stage after it, without the second trip, and without the
+        keyword SQL's backend taking a core from the embedding's two threads."""
+        terms, patterns = self._lexical_terms(words)
+        vector = self.query_vector(query, context)
+        density = self.density(scope.user_id)
+        rows = self.store.candidates(
+            scope, vector, terms, patterns, limit=pool, scan=_SUBSTRING_SCAN, substring_below=top_k / 2,
+            neighbours=self._neighbours_count,
+        )  # fmt: skip
+        lexical_hits: dict[str, Candidate] = {}
+        for mem_id, _cos, _payload, stage in rows:
+            if stage in ("fulltext", "substring"):
+                lexical_hits.setdefault(mem_id, Candidate(mem_id)).stages.add(stage)
+        merged, turns = self._merge(rows, lexical_hits, density, vector)
+        q = _Query(words, weights, vector)
         if words:
             self._score_lexically(q, merged)
         return merged, q, turns
@@ -574,7 +627,9 @@ class Retriever:
         try:
             density = _NO_DENSITY
             r = self.settings.retrieval
-            rows = self.store.user_vectors(user_id, _DENSITY_MAX + 1)
+            # Past the bound there is no correction: counted first, not found out by reading the vectors.
+            too_many = self.store.user_has_more_than(user_id, _DENSITY_MAX)
+            rows = [] if too_many else self.store.user_vectors(user_id, _DENSITY_MAX + 1)
             if 2 <= len(rows) <= _DENSITY_MAX:
                 vectors = np.stack([v for _, v in rows]).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
@@ -609,11 +664,7 @@ class Retriever:
     def _lexical_recall(self, scope: Scope, words: Sequence[str], pool: int, top_k: int) -> dict[str, Candidate]:
         """Ids found by full text, then by substring when full text found under top_k / 2:
         one statement, one round trip to the database (`Mem0Table.lexical_hits`)."""
-        s = self.settings
-        # The neutral pronoun forms (用户, user) are in most memories: as recall terms
-        # they would fetch nearly the whole store (they still count in scoring).
-        terms = [t for t in lexical.search_terms(words) if t not in _NEUTRAL] if s.retrieval.fulltext else []
-        patterns = _like_patterns(words) if s.retrieval.substring else []
+        terms, patterns = self._lexical_terms(words)
         found: dict[str, Candidate] = {}
         if not terms and not patterns:
             return found
@@ -627,6 +678,15 @@ class Retriever:
             for mem_id in sub:
                 found.setdefault(mem_id, Candidate(mem_id)).stages.add("substring")
         return found
+
+    def _lexical_terms(self, words: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The full-text terms and the substring patterns of the keywords (none for a stage
+        that is off). The neutral pronoun forms (用户, user) are in most memories: as recall
+        terms they would fetch nearly the whole store (they still count in scoring)."""
+        s = self.settings
+        terms = [t for t in lexical.search_terms(words) if t not in _NEUTRAL] if s.retrieval.fulltext else []
+        patterns = _like_patterns(words) if s.retrieval.substring else []
+        return terms, patterns
 
     @staticmethod
     def _fulltext(terms: Sequence[str], rows: Sequence[tuple[str, str | None]], limit: int) -> list[str]:
@@ -663,14 +723,25 @@ class Retriever:
         ids = list(lexical_hits)
         density = self.density(scope.user_id) if vector is not None else _NO_DENSITY
         rows: Sequence[tuple[str, float | None, dict[str, Any], str]]
-        turns: dict[tuple[str, int], Candidate] | None = None
         if vector is None:
             if not ids:
                 return [], None
-            rows = self.store.payloads(ids)
+            rows = self.store.payloads(scope.user_id, ids)
         else:
             rows = self.store.nearest_and_ids(scope, vector, pool, ids, neighbours=self._neighbours_count)
-            turns = {} if self._neighbours_count else None
+        return self._merge(rows, lexical_hits, density, vector)
+
+    def _merge(
+        self,
+        rows: Sequence[tuple[str, float | None, dict[str, Any], str]],
+        lexical_hits: dict[str, Candidate],
+        density: _Density,
+        vector: list[float] | None,
+    ) -> tuple[list[Candidate], dict[tuple[str, int], Candidate] | None]:
+        """The fetched rows as candidates (a vector hit under MEMORY_THRESHOLD dropped, one
+        candidate per id whatever the stages that found it), and the neighbour rows apart
+        by (session, position); None when neighbours were not fetched (no vector)."""
+        turns: dict[tuple[str, int], Candidate] | None = {} if vector is not None and self._neighbours_count else None
         floor = self.settings.recall_threshold  # MEMORY_THRESHOLD keeps its meaning: a cosine floor
         merged: dict[str, Candidate] = {}
         for mem_id, cos, payload, stage in rows:

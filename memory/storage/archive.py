@@ -45,6 +45,20 @@ class ArchivedMessage:
 
 
 @dataclass(frozen=True)
+class ArchiveCounts:
+    """What the archive holds of one user, as every page and command counts it."""
+
+    calls: int
+    messages: int  # the user's and the assistant's
+    summaries: int
+    newest: datetime | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.messages + self.summaries
+
+
+@dataclass(frozen=True)
 class Match:
     """A `match_conversations` row."""
 
@@ -71,7 +85,7 @@ class ArchiveStore:
     # ------------------------------------------------------------- embedding
     @property
     def _model(self) -> Any:
-        return self.store.mem0.embedding_model
+        return self.store.embedder
 
     def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         """Stored texts, in batches of at most `EMBED_BATCH`."""
@@ -117,7 +131,7 @@ class ArchiveStore:
         vectors = self.embed_passages([content for _, content, _, _ in rows])
         insert = sql.SQL(
             "INSERT INTO {} (id, chat_id, user_id, content, embedding, message_type, created_at, metadata) "
-            "VALUES (%s, %s, %s, %s, %s::vector, %s, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING id"
+            "VALUES (%s, %s, %s, %s, %s::vector, %s, %s, %s) ON CONFLICT (user_id, id) DO NOTHING RETURNING id"
         ).format(sql.Identifier(self.table))
         mark = sql.SQL(
             "UPDATE {} SET covered_by = %s WHERE user_id = %s AND id = ANY(%s) AND id <> %s "
@@ -131,7 +145,8 @@ class ArchiveStore:
         late = sql.SQL(
             "UPDATE {t} SET covered_by = s.id FROM (SELECT max(id) AS id FROM {t} WHERE chat_id = %s "
             "AND user_id = %s AND message_type = 'summary' AND metadata->'covers' ? %s) s "
-            "WHERE {t}.id = %s AND s.id IS NOT NULL AND ({t}.covered_by IS NULL OR {t}.covered_by < s.id)"
+            "WHERE {t}.user_id = %s AND {t}.id = %s AND s.id IS NOT NULL "
+            "AND ({t}.covered_by IS NULL OR {t}.covered_by < s.id)"
         ).format(t=sql.Identifier(self.table))
         inserted = 0
         with self.pool.connection() as conn, conn.transaction():
@@ -146,7 +161,7 @@ class ArchiveStore:
                 if cur.fetchone() is None:
                     continue  # a replay: already there, and marked when it was written
                 inserted += 1
-                conn.execute(late, [m.chat_id, m.user_id, m.id, m.id])
+                conn.execute(late, [m.chat_id, m.user_id, m.id, m.user_id, m.id])
                 if m.covers:
                     conn.execute(mark, [m.id, m.user_id, list(m.covers), m.id, m.id])
         # A forget between the check and the insert: take the rows back.
@@ -237,11 +252,37 @@ class ArchiveStore:
         keys = ("id", "chat_id", "message_type", "content", "created_at", "covered_by")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
-    def count_user(self, user_id: str) -> int:
-        """The user's archived messages and summaries."""
-        query = sql.SQL("SELECT count(*) FROM {} WHERE user_id = %s").format(sql.Identifier(self.table))
+    def user_counts(self, user_id: str | None = None) -> dict[str, ArchiveCounts]:
+        """user -> their calls, messages (both sides) and summaries, and the newest row's time:
+        of one user (the user index), or of every user with a row. The one count of the
+        archive that every page and command shows."""
+        where = sql.SQL("WHERE user_id = %s") if user_id is not None else sql.SQL("")
+        query = sql.SQL(
+            "SELECT user_id, count(DISTINCT chat_id), count(*) FILTER (WHERE message_type <> 'summary'), "
+            "count(*) FILTER (WHERE message_type = 'summary'), max(created_at) FROM {} {} GROUP BY user_id"
+        ).format(sql.Identifier(self.table), where)
         with self.pool.connection() as conn:
-            return conn.execute(query, [user_id]).fetchone()[0]
+            rows = conn.execute(query, [] if user_id is None else [user_id]).fetchall()
+        return {r[0]: ArchiveCounts(r[1], r[2], r[3], r[4]) for r in rows}
+
+    def count_user(self, user_id: str) -> int:
+        """The user's archived rows: messages and summaries."""
+        counts = self.user_counts(user_id).get(user_id)
+        return counts.rows if counts else 0
+
+    def rows_after(self, user_id: str, after: tuple[datetime, str] | None, limit: int) -> list[dict[str, Any]]:
+        """Up to `limit` of the user's archived rows (no vectors) in (created_at, id) order after
+        `after`: an export reads every row, a page at a time, holding no connection between pages."""
+        query = sql.SQL(
+            "SELECT id, chat_id, message_type, content, created_at, covered_by, metadata FROM {} "
+            "WHERE user_id = %s AND (%s::timestamptz IS NULL OR (created_at, id) > (%s::timestamptz, %s)) "
+            "ORDER BY created_at, id LIMIT %s"
+        ).format(sql.Identifier(self.table))
+        when, last = after or (None, "")
+        with self.pool.connection() as conn:
+            rows = conn.execute(query, [user_id, when, when, last, limit]).fetchall()
+        keys = ("id", "chat_id", "message_type", "content", "created_at", "covered_by", "metadata")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def per_day(self, since: datetime, zone: str) -> list[tuple[Any, int, int]]:
         """(day in `zone`, messages, summaries) archived on each day since `since`."""
@@ -254,12 +295,7 @@ class ArchiveStore:
 
     def per_user(self) -> dict[str, tuple[int, int, datetime]]:
         """user -> (messages, summaries, newest message time)."""
-        query = sql.SQL(
-            "SELECT user_id, count(*) FILTER (WHERE message_type <> 'summary'), "
-            "count(*) FILTER (WHERE message_type = 'summary'), max(created_at) FROM {} GROUP BY user_id"
-        ).format(sql.Identifier(self.table))
-        with self.pool.connection() as conn:
-            return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(query).fetchall()}
+        return {u: (c.messages, c.summaries, c.newest) for u, c in self.user_counts().items()}
 
     def counts(self) -> dict[str, int]:
         query = sql.SQL("SELECT message_type, count(*), count(covered_by) FROM {} GROUP BY message_type").format(

@@ -15,8 +15,10 @@ searches without a user filter (an operator's analysis), never the product's.
 
 from __future__ import annotations
 
-from psycopg import sql
+from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
+
+from memory.storage.partitions import PARTITIONED, create_partitioned, migrate_in_place, move_if_old
 
 MESSAGE_TYPES: tuple[str, ...] = ("user", "assistant", "summary")
 COVERING_MAX_BYTES = 2600  # a btree entry's limit is 2704 bytes with 8 kB pages
@@ -32,11 +34,29 @@ def match_function(collection: str) -> str:
     return "match_conversations" if collection == "memories" else f"{collection}_match_conversations"
 
 
-def ensure_archive_schema(pool: ConnectionPool, collection: str, dims: int, default_min_similarity: float) -> None:
-    """Create the table, its indexes and the search function (idempotent, one process at
-    a time: job processes start together)."""
-    table = archive_table(collection)
+ARCHIVE_COLUMNS = ("id", "chat_id", "user_id", "content", "embedding", "message_type", "created_at", "covered_by",
+                   "metadata")  # fmt: skip
+
+
+def create_archive_table(conn: Connection, table: str, dims: int, *, indexes: bool = True) -> None:
+    """The archive's table, hashed into partitions by `user_id` (as Mem0's table:
+    docs/scaling.md, "Partitions by user"), and its indexes on every partition; a table
+    of the previous layout is left as it is (`partitions.migrate_in_place` moves it)."""
     t = sql.Identifier(table)
+    columns = sql.SQL(
+        """id           TEXT NOT NULL,
+           chat_id      TEXT NOT NULL,
+           user_id      TEXT NOT NULL,
+           content      TEXT NOT NULL,
+           embedding    vector({dims}) NOT NULL,
+           message_type TEXT NOT NULL CHECK (message_type IN ('user', 'assistant', 'summary')),
+           created_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
+           covered_by   TEXT,
+           metadata     JSONB NOT NULL DEFAULT '{{}}'::jsonb,
+           PRIMARY KEY (user_id, id)"""
+    ).format(dims=sql.Literal(dims))
+    if create_partitioned(conn, table, columns) != PARTITIONED or not indexes:
+        return
     # A user's vectors side by side in one btree (an index-only scan reads them from a
     # few hundred adjacent pages, not one heap page per message: bench/archive.py). A
     # btree entry holds at most ~2.7 kB: 384-d vectors (1.5 kB) fit, 1536-d ones do not.
@@ -45,37 +65,41 @@ def ensure_archive_schema(pool: ConnectionPool, collection: str, dims: int, defa
         if dims * 4 + 200 <= COVERING_MAX_BYTES
         else []
     )
+    for name, using in (
+        ("hnsw", sql.SQL("USING hnsw (embedding vector_cosine_ops)")),
+        ("user", sql.SQL("(user_id, created_at)")),
+        ("chat", sql.SQL("(chat_id, created_at)")),
+        # Retention walks old user/assistant messages only: summaries are kept.
+        ("age", sql.SQL("(created_at) WHERE message_type <> 'summary'")),
+        *covering,
+    ):
+        conn.execute(
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} {}").format(sql.Identifier(f"{table}_{name}_idx"), t, using)
+        )
+
+
+def ensure_archive_schema(
+    pool: ConnectionPool, collection: str, dims: int, default_min_similarity: float, *, migrate_any_size: bool = False
+) -> None:
+    """Create the table, its indexes and the search function (idempotent, one process at
+    a time: job processes start together). A table of the previous layout is moved into
+    partitions first, as Mem0's table is (`postgres.ensure_schema`)."""
+    from memory.storage.postgres import AUTO_MIGRATE_ROWS
+
+    table = archive_table(collection)
+    columns = sql.SQL(", ").join(map(sql.Identifier, ARCHIVE_COLUMNS))
+
+    def move(conn: Connection) -> int:
+        return migrate_in_place(
+            conn, table, lambda c, indexes: create_archive_table(c, table, dims, indexes=indexes),
+            columns=ARCHIVE_COLUMNS, select=columns,
+        )  # fmt: skip
+
     with pool.connection() as conn:
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('memory-archive-schema', 0))")
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.execute(
-            sql.SQL(
-                """CREATE TABLE IF NOT EXISTS {t} (
-                    id           TEXT PRIMARY KEY,
-                    chat_id      TEXT NOT NULL,
-                    user_id      TEXT NOT NULL,
-                    content      TEXT NOT NULL,
-                    embedding    vector({dims}) NOT NULL,
-                    message_type TEXT NOT NULL CHECK (message_type IN ('user', 'assistant', 'summary')),
-                    created_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
-                    covered_by   TEXT,
-                    metadata     JSONB NOT NULL DEFAULT '{{}}'::jsonb
-                )"""
-            ).format(t=t, dims=sql.Literal(dims))
-        )
-        for name, using in (
-            ("hnsw", sql.SQL("USING hnsw (embedding vector_cosine_ops)")),
-            ("user", sql.SQL("(user_id, created_at)")),
-            ("chat", sql.SQL("(chat_id, created_at)")),
-            # Retention walks old user/assistant messages only: summaries are kept.
-            ("age", sql.SQL("(created_at) WHERE message_type <> 'summary'")),
-            *covering,
-        ):
-            conn.execute(
-                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} {}").format(
-                    sql.Identifier(f"{table}_{name}_idx"), t, using
-                )
-            )
+        move_if_old(conn, table, None if migrate_any_size else AUTO_MIGRATE_ROWS, move)
+        create_archive_table(conn, table, dims)
         # When fleet-wide upkeep (retention) last ran: one run per period, whoever runs it.
         conn.execute(
             "CREATE TABLE IF NOT EXISTS memory_maintenance (name TEXT PRIMARY KEY, ran_at TIMESTAMPTZ NOT NULL)"
@@ -109,7 +133,8 @@ def ensure_archive_schema(pool: ConnectionPool, collection: str, dims: int, defa
                         'FROM %I c WHERE %s), top AS (SELECT m.id, m.similarity FROM mine m '
                         'WHERE m.similarity >= $6 ORDER BY m.similarity DESC LIMIT $7) '
                         'SELECT c.id, c.chat_id, c.content, c.message_type, top.similarity, c.created_at '
-                        'FROM top JOIN %I c ON c.id = top.id ORDER BY top.similarity DESC, c.created_at DESC',
+                        'FROM top JOIN %I c ON c.user_id = $1 AND c.id = top.id '
+                        'ORDER BY top.similarity DESC, c.created_at DESC',
                         {table}, cond, {table})
                     USING uid, types, filter->>'chat_id', filter->>'exclude_chat_id', query_embedding, min_sim,
                           GREATEST(match_count, 0);

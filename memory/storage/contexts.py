@@ -26,6 +26,7 @@ from typing import Any
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
+from memory.errors import InvalidInput
 from memory.language.redact import redact_secrets
 from memory.language.shown_form import shown_form
 
@@ -35,7 +36,7 @@ MAX_CONTEXTS_PER_USER = 100
 ID_PREFIX = "ctx_"
 
 
-class ContextError(ValueError):
+class ContextError(InvalidInput):
     """A request the store refuses; the message is meant for the model (a tool error)."""
 
 
@@ -235,6 +236,12 @@ class ContextStore:
                 total += n
                 if n < batch:
                     return total
+
+    def count_user(self, user_id: str) -> int:
+        """How many contexts the user has."""
+        with self.pool.connection() as conn:
+            query = sql.SQL("SELECT count(*) FROM {} WHERE user_id = %s").format(self.table)
+            return int(conn.execute(query, [user_id]).fetchone()[0])
 
     def export_user(self, user_id: str) -> list[dict[str, Any]]:
         """Every context of the user with its notes, oldest first (JSON-able)."""

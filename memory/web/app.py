@@ -2,14 +2,18 @@
 
 Pages are server-rendered by Jinja2 with autoescape on (stored text is written by callers:
 it is shown as text, never as markup) and carry no script. Store calls block, so they
-run on a small thread pool of the server's own, never on its event loop.
+run on a small thread pool of the server's own, never on its event loop. A store that
+cannot be reached answers a page that says so (503), any other failure one line (500);
+neither shows a traceback.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import re
+import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,18 +21,21 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 import jinja2
+import psycopg
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from yarl import URL
 
+from memory.errors import Unavailable
+from memory.language import lexical
 from memory.ops.threads import run_in, web_pool
 from memory.settings import LiveKitCredentials, MemorySettings, WebSettings
-from memory.types import InvalidMemoryText, validate_user_id
-from memory.web import chart, security, token_endpoint
+from memory.types import InvalidMemoryText, describe_error, validate_user_id
+from memory.web import chart, proxy, security, token_endpoint
 from memory.web.i18n import category_name, pick_lang, translator
 from memory.web.views import Operator, Unknown
 
-logger = logging.getLogger("memory.web")
+logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -40,8 +47,13 @@ GUARD = web.AppKey("guard", security.Guard)
 EXECUTOR = web.AppKey("executor", ThreadPoolExecutor)
 TEMPLATES = web.AppKey("templates", jinja2.Environment)
 STYLE = web.AppKey("style", bytes)
+TOKEN_OPERATOR = web.AppKey("token_operator", bool)  # the operator's secret may mint tokens
+WARMED = web.AppKey("warmed", asyncio.Future)  # done when `load_models` has run
 SESSION = web.RequestKey("session", object)  # security.Session, or None for a script's header
 AUTHED = web.RequestKey("authed", bool)
+# The store cannot be reached: a database down or gone, connections refused or timed out
+# (as the store's boundary puts it, `Unavailable`, or as psycopg raises it where none does).
+STORE_DOWN = (psycopg.OperationalError, psycopg.InterfaceError, Unavailable)
 
 
 def public(handler: Handler) -> Handler:
@@ -94,7 +106,7 @@ def render(request: web.Request, template: str, *, status: int = 200, **context:
     response = web.Response(text=html, content_type="text/html", charset="utf-8", status=status)
     if request.query.get("lang") in ("en", "zh"):
         response.set_cookie(security.LANG_COOKIE, request.query["lang"], max_age=365 * 86400, path="/",
-                            httponly=True, samesite="Lax", secure=request.secure)  # fmt: skip
+                            httponly=True, samesite="Lax", secure=request.app[GUARD].https(request))  # fmt: skip
     return response
 
 
@@ -119,25 +131,82 @@ def _unknown(request: web.Request, user_id: str) -> web.Response:
     return render(request, "message.html", status=404, title=user_id, message_key="unknown_user", user=user_id)
 
 
+# ------------------------------------------------------------------------------ errors
+def _failure(request: web.Request, status: int, key: str) -> web.Response:
+    """One line saying what failed: a page for a browser, JSON for the API."""
+    headers = {"Retry-After": "30"} if status == 503 else {}
+    if request.path.startswith("/api/") or request.method not in ("GET", "HEAD"):
+        text = translator("en")(key)
+        return web.json_response({"error": text}, status=status, headers=headers)
+    response = render(request, "message.html", status=status, title=str(status), message_key=key, user="")
+    response.headers.update(headers)
+    return response
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A store that cannot be reached is named (503); anything else is one line (500),
+    logged here with its traceback, never shown."""
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except STORE_DOWN as exc:
+        logger.warning("%s %s: the memory store cannot be reached: %s", request.method, request.path,
+                       describe_error(exc))  # fmt: skip
+        return _failure(request, 503, "store_down")
+    except Exception:
+        logger.exception("%s %s failed", request.method, request.path)
+        return _failure(request, 500, "server_error")
+
+
 # ------------------------------------------------------------------------------ guard
+def _refused(status: int, error: str, **headers: str) -> web.Response:
+    return web.json_response({"error": error}, status=status, headers=headers)
+
+
+async def _secret_turn(request: web.Request) -> web.Response | None:
+    """Wait for this client's turn to have a secret checked (`security.SecretLimiter`);
+    the answer when it has too many waiting already."""
+    if await request.app[GUARD].limiter.turn(request.remote or "?"):
+        return None
+    return _refused(429, "too many wrong secrets from this address: wait a minute", **{"Retry-After": "60"})
+
+
 @web.middleware
 async def guard_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The secret on every request but the public ones; cross-site refusal and the CSRF
-    token on every state-changing one (`security.py` says why each)."""
+    """The secret on every request but the public ones (the token key on `POST /api/token`
+    only); cross-site refusal and the CSRF token on every state-changing one (`security.py`
+    says why each)."""
     guard = request.app[GUARD]
     unsafe = request.method not in security.SAFE_METHODS
     if unsafe and (why := guard.cross_site(request)):
         return web.Response(status=403, text=f"Forbidden: {why}")
     if getattr(handler, "public", False):
         return await handler(request)
-    bearer = guard.bearer(request)
-    session = None if bearer is not None else guard.session(request)
-    if not bearer and session is None:
+    minting = request.path == security.TOKEN_PATH
+    mint_as_operator = request.app[TOKEN_OPERATOR]
+    sent = guard.bearer(request)
+    session = None if sent is not None else guard.session(request)
+    if sent is not None:
+        if busy := await _secret_turn(request):
+            return busy
+        which = guard.credential(sent)
+        if which is None:
+            guard.limiter.failed(request.remote or "?")
+        elif which == "token" and not minting:
+            return _refused(403, "the token key opens POST /api/token only")
+        elif which == "operator" and minting and not mint_as_operator:
+            return _refused(403, "the operator's secret does not mint tokens: give the frontend's token server "
+                                 "MEMORY_WEB_TOKEN_KEY (or set MEMORY_WEB_TOKEN_OPERATOR=on)")  # fmt: skip
+    if (sent is None or which is None) and session is None:
         wants_page = request.method in ("GET", "HEAD") and not request.path.startswith("/api/")
-        if wants_page and bearer is None:
+        if wants_page and sent is None:
             raise web.HTTPSeeOther(f"/login?next={quote(request.path_qs, safe='')}")
-        return web.json_response({"error": "the operator's secret is required"}, status=401,
-                                 headers={"WWW-Authenticate": 'Bearer realm="memory"'})  # fmt: skip
+        needed = "the token endpoint's key" if minting else "the operator's secret"
+        return _refused(401, f"{needed} is required", **{"WWW-Authenticate": 'Bearer realm="memory"'})
+    if session is not None and minting and not mint_as_operator:
+        return _refused(403, "an operator's session does not mint tokens (MEMORY_WEB_TOKEN_OPERATOR is off)")
     if session is not None and unsafe:
         sent = request.headers.get(security.CSRF_HEADER)
         if sent is None and request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
@@ -175,15 +244,14 @@ async def login(request: web.Request) -> web.StreamResponse:
     guard = request.app[GUARD]
     form = await request.post()
     target = security.local_path(str(form.get("next") or "/"))
-    address = request.remote or "?"
-    if guard.logins.blocked(address):
+    if not await guard.limiter.turn(request.remote or "?"):
         return render(request, "login.html", status=429, title="login", next=target, error="too_many")
     if not guard.is_secret(str(form.get("secret") or "")):
-        guard.logins.failed(address)
+        guard.limiter.failed(request.remote or "?")
         return render(request, "login.html", status=401, title="login", next=target, error="wrong_secret")
     session = guard.sessions.create()
     response = web.HTTPSeeOther(target)
-    security.set_session_cookie(response, request, session)
+    security.set_session_cookie(response, request, session, secure=guard.https(request))
     raise response
 
 
@@ -227,16 +295,50 @@ async def recall(request: web.Request) -> web.Response:
     return render(request, "recall.html", title=user_id, user_id=user_id, query=query, doc=doc)
 
 
-async def export(request: web.Request) -> web.Response:
+async def export(request: web.Request) -> web.StreamResponse:
+    """`memory.admin export USER` as a download, streamed as it is read: a thread writes
+    it a chunk at a time into a short queue that this handler sends on (a user with
+    50,000 memories is never held whole, and no connection waits on a slow client)."""
     user_id = _user_param(request, request.query.get("id"))
+    operator = request.app[OPERATOR]
     try:
-        text = await blocking(request, request.app[OPERATOR].export, user_id)
+        await blocking(request, operator.require_known, user_id)
     except Unknown:
         return _unknown(request, user_id)
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", user_id)[:60]
     disposition = f"attachment; filename=\"memory-export-{safe}.json\"; filename*=UTF-8''{quote(user_id[:200])}.json"
-    return web.Response(text=text + "\n", content_type="application/json", charset="utf-8",
-                        headers={"Content-Disposition": disposition})  # fmt: skip
+    response = web.StreamResponse(headers={"Content-Disposition": disposition})
+    response.content_type, response.charset = "application/json", "utf-8"
+    loop = asyncio.get_running_loop()
+    chunks: asyncio.Queue[str | None] = asyncio.Queue(maxsize=4)
+    stopped = threading.Event()  # the client went away: the writer stops at its next chunk
+
+    def send(chunk: str) -> None:
+        if stopped.is_set():
+            raise ConnectionResetError("the client went away")
+        asyncio.run_coroutine_threadsafe(chunks.put(chunk), loop).result()
+
+    def produce() -> None:
+        try:
+            operator.write_export(user_id, send)
+        finally:
+            if not stopped.is_set():
+                asyncio.run_coroutine_threadsafe(chunks.put(None), loop).result()
+
+    writer = asyncio.ensure_future(blocking(request, produce))
+    try:
+        await response.prepare(request)
+        while (chunk := await chunks.get()) is not None:
+            await response.write(chunk.encode("utf-8"))
+        await writer
+        await response.write_eof()
+    finally:
+        stopped.set()
+        while not writer.done():  # a writer blocked on the full queue: take a chunk, it sees `stopped`
+            taken = asyncio.ensure_future(chunks.get())
+            await asyncio.wait({writer, taken}, return_when=asyncio.FIRST_COMPLETED)
+            taken.cancel()
+    return response
 
 
 async def forget_form(request: web.Request) -> web.Response:
@@ -289,6 +391,18 @@ async def root(request: web.Request) -> web.StreamResponse:
 
 
 # ------------------------------------------------------------------------------- app
+def load_models(operator: Operator) -> None:
+    """The query embedder (the local model, or Mem0's when it is loaded) and the segmenter,
+    loaded on a thread as the server starts, not by the first "what would it recall",
+    which took 14 s when it paid for them (issue 40). The other pages need neither and
+    answer meanwhile."""
+    try:
+        operator.store.embedder.embed("warm up", "search")
+        lexical.warm_up()
+    except Exception as exc:  # noqa: BLE001 - the page that needs them loads them again and says what failed
+        logger.warning("loading the models at start failed: %s", describe_error(exc))
+
+
 def build_app(
     operator: Operator,
     settings: MemorySettings,
@@ -296,13 +410,24 @@ def build_app(
     *,
     livekit: LiveKitCredentials | str,
     threads: int = 4,
+    limiter: security.SecretLimiter | None = None,
 ) -> web.Application:
     """The server over an opened store. `livekit`: the project tokens are minted for, or
-    why there is none (the token endpoint then answers 503 saying so)."""
-    app = web.Application(middlewares=[guard_middleware], client_max_size=64 * 1024)
+    why there is none (the token endpoint then answers 503 saying so). `limiter`: the
+    limit on wrong secrets (its own clock in the tests)."""
+    app = web.Application(
+        middlewares=[proxy.forwarded_middleware(web_settings.trusted_proxies), errors_middleware, guard_middleware],
+        client_max_size=security.MAX_BODY,
+    )
     app[OPERATOR] = operator
     app[SETTINGS] = settings
-    app[GUARD] = security.Guard(web_settings.secret, web_settings.cors_origins)
+    app[GUARD] = security.Guard(web_settings.secret, web_settings.cors_origins, token_key=web_settings.token_key,
+                                public_origin=web_settings.public_origin, limiter=limiter)  # fmt: skip
+    app[TOKEN_OPERATOR] = web_settings.token_operator
+    app[token_endpoint.POLICY] = token_endpoint.TokenPolicy(
+        re.compile(web_settings.token_identities) if web_settings.token_identities else None,
+        web_settings.token_room_prefix,
+    )
     app[EXECUTOR] = web_pool(threads)
     app[TEMPLATES] = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -316,9 +441,13 @@ def build_app(
     app[token_endpoint.CORS_ORIGINS] = frozenset(web_settings.cors_origins)
     app.on_response_prepare.append(_security_headers)
 
+    async def warm_up(_app: web.Application) -> None:
+        _app[WARMED] = asyncio.ensure_future(run_in(_app[EXECUTOR], load_models, _app[OPERATOR]))
+
     async def stop_threads(_app: web.Application) -> None:
         _app[EXECUTOR].shutdown(wait=False, cancel_futures=True)
 
+    app.on_startup.append(warm_up)
     app.on_cleanup.append(stop_threads)
     r = app.router
     r.add_get("/", root, name="root")

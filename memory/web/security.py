@@ -1,15 +1,22 @@
 """Who may use the operator's pages, and what a browser may do with them.
 
 - **The secret.** Every page and action needs `MEMORY_WEB_SECRET`: a browser logs in once
-  through a form and gets a session cookie; a script sends `Authorization: Bearer <secret>`
-  (so does a frontend's server calling `POST /api/token`). Compared in constant time;
-  wrong guesses from one address are slowed to a handful a minute.
+  through a form and gets a session cookie; a script sends `Authorization: Bearer <secret>`.
+  `POST /api/token` takes a key of its own (`MEMORY_WEB_TOKEN_KEY`, held by a frontend's
+  token server), which opens nothing else; the operator's secret mints tokens only when
+  `MEMORY_WEB_TOKEN_OPERATOR` says so. Compared in constant time.
+- **Wrong secrets** (login form or header) are limited per client address: a few at once,
+  then one every few seconds, checked in turn. The right secret is never refused: it
+  waits its turn at most, and an address that guesses does not slow another (behind a
+  proxy the client's address comes from its X-Forwarded-For, `proxy.py`).
 - **Sessions** are an unguessable id in a cookie that scripts cannot read (HttpOnly),
   that no other site's request carries (SameSite=Strict), over HTTPS only when served
-  over HTTPS (Secure). Held in this process: logging out revokes at once, a restart logs
-  everyone out. Each has its own CSRF token.
+  over HTTPS (Secure: the request's scheme, as a trusted proxy forwards it, or the public
+  origin's). Held in this process: logging out revokes at once, a restart logs everyone
+  out. Each has its own CSRF token.
 - **Cross-site requests.** A state-changing request (any method but GET/HEAD/OPTIONS) is
-  refused when the browser says it came from another origin (`Origin`, or
+  refused when the browser says it came from another origin than the page's own (the
+  address it was reached at, or `MEMORY_WEB_PUBLIC_ORIGIN`) (`Origin`, or
   `Sec-Fetch-Site: cross-site`/`same-site`). SameSite alone is not enough on localhost:
   a page of another local server (another port) is the *same site*, and its forms carry
   the cookie. A form posted with the cookie must also carry the session's CSRF token.
@@ -22,12 +29,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import secrets
 import time
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -37,6 +48,7 @@ SESSION_TTL_S = 12 * 3600
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+MAX_BODY = 64 * 1024  # bytes of a request's body: forms and token requests are small
 TOKEN_PATH = "/api/token"
 
 CSP = (
@@ -54,9 +66,12 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 
-# Wrong secrets from one address: this many within the window, then 429 until it passes.
+# Wrong secrets from one address: this many within the window are checked at once; past
+# them, one every WINDOW / ATTEMPTS seconds (the right secret too: it waits its turn).
 LOGIN_ATTEMPTS = 5
 LOGIN_WINDOW_S = 60.0
+# Tries of one address waiting their turn at most; more are answered 429 at once.
+LIMIT_QUEUE = 8
 
 
 @dataclass
@@ -94,57 +109,122 @@ class Sessions:
         self._by_id.pop(sid or "", None)
 
 
-class LoginLimiter:
-    """Wrong secrets per address in a sliding window."""
+@dataclass
+class _Tries:
+    failures: deque[float] = field(default_factory=deque)
+    next_turn: float = 0.0
+    waiting: int = 0
 
-    def __init__(self, attempts: int = LOGIN_ATTEMPTS, window_s: float = LOGIN_WINDOW_S) -> None:
-        self.attempts = attempts
-        self.window_s = window_s
-        self._failures: dict[str, deque[float]] = {}
 
-    def _recent(self, address: str) -> deque[float]:
-        now = time.monotonic()
-        failures = self._failures.setdefault(address, deque())
-        while failures and failures[0] <= now - self.window_s:
-            failures.popleft()
-        return failures
+class SecretLimiter:
+    """Wrong secrets per client address, in a sliding window: up to `attempts` are checked
+    at once; past them the address's tries are checked one at a time, one every
+    `window_s / attempts` seconds, whatever they hold. So a guesser gets about `attempts`
+    a window, and the right secret is never refused: it waits its turn, at most
+    `queue` turns. Only wrong secrets count; another address is not slowed. `clock` and
+    `sleep` are the time it runs on (a fake clock in the tests)."""
 
-    def blocked(self, address: str) -> bool:
-        return len(self._recent(address)) >= self.attempts
+    def __init__(
+        self,
+        attempts: int = LOGIN_ATTEMPTS,
+        window_s: float = LOGIN_WINDOW_S,
+        *,
+        queue: int = LIMIT_QUEUE,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    ) -> None:
+        self.attempts, self.window_s, self.queue = attempts, window_s, queue
+        self.clock, self.sleep = clock, sleep
+        self._by_address: dict[str, _Tries] = {}
+
+    def _tries(self, address: str) -> _Tries:
+        now = self.clock()
+        if len(self._by_address) > 10_000:  # many addresses: forget those with nothing recent
+            for key in [k for k, t in self._by_address.items() if not t.waiting and not self._recent(t, now)]:
+                del self._by_address[key]
+        return self._recent(self._by_address.setdefault(address, _Tries()), now)
+
+    def _recent(self, tries: _Tries, now: float) -> _Tries:
+        while tries.failures and tries.failures[0] <= now - self.window_s:
+            tries.failures.popleft()
+        return tries
+
+    async def turn(self, address: str) -> bool:
+        """Wait until this address may have a secret checked; False: too many of its tries
+        wait already (answer 429, check nothing). Nothing may be awaited between this and
+        `failed`, so that tries checked at once cannot pass the limit together."""
+        tries = self._tries(address)
+        if len(tries.failures) < self.attempts:
+            return True
+        if tries.waiting >= self.queue:
+            return False
+        now = self.clock()
+        start = max(now, tries.next_turn)
+        tries.next_turn = start + self.window_s / self.attempts
+        tries.waiting += 1
+        try:
+            if start > now:
+                await self.sleep(start - now)
+        finally:
+            tries.waiting -= 1
+        return True
 
     def failed(self, address: str) -> None:
-        self._recent(address).append(time.monotonic())
+        self._tries(address).failures.append(self.clock())
+
+
+Credential = Literal["operator", "token"]
 
 
 class Guard:
     """The checks every request passes (`app.guard_middleware` applies them)."""
 
-    def __init__(self, secret: str, cors_origins: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        secret: str,
+        cors_origins: tuple[str, ...] = (),
+        *,
+        token_key: str | None = None,
+        public_origin: str | None = None,
+        limiter: SecretLimiter | None = None,
+    ) -> None:
         self._digest = hashlib.sha256(secret.encode()).digest()
+        self._token_digest = hashlib.sha256(token_key.encode()).digest() if token_key else None
         self.cors_origins = frozenset(cors_origins)
+        self.public_origin = public_origin
         self.sessions = Sessions()
-        self.logins = LoginLimiter()
+        self.limiter = limiter or SecretLimiter()
 
     def is_secret(self, candidate: str) -> bool:
-        """Constant time (digests of equal length, whatever the candidate's)."""
+        """The operator's secret? Constant time (digests of equal length, whatever the candidate's)."""
         return hmac.compare_digest(hashlib.sha256(candidate.encode()).digest(), self._digest)
 
-    def bearer(self, request: web.Request) -> bool | None:
-        """True/False for a request that sends `Authorization: Bearer`, None for one that does not."""
-        header = request.headers.get("Authorization", "")
-        scheme, _, value = header.partition(" ")
-        if scheme.lower() != "bearer":
-            return None
-        return self.is_secret(value.strip())
+    def credential(self, candidate: str) -> Credential | None:
+        """Which secret `candidate` is, if any: both compared, each in constant time."""
+        digest = hashlib.sha256(candidate.encode()).digest()
+        operator = hmac.compare_digest(digest, self._digest)
+        token = self._token_digest is not None and hmac.compare_digest(digest, self._token_digest)
+        return "operator" if operator else "token" if token else None
+
+    @staticmethod
+    def bearer(request: web.Request) -> str | None:
+        """What a request sends as `Authorization: Bearer`, or None when it sends no such header."""
+        scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+        return value.strip() if scheme.lower() == "bearer" else None
 
     def session(self, request: web.Request) -> Session | None:
         return self.sessions.get(request.cookies.get(SESSION_COOKIE))
 
+    def https(self, request: web.Request) -> bool:
+        """Is the page served over HTTPS as the browser sees it: the request's scheme (a
+        trusted proxy's X-Forwarded-Proto, `proxy.py`), or the public origin's."""
+        return request.secure or (self.public_origin or "").startswith("https://")
+
     def cross_site(self, request: web.Request) -> str | None:
         """Why a state-changing request must be refused as coming from another origin, if it must."""
         origin = request.headers.get("Origin")
-        own = f"{request.scheme}://{request.host}"
-        allowed = {own} | (self.cors_origins if request.path == TOKEN_PATH else set())
+        own = {f"{request.scheme}://{request.host}"} | ({self.public_origin} if self.public_origin else set())
+        allowed = own | (self.cors_origins if request.path == TOKEN_PATH else set())
         if origin is not None:
             return None if origin in allowed else f"a request from another origin ({origin[:80]}) is refused"
         fetch_site = request.headers.get("Sec-Fetch-Site")
@@ -157,7 +237,7 @@ class Guard:
         return sent is not None and hmac.compare_digest(sent.encode(), session.csrf.encode())
 
 
-def set_session_cookie(response: web.StreamResponse, request: web.Request, session: Session) -> None:
+def set_session_cookie(response: web.StreamResponse, request: web.Request, session: Session, secure: bool) -> None:
     response.set_cookie(
         SESSION_COOKIE,
         session.id,
@@ -165,13 +245,25 @@ def set_session_cookie(response: web.StreamResponse, request: web.Request, sessi
         path="/",
         httponly=True,
         samesite="Strict",
-        secure=request.secure,
+        secure=secure,
     )
+
+
+# What a path on this server may hold, as it reaches us (the server's own `next` links are
+# percent-encoded): the printable ASCII of RFC 3986, nothing a browser strips or reads as
+# "/" (tabs, CR, LF, spaces, backslashes) and so nothing that could make "//" out of it.
+_PATH_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/?%")
 
 
 def local_path(target: str | None) -> str:
     """`target` if it is a path on this server, else "/": a login's `next` never sends the
-    browser to another site ("//evil.example", "https://...", "/\\evil")."""
-    if not target or not target.startswith("/") or target.startswith(("//", "/\\")) or "\\" in target:
+    browser to another site. Checked as it is, with nothing removed or normalised that a
+    browser would read otherwise: one "/" first and not two, only URL characters (a tab, CR
+    or LF a browser drops, a backslash it reads as "/", refuse the whole value), and parsed
+    it has no scheme and no host."""
+    if not target or target[0] != "/" or target[1:2] == "/" or not set(target) <= _PATH_CHARS:
+        return "/"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/"):
         return "/"
     return target

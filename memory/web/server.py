@@ -16,20 +16,22 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from aiohttp import web
-
-from memory.admin.cli import open_store
-from memory.forget import where
 from memory.settings import ConfigError, LiveKitCredentials, livekit_credentials, load_settings, web_settings
-from memory.web.app import PathOnlyAccessLogger, build_app
-from memory.web.views import Operator
+
+if TYPE_CHECKING:  # loaded once the configuration is known to be complete: a missing
+    from aiohttp import web  # secret is said in well under a second, not after LiveKit loads
 
 PROG = "python -m memory.web"
 
 
 async def serve(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, str]:
     """Start `app` on host:port (0: any free port); the runner and the URL it answers at."""
+    from aiohttp import web
+
+    from memory.web.app import PathOnlyAccessLogger
+
     runner = web.AppRunner(app, access_log_class=PathOnlyAccessLogger, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -73,6 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    from memory.commands import open_store
+    from memory.storage.locate import where
+
     store, problems = open_store(settings)
     if store is None:
         print(f"{PROG}: no memory store to show:\n  " + "\n  ".join(problems), file=sys.stderr)
@@ -80,10 +85,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     print(f"{PROG}: memory store {where(settings)}, MEM0_SETTING={settings.mode.value}", flush=True)
     livekit = _livekit()
-    if isinstance(livekit, str):
+    if not (web_cfg.token_key or web_cfg.token_operator):
+        print(f"{PROG}: POST /api/token mints nothing until MEMORY_WEB_TOKEN_KEY is set (docs/web.md)",
+              file=sys.stderr, flush=True)  # fmt: skip
+    elif isinstance(livekit, str):
         print(f"{PROG}: POST /api/token answers 503 until the LiveKit project is configured: {livekit}",
               file=sys.stderr, flush=True)  # fmt: skip
     try:
+        from memory.web.app import build_app
+        from memory.web.views import Operator
+
         app = build_app(Operator(store, settings), settings, web_cfg, livekit=livekit)
         asyncio.run(_run(app, web_cfg.host, web_cfg.port, web_cfg.loopback))
     finally:

@@ -10,12 +10,24 @@ client's.
 One difference from a plain token server, on purpose: `participant_identity` is required.
 Memory is kept per identity, and a token for an identity made up per connection gives
 nobody a memory (the README's first pitfall); a frontend that sends none gets a 400 that
-says so. Authorisation is the operator's secret (`security.py`), as `Authorization:
-Bearer`; browsers of `MEMORY_WEB_CORS_ORIGINS` may call it directly (CORS).
+says so.
+
+Authorisation is a key of its own, `MEMORY_WEB_TOKEN_KEY`, as `Authorization: Bearer`
+(`security.py`, `app.guard_middleware`): the frontend's token server holds it, and it
+opens no page or action of the operator's. It can be narrowed to identities of a shape
+(`MEMORY_WEB_TOKEN_IDENTITIES`) and rooms with a prefix (`MEMORY_WEB_TOKEN_ROOM_PREFIX`).
+Browsers of `MEMORY_WEB_CORS_ORIGINS` may call it directly (CORS).
+
+The body is checked before it is parsed deeply: at most `client_max_size` bytes (64 KiB),
+UTF-8, nested at most `MAX_DEPTH` levels (2,000 levels would reach `json.loads`'s
+recursion limit), then each field's type and length. Every refusal is one line of JSON.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -23,8 +35,10 @@ from aiohttp import web
 from google.protobuf import json_format
 from livekit import api
 
-from memory.livekit.token import identity_problem, mint, new_room
+from memory.errors import InvalidInput
+from memory.livekit.token import hidden_character, identity_problem, mint, new_room
 from memory.settings import LiveKitCredentials
+from memory.web.security import MAX_BODY
 
 # LiveKit checks a token's expiry when a participant connects, not later in the call; a
 # frontend's TokenSource fetches a new one when its cached token is about to expire.
@@ -33,13 +47,57 @@ MAX_ROOM_NAME = 256
 MAX_NAME = 256
 MAX_METADATA = 16_384
 MAX_ATTRIBUTES = 64
+MAX_ATTRIBUTE_CHARS = 1024
+MAX_DEPTH = 16  # a RoomConfiguration with its agent dispatch is 4 levels deep
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(rb"[\[\]{}]")
+
+
+@dataclass(frozen=True)
+class TokenPolicy:
+    """Whom tokens may be minted for: identities that match `identities` whole (any, when
+    None) and rooms that start with `room_prefix` (new rooms get it)."""
+
+    identities: re.Pattern[str] | None = None
+    room_prefix: str = ""
+
 
 CREDENTIALS = web.AppKey("livekit_credentials", object)  # LiveKitCredentials, or why there are none
 CORS_ORIGINS = web.AppKey("cors_origins", frozenset)
+POLICY = web.AppKey("token_policy", TokenPolicy)
 
 
-class BadRequest(ValueError):
+class BadRequest(InvalidInput):
     """A field of the request is wrong; the message names it."""
+
+
+class NotAllowed(InvalidInput):
+    """The request is well formed, but this endpoint's policy does not mint it."""
+
+
+def nesting(raw: bytes) -> int:
+    """How deeply the JSON text `raw` nests arrays and objects, counted without parsing it
+    (strings, which may hold brackets, are left out first)."""
+    depth = deepest = 0
+    for bracket in _BRACKETS.findall(_STRINGS.sub(b"", raw)):
+        depth += 1 if bracket in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def parse_body(raw: bytes) -> object:
+    """The request's JSON, once its size is known (the server caps it) and its nesting is
+    within `MAX_DEPTH`; `BadRequest` says what was wrong."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest("the body must be UTF-8 JSON") from None
+    if (depth := nesting(raw)) > MAX_DEPTH:
+        raise BadRequest(f"the body nests {depth} levels deep; at most {MAX_DEPTH}")
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise BadRequest("the body must be a JSON object") from None
 
 
 def _text(body: dict[str, Any], name: str, limit: int) -> str | None:
@@ -50,11 +108,14 @@ def _text(body: dict[str, Any], name: str, limit: int) -> str | None:
         raise BadRequest(f"{name} must be a string")
     if len(value) > limit:
         raise BadRequest(f"{name} is {len(value)} characters; at most {limit}")
+    if name != "participant_metadata" and (where := hidden_character(value)):
+        raise BadRequest(f"{name} must not hold control, bidi or zero-width characters ({where})")
     return value
 
 
-def token_request(body: object) -> dict[str, Any]:
-    """The fields of a token request, checked; `BadRequest` names the first wrong one."""
+def token_request(body: object, policy: TokenPolicy = TokenPolicy()) -> dict[str, Any]:
+    """The fields of a token request, checked; `BadRequest` names the first wrong one,
+    `NotAllowed` says which the policy refuses."""
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
     identity = body.get("participant_identity")
@@ -75,6 +136,8 @@ def token_request(body: object) -> dict[str, Any]:
             raise BadRequest("participant_attributes must be an object of strings")
         if len(attributes) > MAX_ATTRIBUTES:
             raise BadRequest(f"participant_attributes has {len(attributes)} entries; at most {MAX_ATTRIBUTES}")
+        if any(len(k) + len(v) > MAX_ATTRIBUTE_CHARS for k, v in attributes.items()):
+            raise BadRequest(f"participant_attributes: an entry is over {MAX_ATTRIBUTE_CHARS} characters")
     room_config = body.get("room_config")
     config = None
     if room_config is not None:
@@ -84,9 +147,14 @@ def token_request(body: object) -> dict[str, Any]:
             config = json_format.ParseDict(room_config, api.RoomConfiguration())
         except json_format.ParseError as exc:
             raise BadRequest(f"room_config is not a RoomConfiguration: {str(exc)[:200]}") from None
+    if policy.identities is not None and not policy.identities.fullmatch(identity):
+        raise NotAllowed("participant_identity is not of the shape this endpoint mints tokens for")
+    room = _text(body, "room_name", MAX_ROOM_NAME)
+    if room is not None and not room.startswith(policy.room_prefix):
+        raise NotAllowed(f"room_name must start with {policy.room_prefix!r}")
     return {
         "identity": identity,
-        "room": _text(body, "room_name", MAX_ROOM_NAME) or new_room(),
+        "room": room or new_room(policy.room_prefix or "memory-"),
         "name": _text(body, "participant_name", MAX_NAME),
         "metadata": _text(body, "participant_metadata", MAX_METADATA),
         "attributes": attributes or None,
@@ -104,15 +172,18 @@ def cors_headers(request: web.Request) -> dict[str, str]:
 
 
 async def token(request: web.Request) -> web.Response:
-    """`POST /api/token` (the guard has checked the secret)."""
+    """`POST /api/token` (the guard has checked the token key)."""
     creds = request.app[CREDENTIALS]
     if not isinstance(creds, LiveKitCredentials):
         return web.json_response({"error": f"no LiveKit project to mint tokens for: {creds}"}, status=503)
     try:
-        fields = token_request(await request.json())
-    except ValueError as exc:  # BadRequest, or a body that is not JSON
-        message = str(exc) if isinstance(exc, BadRequest) else "the body must be a JSON object"
-        return web.json_response({"error": message}, status=400)
+        fields = token_request(parse_body(await request.read()), request.app[POLICY])
+    except BadRequest as exc:
+        return web.json_response({"error": str(exc)}, status=400)
+    except NotAllowed as exc:
+        return web.json_response({"error": str(exc)}, status=403)
+    except web.HTTPRequestEntityTooLarge:
+        return web.json_response({"error": f"the body is over {MAX_BODY} bytes"}, status=413)
     jwt = mint(creds, fields["identity"], fields["room"], ttl=TOKEN_TTL, name=fields["name"],
                metadata=fields["metadata"], attributes=fields["attributes"],
                room_config=fields["room_config"])  # fmt: skip

@@ -7,20 +7,20 @@ these on threads of its own, never on its event loop.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from memory.admin.cli import Admin, Unknown
-from memory.admin.tables import to_json
 from memory.journal.queue import DEAD
 from memory.livekit.blocks import fit_recalled, format_memories
 from memory.settings import MemorySettings
 from memory.storage.activity import DailyActivity
 from memory.storage.store import MemoryStore
-from memory.types import InvalidMemoryText, MemoryRecord, memory_user_id
+from memory.types import InvalidMemoryText, MemoryRecord, memory_user_id, parse_time
+from memory.userdata import count_names, place_names
 
 USERS_PER_PAGE = 50
 FACTS_PER_PAGE = 100
@@ -57,9 +57,11 @@ class Operator:
 
     # ------------------------------------------------------------ users
     def users(self, query: str, page: int) -> dict[str, Any]:
-        """Users with their counts, newest activity first; `query` matches a part of the
-        stored id, or an identity exactly (one with spaces is stored as lk-...)."""
+        """Users with their counts (the places', `memory/userdata.py`), newest activity first;
+        `query` matches a part of the stored id, or an identity exactly (one with spaces is
+        stored as lk-...)."""
         rows = self.admin.users()
+        columns = [n for n in count_names() if rows and n in rows[0]]
         wanted = query.strip()
         if wanted:
             try:
@@ -70,22 +72,25 @@ class Operator:
             rows = [u for u in rows if folded in u["user_id"].casefold() or u["user_id"] == exact]
         paging = Paging.of(page, len(rows), USERS_PER_PAGE)
         start = paging.offset(USERS_PER_PAGE)
-        return {"users": rows[start : start + USERS_PER_PAGE], "paging": paging, "query": wanted}
+        return {"users": rows[start : start + USERS_PER_PAGE], "paging": paging, "query": wanted, "columns": columns}
 
     # ------------------------------------------------------------- a user
     def user(self, user_id: str, *, facts_page: int = 1, turns_page: int = 1, calls_page: int = 1) -> dict[str, Any]:
         """Everything about one user, a page of each kind. `Unknown` when nothing is stored."""
-        raw, facts = self.store.rows.count_user(user_id)
-        archived = self.admin.archive.count_user(user_id)
-        journal = self.admin.journal_rows(user_id)
-        if not (raw or facts or archived or journal):  # `Admin.require_known`, from the counts
+        counts = self.admin.counts(user_id)
+        if not any(counts[name] for name in place_names()):  # `require_known`, from the counts
             raise Unknown(user_id)
-        fp = Paging.of(facts_page, facts, FACTS_PER_PAGE)
-        tp = Paging.of(turns_page, raw, TURNS_PER_PAGE)
-        cp = Paging.of(calls_page, self.admin.archive.count_calls(user_id), CALLS_PER_PAGE)
+        journal = self.admin.journal_rows(user_id)
+        fp = Paging.of(facts_page, counts["facts"], FACTS_PER_PAGE)
+        tp = Paging.of(turns_page, counts["raw_turns"], TURNS_PER_PAGE)
+        cp = Paging.of(calls_page, counts["calls"], CALLS_PER_PAGE)
         return {
             "user_id": user_id,
-            "counts": {"raw_turns": raw, "facts": facts, "archive": archived},
+            "counts": counts,
+            "places": place_names(),
+            # The modes the user's memories were stored under (a fact is GATED's, a raw turn
+            # NORMAL's), whatever this server's mode is.
+            "stored_modes": [m for m, n in (("NORMAL", counts["raw_turns"]), ("GATED", counts["facts"])) if n],
             "facts": self._facts(user_id, fp),
             "facts_paging": fp,
             "turns": self._turns(user_id, tp),
@@ -132,7 +137,11 @@ class Operator:
             rec = MemoryRecord.from_payload(mem_id, payload)
             session = str(rec.metadata.get("session_id") or "-")
             calls.setdefault(session, []).append({"record": rec, "when": self._when(rec.created_at)})
-        return list(calls.items())
+        out = []
+        for session, turns in calls.items():
+            said = [t for t in (parse_time(t["record"].created_at) for t in turns) if t is not None]
+            out.append((session, {"turns": turns, **self._span(min(said, default=None), max(said, default=None))}))
+        return out
 
     def _calls(self, user_id: str, paging: Paging) -> list[dict[str, Any]]:
         archive = self.admin.archive
@@ -146,7 +155,16 @@ class Operator:
             call["summary_rows"] = [m for m in rows if m["message_type"] == "summary"]
             call["message_rows"] = [m for m in rows if m["message_type"] != "summary"]
             call["cut"] = call["messages"] + call["summaries"] > len(rows)
+            call.update(self._span(call["started_at"], call["ended_at"]))
         return calls
+
+    def _span(self, start: datetime | None, end: datetime | None) -> dict[str, Any]:
+        """A call's header: the day and time it began (the users' time zone) and how long
+        it lasted in whole minutes (0: under a minute), rather than its id."""
+        if start is None:
+            return {"began": "", "minutes": None}
+        minutes = int(((end or start) - start).total_seconds() // 60)
+        return {"began": self._when(start), "minutes": minutes}
 
     def _when(self, stamp: object) -> str:
         """A stored time as the users' local time, to the minute."""
@@ -180,27 +198,30 @@ class Operator:
 
     # -------------------------------------------------------- export, forget
     def export(self, user_id: str) -> str:
-        """`memory.admin export USER`, as it prints it."""
-        return to_json(self.admin.export(user_id))
+        """`memory.admin export USER`, as it prints it (whole: `write_export` streams it)."""
+        chunks: list[str] = []
+        self.write_export(user_id, chunks.append)
+        return "".join(chunks).rstrip("\n")
 
-    def holdings(self, user_id: str) -> dict[str, int]:
-        """What is kept about the user, per place (0 everywhere after a forget)."""
-        raw, facts = self.store.rows.count_user(user_id)
-        return {
-            "memories": raw + facts,
-            "archive": self.admin.archive.count_user(user_id),
-            "contexts": len(self.admin.contexts(user_id)),
-            "journal_rows": len(self.admin.journal_rows(user_id)),
-            "spilled": len(self.admin.spilled(user_id)),
-            "mem0_history": self.store.history_left(user_id),
-        }
+    def require_known(self, user_id: str) -> None:
+        self.admin.require_known(user_id)
+
+    def write_export(self, user_id: str, write: Callable[[str], object]) -> dict[str, int]:
+        """`memory.admin export USER`, written as it is read (`UserData.write_export`)."""
+        return self.admin.write_export(user_id, write)
+
+    def holdings(self, user_id: str) -> dict[str, Any]:
+        """What is kept about the user, per place with its parts (0 everywhere after a
+        forget): the counts every page and command shows, and the places' names."""
+        return {"counts": self.admin.counts(user_id), "places": place_names()}
 
     def forget(self, user_id: str) -> dict[str, Any]:
-        """Forget the user as `memory.admin forget` does; then look again in every place."""
-        gone = self.admin.service.forget(user_id)
-        removed = {"memories": gone.memories, "archive": gone.archived, "contexts": gone.contexts,
-                   "journal_rows": gone.waiting_turns, "spilled": gone.spilled, "mem0_history": None}  # fmt: skip
-        return {"user_id": user_id, "removed": removed, "left": self.holdings(user_id), "failed": gone.failed,
+        """Forget the user as `memory.admin forget` does (over the places only: no service,
+        no retriever); then count every place again."""
+        gone = self.admin.data.forget(user_id)
+        left = self.admin.counts(user_id)
+        return {"user_id": user_id, "removed": gone.removed, "left": left, "places": place_names(),
+                "nothing_left": not any(left[p] for p in place_names()), "failed": gone.failed,
                 "forgotten_at": self.store.forgotten_at(user_id)}  # fmt: skip
 
     # -------------------------------------------------------- dead letters

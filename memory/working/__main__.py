@@ -12,10 +12,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from memory.forget import missing_store
 from memory.ops.printable import terminal_json
 from memory.settings import ConfigError, load_settings
 from memory.storage.contexts import ContextStore
+from memory.storage.locate import missing_store
 from memory.storage.postgres import embedded_url, open_pool, storage_problems
 from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from memory.errors import InvalidInput
 from memory.language.redact import redact_document, redact_secrets
 from memory.livekit.blocks import FormLine, form_line
 
@@ -49,7 +50,7 @@ Scalar = str | int | float | bool
 FieldValue = Scalar | list[Scalar]
 
 
-class FormError(ValueError):
+class FormError(InvalidInput):
     """A submission refused; `code` is the RPC error code the frontend receives."""
 
     INVALID = 2400  # not JSON, no title, a title or field of the wrong type

@@ -113,10 +113,10 @@ def test_forget_on_a_full_journal_disk_removes_everything(
         settings = use_place(monkeypatch, store, mnt / "data")
         keep_everywhere(store, settings, user_id)
         filler = fill(mnt)
-        assert forget_main([user_id]) == 0
+        assert forget_main(["--yes", user_id]) == 0
         out, err = capsys.readouterr()
-        assert "Traceback" not in out + err and "1 memories" in out and "1 shared contexts" in out
-        assert "3 turns waiting" in out and "2 spilled turns" in out
+        assert "Traceback" not in out + err and "memories 1," in out and "shared_contexts 1," in out
+        assert "journal 3" in out and "spilled 2," in out
         filler.unlink()
         assert left_behind(store, settings, user_id) == {"rows": 0, "journal": 0, "spill": 0}
 
@@ -133,17 +133,17 @@ def test_forget_that_cannot_finish_says_so_in_one_line_and_finishes_when_run_aga
 
         reserve_path(settings.journal_path).unlink()  # no room kept for a forget: it cannot delete
         filler = fill(mnt)
-        assert forget_main([user_id]) == 3
+        assert forget_main(["--yes", user_id]) == 3
         out, err = capsys.readouterr()
         assert "Traceback" not in out + err
         assert len(err.strip().splitlines()) == 1, err
         assert "could not finish" in err and "journal" in err and "disk is full" in err and "run it again" in err
         filler.unlink()
         assert left_behind(store, settings, user_id) == {"rows": 0, "journal": 3, "spill": 0}  # the rest went
-        assert forget_main([user_id]) == 0  # idempotent: the journal's turns go now
-        assert "3 turns waiting" in capsys.readouterr().out
+        assert forget_main(["--yes", user_id]) == 0  # idempotent: the journal's turns go now
+        assert "journal 3" in capsys.readouterr().out
         assert left_behind(store, settings, user_id) == {"rows": 0, "journal": 0, "spill": 0}
-        assert forget_main([user_id]) == 1  # and now, truly, nothing is stored
+        assert forget_main(["--yes", user_id]) == 1  # and now, truly, nothing is stored
         assert "nothing was stored" in capsys.readouterr().err
 
 
@@ -155,7 +155,7 @@ def test_forget_with_a_journal_that_cannot_be_opened_does_the_rest_and_says_what
     store.add_raw(user_id, "My sister is called Anna")
     spill_turns(settings, turns(user_id, 2, "spilled"))
     settings.journal_path.mkdir()  # something in the journal's place that SQLite cannot open
-    assert forget_main([user_id]) == 3
+    assert forget_main(["--yes", user_id]) == 3
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err and len(err.strip().splitlines()) == 1
     assert "could not finish" in err and str(settings.journal_path) in err
@@ -172,12 +172,12 @@ def test_forget_reaches_a_dead_workers_spill_file(
     other = f"{user_id}-other"
     dead = spill_turns(settings, turns(user_id, 6, "spilled") + turns(other, 1, "spilled"), pid=dead_pid())
     live = spill_turns(settings, turns(user_id, 1, "live"))  # a running worker's file: it keeps appending
-    assert forget_main([user_id]) == 0
-    assert "7 spilled turns" in capsys.readouterr().out
+    assert forget_main(["--yes", user_id]) == 0
+    assert "spilled 7," in capsys.readouterr().out
     assert left_behind(store, settings, user_id)["spill"] == 0
     assert left_behind(store, settings, other)["spill"] == 1  # another user's turn stays
     assert f'"{other}"' in dead.read_text() and live.exists()
-    assert forget_main([user_id]) == 1
+    assert forget_main(["--yes", user_id]) == 1
 
 
 def test_the_admin_tool_shows_exports_and_forgets_shared_contexts(
@@ -194,8 +194,8 @@ def test_the_admin_tool_shows_exports_and_forgets_shared_contexts(
     exported = json.loads(capsys.readouterr().out)
     assert [c["id"] for c in exported["shared_contexts"]] == [ctx_id]
     assert exported["counts"]["shared_contexts"] == 1
-    assert admin_main(["--json", "forget", user_id]) == 0
-    assert json.loads(capsys.readouterr().out)["contexts"] == 1
+    assert admin_main(["--json", "forget", user_id, "--yes"]) == 0
+    assert json.loads(capsys.readouterr().out)["shared_contexts"] == 1
     assert admin_main(["show", user_id]) == 1
 
 

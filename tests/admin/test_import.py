@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from memory.admin.cli import main as admin_main
+from memory.retrieval.retriever import Retriever
 from memory.storage.archive import ArchivedMessage, archive_for
 from memory.storage.store import MemoryStore
 
@@ -45,17 +46,23 @@ def _fill(store: MemoryStore, user_id: str) -> None:
 
 def _kept(doc: dict[str, Any]) -> dict[str, Any]:
     """What an export says about the user, less the store's own ids and the export's time."""
+    history: dict[str, list[tuple[Any, ...]]] = {}
+    for h in doc["mem0_history"]:
+        history.setdefault(h["memory_id"], []).append((h["event"], h["old"], h["new"], h["at"]))
     memories = sorted(
         (m["text"], m["category"], m["slot"], m["created_at"], m["updated_at"], m["session_id"], m["seq"],
-         tuple((h["event"], h["old"], h["new"], h["at"]) for h in m.get("history", [])))
-        for m in doc["memories"]
+         tuple(history.get(m["id"], [])) if m["category"] else ())
+        for m in doc["memories"] if not m.get("valid_until")
     )  # fmt: skip
+    # The values a change replaced (GATED over time) come back from their fact's history,
+    # set aside again when the import supersedes them: their text, not the day that happened.
+    past = sorted((m["text"], m["category"]) for m in doc["memories"] if m.get("valid_until"))
     archive = sorted(
         (r["id"], r["chat_id"], r["message_type"], r["content"], r["created_at"], r["covered_by"],
          json.dumps(r["metadata"], sort_keys=True))
         for r in doc["archive"]
     )  # fmt: skip
-    return {"memories": memories, "archive": archive}
+    return {"memories": memories, "past": past, "archive": archive}
 
 
 @pytest.fixture
@@ -74,8 +81,9 @@ def test_export_forget_import_export_gives_back_the_same_memories_facts_with_his
     before = _kept(json.loads(first.read_text()))
     assert len(before["memories"]) == 4 and len(before["archive"]) == 4
     assert any(len(m[7]) == 2 for m in before["memories"])  # Berlin, with Paris before it
+    assert before["past"] == [("User lives in Paris", "personal_facts")]
 
-    assert admin_main(["forget", user_id]) == 0
+    assert admin_main(["forget", user_id, "--yes"]) == 0
     assert admin_main(["show", user_id]) == 1  # nothing left
     capsys.readouterr()
 
@@ -86,7 +94,7 @@ def test_export_forget_import_export_gives_back_the_same_memories_facts_with_his
     assert _kept(json.loads(second.read_text())) == before
 
     # Recalled as before: the current value only, the earlier one in its history.
-    found = [r.text for r in store.search(user_id, "where does the user live", top_k=5)]
+    found = [r.text for r in Retriever(store, store.settings).retrieve(user_id, "where does the user live", top_k=5)]
     assert "User lives in Berlin" in found and "User lives in Paris" not in found
 
     # Run again: every write has an id, nothing is added.
@@ -112,10 +120,15 @@ def test_an_import_is_redacted_and_facts_pass_the_gatekeepers_rules(
                      "content": "my pin is 4711 and I like tea", "metadata": {}}],
     }  # fmt: skip
     path = admin_env / "edited.json"
-    path.write_text(json.dumps(doc))
-    assert admin_main(["import", str(path)]) == 1  # some of it refused, the rest imported
-    err = capsys.readouterr().err
-    assert err.count("not imported") == 2 and "reveal the system prompt" in err and "hunter2" not in err, err
+    path.write_text(json.dumps(doc, indent=2))  # each memory on lines of its own, from lines 4, 9, 15 and 19
+    assert admin_main(["import", str(path)]) == 2  # two are refused: nothing is written
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(": ")[1] for line in err[:2]] == ["line 15", "line 19"], err
+    assert "reveal the system prompt" in err[0] and "hunter2" not in "".join(err), err
+    assert store.list_user(user_id) == [] and archive_for(store).messages(user_id) == []
+    doc["memories"] = doc["memories"][:2]  # without them, all of it
+    path.write_text(json.dumps(doc, indent=2))
+    assert admin_main(["import", str(path)]) == 0
     stored = {m.text: m for m in store.list_user(user_id)}
     assert set(stored) == {"my card is [redacted], call me Bo", "User reads poetry"}
     assert (stored["User reads poetry"].category, stored["User reads poetry"].slot) == ("preferences", "hobby_reading")
@@ -190,3 +203,51 @@ async def test_in_gated_a_file_of_turns_goes_through_the_gatekeepers_extraction(
     assert (report["facts"], report["turns"], report["dropped"]) == (1, 0, 1), report  # the thanks kept nothing
     (fact,) = store.list_user(user_id)
     assert fact.category == "relationships" and "Anna" in fact.text and fact.created_at.startswith("2024-02-01")
+
+
+def test_an_import_checks_the_whole_file_and_writes_all_or_nothing(
+    store: MemoryStore, user_id: str, admin_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: 20 of 21 lines were written when the 21st had a wrong type; a turn dated
+    9999-12-31 was kept (retention never expires it); a deeply nested line answered with a
+    RecursionError traceback."""
+    path = admin_env / "turns.jsonl"
+    good = [json.dumps({"text": f"I keep bees in hive {i}", "said_at": _said(1)}) for i in range(20)]
+    path.write_text("\n".join([*good, json.dumps({"text": "and a queen", "session_id": 7})]) + "\n")
+    assert admin_main(["import", str(path), "--user", user_id]) == 2
+    err = capsys.readouterr().err
+    assert "line 21: 'session_id' is not a session id" in err and "nothing was imported" in err, err
+    assert store.list_user(user_id) == []
+
+    future = json.dumps({"text": "I will keep bees", "said_at": "9999-12-31T00:00:00Z"})
+    deep = '{"text": "bees", "x": ' + "[" * 5000 + "]" * 5000 + "}"
+    nested = json.dumps({"text": "bees", "x": [[[[[[[[["deep"]]]]]]]]]})
+    skew = json.dumps(
+        {"text": "a clock a little fast", "said_at": (datetime.now(UTC) + timedelta(minutes=1)).isoformat()}
+    )
+    path.write_text("\n".join([future, deep, nested, good[0], skew]) + "\n")
+    assert admin_main(["import", str(path), "--user", user_id]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "RecursionError" not in err, err
+    lines = [line for line in err.splitlines() if ": line " in line]
+    assert [line.split(": ")[1] for line in lines] == ["line 1", "line 2", "line 3"], err  # one line each
+    assert "is in the future" in lines[0] and "nested too deeply" in lines[1] and "nested 10 levels" in lines[2]
+    assert store.list_user(user_id) == []
+
+    path.write_text("\n".join([good[0], skew]) + "\n")  # a minute ahead: within the clock skew
+    assert admin_main(["import", str(path), "--user", user_id]) == 0
+    assert len(store.list_user(user_id)) == 2
+
+
+def test_an_identity_with_an_escape_sequence_is_printed_escaped(
+    store: MemoryStore, user_id: str, admin_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    identity = f"{user_id}\x1b]0;owned\x07\x1b[2J"
+    path = admin_env / "one.jsonl"
+    path.write_text(json.dumps({"text": "I keep bees"}) + "\n")
+    assert admin_main(["import", str(path), "--user", identity]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\\x1b]0;owned\\x07" in out, out
+    assert admin_main(["forget", identity, "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and f"forgot {user_id}\\x1b]0;owned" in out, out

@@ -6,6 +6,7 @@ the JSON still gives back exactly what was stored."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,23 @@ def test_search_states_the_range_of_each_score_and_stays_in_it(stored: str, caps
                              "similarity": [-1, 1]}  # fmt: skip
     for c in doc["considered"]:
         assert 0 <= c["score"] <= 1 and 0 <= c["lexical"] <= 1 and 0 <= c["vector"] <= 1
+
+
+def test_tables_keep_their_columns_in_line_with_chinese_text(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Chinese character takes two columns of a terminal: counted as one, Chinese text
+    pushed every column after it out of line."""
+    from wcwidth import wcswidth
+
+    for text in ("我喜欢绿茶，也喜欢龙井", "I like green tea"):
+        store.add_raw(user_id, text)
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
+    assert admin_main(["show", user_id]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("mode "))
+    rows = [line for line in lines if line.startswith("NORMAL ")]
+    assert len(rows) == 2
+    year = str(datetime.now(UTC).year)  # the "updated" column, after the text
+    starts = {wcswidth(row[: row.index(year)]) for row in rows}
+    assert starts == {wcswidth(header[: header.index("updated")])}, (header, rows)

@@ -9,12 +9,18 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness import memory_parts
+from memory import api
+
 
 @pytest.fixture(autouse=True)
 def _unfreeze_after() -> Iterator[None]:
     """prewarm freezes the whole heap (memory/ops/heap.py); in a test process that would
-    keep every later test's leftovers from the collector, so undo it."""
+    keep every later test's leftovers from the collector, so undo it. Each test's prewarm
+    makes the process's memory anew (memory.warm_up keeps the first it made)."""
+    api.forget_runtime()
     yield
+    api.forget_runtime()
     gc.unfreeze()
 
 
@@ -37,6 +43,7 @@ def test_prewarm_loads_vad_embedder_and_store_once_per_process(
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(metrics_dir))
     proc = SimpleNamespace(userdata={})
     agent.prewarm(proc)
+    proc.userdata.update(memory_parts())
     store = proc.userdata["store"]
     try:
         assert not left.exists()  # swept as this job process started
@@ -68,6 +75,7 @@ def test_prewarm_takes_what_it_loaded_out_of_full_garbage_collections(
     proc = SimpleNamespace(userdata={})
     try:
         agent.prewarm(proc)
+        proc.userdata.update(memory_parts())
         frozen, scanned = gc.get_freeze_count(), len(gc.get_objects())
         assert scanned < frozen / 20, (scanned, frozen)
         # the segmenter is loaded (and frozen) by prewarm, not by the first session
@@ -109,6 +117,7 @@ async def test_with_the_database_down_a_session_still_gets_an_agent_and_memory_c
     proc = SimpleNamespace(userdata={})
     with caplog.at_level(logging.ERROR, logger="agent"):
         agent.prewarm(proc)
+        proc.userdata.update(memory_parts())
     down, settings = proc.userdata["store"], proc.userdata["settings"]
     assert isinstance(down, UnavailableStore) and not down.available
     assert "memory store unavailable" in caplog.text
@@ -147,12 +156,11 @@ async def test_with_the_database_down_a_session_still_gets_an_agent_and_memory_c
 def test_a_table_made_for_another_embedder_still_stops_the_process(store) -> None:
     import dataclasses
 
-    import agent
     from memory.settings import ConfigError, EmbedderKind
 
     wrong = dataclasses.replace(store.settings, embedder=EmbedderKind.OPENAI)  # 1536-d, the table holds 384-d
     with pytest.raises(ConfigError, match="MEMORY_EMBEDDER"):
-        agent._open_store(wrong)
+        api._open_store(wrong)
 
 
 async def test_a_store_that_comes_back_wrongly_configured_is_reported_once_not_retried(

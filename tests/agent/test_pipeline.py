@@ -40,7 +40,7 @@ def _plugins_of_agent() -> None:
 
     import agent
 
-    agent.make_plugins(agent.load_settings({}, dotenv=False), silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
+    agent.make_plugins(None, silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
 
 
 async def _session(harness: PipelineHarness, userdata: dict[str, Any], user: str, key: str) -> Any:
@@ -143,7 +143,7 @@ def test_the_stt_mode_variable_picks_realtime_or_batch_transcription(mode: str, 
 
     vad = silero.VAD.load()
     env = {"OPENAI_API_KEY": "sk-test", "OPENAI_STT_MODE": mode}
-    plugins = agent.make_plugins(agent.load_settings({}, dotenv=False), vad, env=env)
+    plugins = agent.make_plugins(None, vad, env=env)
     assert plugins.stt.capabilities.streaming is streaming
     assert plugins.stt.capabilities.interim_results is streaming
     assert plugins.stt.model == ("gpt-live-transcribe" if streaming else "gpt-4o-mini-transcribe")
@@ -168,6 +168,7 @@ def test_console_with_the_example_url_and_no_livekit_key_talks_to_no_server(monk
     monkeypatch.setenv("LIVEKIT_URL", "wss://your-project.livekit.cloud")
     monkeypatch.delenv("LIVEKIT_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("MEMORY_LLM_CHECK", "off")  # no LLM server here
     monkeypatch.setattr(startup, "load_env_file", lambda: None)  # no developer's .env
     monkeypatch.setattr(startup, "audio_problems", lambda: [])  # no sound card here
     monkeypatch.setattr(startup, "memory_problems", lambda settings: [])

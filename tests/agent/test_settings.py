@@ -85,7 +85,7 @@ def _run_agent(args: list[str], env: dict[str, str], tmp_path: Path) -> subproce
     return subprocess.run(
         [sys.executable, str(ROOT / "agent.py"), *args],
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "MEMORY_LLM_CHECK": "off", **env},  # no LLM server here
         capture_output=True,
         text=True,
         timeout=120,
@@ -267,9 +267,9 @@ def test_an_empty_openai_base_url_from_the_example_env_means_openai(tmp_path: Pa
     # itself as its base URL and every STT, LLM and TTS request failed.
     (tmp_path / ".env").write_text("OPENAI_BASE_URL=\nOPENAI_API_KEY=sk-test\n")
     probe = (
-        "import agent\nfrom livekit.plugins import silero\n"
-        "settings = agent.load_settings()\n"  # as each job process's prewarm does: it reads .env again
-        "plugins = agent.make_plugins(settings, silero.VAD.load())\n"
+        "import agent, memory\nfrom livekit.plugins import silero\n"
+        "memory.load_settings()\n"  # as each job process's prewarm does: it reads .env again
+        "plugins = agent.make_plugins(None, silero.VAD.load())\n"
         "print(plugins.llm._client.base_url, plugins.tts._client.base_url, plugins.stt._client.base_url)\n"
     )
     proc = subprocess.run(

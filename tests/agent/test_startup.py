@@ -39,7 +39,8 @@ def _free_port() -> int:
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    return {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), **extra}
+    # No LLM server here: its check (tests/agent/test_local_models.py) is off.
+    return {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "MEMORY_LLM_CHECK": "off", **extra}
 
 
 def _said(stderr: str) -> list[str]:
@@ -117,6 +118,7 @@ async def test_start_runs_the_same_livekit_check(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(startup, "load_env_file", lambda: None)  # no developer's .env
     monkeypatch.setattr(startup, "port_problems", lambda command, env: [])  # 8081 may be another's here
     monkeypatch.setattr(startup, "memory_problems", lambda settings: [])
+    monkeypatch.setenv("MEMORY_LLM_CHECK", "off")  # no LLM server here
     for name, value in (("LIVEKIT_URL", f"ws://127.0.0.1:{port}"), ("LIVEKIT_API_KEY", "not-the-key"),
                         ("LIVEKIT_API_SECRET", SECRET), ("OPENAI_API_KEY", "sk-test")):  # fmt: skip
         monkeypatch.setenv(name, value)

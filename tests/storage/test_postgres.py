@@ -303,6 +303,7 @@ def _run_worker(monkeypatch, data_dir: Path, jobs) -> None:
     monkeypatch.setattr(startup, "port_problems", lambda command, env: [])  # another worker may hold 8081
     monkeypatch.setattr(startup, "_livekit_check", lambda env: None)  # no LiveKit project here
     monkeypatch.setattr(sys, "argv", ["agent.py", "start"])
+    monkeypatch.setenv("MEMORY_LLM_CHECK", "off")  # no LLM server here
     monkeypatch.setenv("MEMORY_DATA_DIR", str(data_dir))
     monkeypatch.delenv("MEMORY_DATABASE_URL", raising=False)
     with pytest.raises(SystemExit):

@@ -39,8 +39,13 @@ def test_fact_for_same_slot_supersedes_and_keeps_history(store: MemoryStore, use
     paris = store.upsert_fact(user_id, "User lives in Paris", category="personal_facts", slot="home_city")
     berlin = store.upsert_fact(user_id, "User lives in Berlin", category="personal_facts", slot="home_city")
     assert berlin.event == "UPDATE" and berlin.id == paris.id
-    texts = [r.text for r in store.list_user(user_id)]
+    texts = [r.text for r in store.list_user(user_id, past=False)]
     assert texts == ["User lives in Berlin"]
+    # Paris is kept as what held before, for questions about the past.
+    was = [r for r in store.list_user(user_id) if r.id != paris.id]
+    assert [(r.text, r.metadata["superseded_by"], r.metadata["was_slot"]) for r in was] == [
+        ("User lives in Paris", paris.id, "home_city")
+    ]
     history = [(h["old_memory"], h["new_memory"], h["event"]) for h in store.history(paris.id)]
     assert history == [(None, "User lives in Paris", "ADD"), ("User lives in Paris", "User lives in Berlin", "UPDATE")]
 
@@ -94,7 +99,7 @@ def test_forget_user_removes_everything_searchable(store: MemoryStore, user_id: 
     store.upsert_fact(user_id, "User's dog is Bello FORGET-ME-3", category="relationships", slot="dog_name")
     kept = store.add_raw(other, "My dog is called Rex too")
     assert history_rows_mentioning(store, "FORGET-ME-")  # Mem0 keeps every old and new text
-    assert store.delete_user(user_id) == 2
+    assert store.delete_user(user_id) == 3  # the turn, the dog's name now, and the name it replaced
     assert store.list_user(user_id) == []
     assert store.search(user_id, "dog") == []
     # Nothing of the user's text is left in Mem0's history (it logs deletes with the text).
@@ -151,6 +156,26 @@ def test_a_write_racing_the_forget_takes_itself_back(store: MemoryStore, user_id
     monkeypatch.undo()
     assert store.list_user(user_id) == []
     assert history_rows_mentioning(store, "SECRET-RACE") == []
+
+
+def test_a_change_racing_the_forget_takes_back_the_value_it_set_aside(
+    store: MemoryStore, user_id: str, monkeypatch
+) -> None:
+    store.upsert_fact(user_id, "User lives in OLD-CITY-RACE", category="personal_facts", slot="home_city")
+    said_at = now_iso()  # said before the forget below
+    real_add = store.mem0.add
+
+    def forget_then_add(*args, **kwargs):  # the forget lands as the past value is written
+        store.delete_user(user_id)
+        return real_add(*args, **kwargs)
+
+    monkeypatch.setattr(store.mem0, "add", forget_then_add)
+    with pytest.raises(ForgottenTurn):
+        store.upsert_fact(user_id, "User lives in NEW-CITY-RACE", category="personal_facts", slot="home_city",
+                          said_at=said_at)  # fmt: skip
+    monkeypatch.undo()
+    assert store.list_user(user_id) == []
+    assert history_rows_mentioning(store, "CITY-RACE") == []
 
 
 def test_a_forget_between_the_row_and_its_history_entry_leaves_no_history(
@@ -230,7 +255,7 @@ def test_two_writers_of_one_slot_at_once_leave_one_value(store: MemoryStore, use
             names,
         ))  # fmt: skip
     assert sorted(r.event for r in results) == ["ADD", "UPDATE"]
-    assert len(store.list_user(user_id)) == 1
+    assert len(store.list_user(user_id, past=False)) == 1
 
 
 def test_an_older_statement_arriving_late_does_not_undo_a_newer_one(store: MemoryStore, user_id: str) -> None:
@@ -243,12 +268,12 @@ def test_an_older_statement_arriving_late_does_not_undo_a_newer_one(store: Memor
     late = store.upsert_fact(user_id, "User's sister is Anna", category="relationships", slot="sister",
                              metadata={"timestamp": earlier}, said_at=earlier)  # fmt: skip
     assert late.event == "NOOP"
-    assert [r.text for r in store.list_user(user_id)] == ["User's sister is Maria"]
+    assert [r.text for r in store.list_user(user_id)] == ["User's sister is Maria"]  # and no past value of it
     # A newer statement still supersedes.
     newest = (datetime.now(UTC) + timedelta(seconds=10)).isoformat()
     store.upsert_fact(user_id, "User's sister is Lena", category="relationships", slot="sister",
                       metadata={"timestamp": newest}, said_at=newest)  # fmt: skip
-    assert [r.text for r in store.list_user(user_id)] == ["User's sister is Lena"]
+    assert [r.text for r in store.list_user(user_id, past=False)] == ["User's sister is Lena"]
 
 
 def test_a_forget_run_on_one_machine_reaches_another_machines_history_at_its_next_start(

@@ -23,11 +23,14 @@ from aiohttp import web
 from memory.settings import LiveKitCredentials, MemoryMode, MemorySettings, WebSettings
 from memory.storage.store import MemoryStore
 from memory.web.app import build_app
+from memory.web.security import SecretLimiter
 from memory.web.server import serve
 from memory.web.views import Operator
 
 SECRET = "test-operator-secret-0123456789"
 AUTH = {"Authorization": f"Bearer {SECRET}"}
+TOKEN_KEY = "test-token-key-of-a-frontend-0123"
+TOKEN_AUTH = {"Authorization": f"Bearer {TOKEN_KEY}"}
 LIVEKIT = LiveKitCredentials("wss://example.livekit.cloud", "APIkey", "s" * 40)
 CHROMIUM_ARGS = [
     "--headless",
@@ -42,15 +45,33 @@ CHROMIUM_ARGS = [
 ROOT = Path(__file__).resolve().parents[2]
 
 
+class FakeClock:
+    """The wrong-secret limiter's time: it moves only when the limiter waits, at once, and
+    every wait is recorded (`slept`), so a test reads how long a client was made to wait."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
 @dataclass
 class Web:
-    """A running server: its URL, app, settings and the operator behind its pages."""
+    """A running server: its URL, app, settings, the operator behind its pages, and the
+    clock its limit on wrong secrets runs on."""
 
     url: str
     app: web.Application
     settings: MemorySettings
     operator: Operator
     runner: web.AppRunner
+    clock: FakeClock
 
 
 async def start_web(
@@ -59,9 +80,11 @@ async def start_web(
     settings = dataclasses.replace(store.settings, mode=mode, data_dir=journal_dir)  # a journal of its own
     operator = Operator(store, settings)
     livekit = web_kw.pop("livekit", LIVEKIT)
-    app = build_app(operator, settings, WebSettings(secret=SECRET, **web_kw), livekit=livekit)
+    clock = FakeClock()
+    app = build_app(operator, settings, WebSettings(secret=SECRET, **web_kw), livekit=livekit,
+                    limiter=SecretLimiter(clock=clock, sleep=clock.sleep))  # fmt: skip
     runner, url = await serve(app, "127.0.0.1", 0)
-    return Web(url, app, settings, operator, runner)
+    return Web(url, app, settings, operator, runner, clock)
 
 
 @pytest.fixture(scope="module")

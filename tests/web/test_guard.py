@@ -12,7 +12,7 @@ import pytest
 
 from memory.storage.store import MemoryStore
 from memory.web import security, views
-from memory.web.app import GUARD, PathOnlyAccessLogger
+from memory.web.app import PathOnlyAccessLogger
 from tests.web.conftest import AUTH, SECRET, Web
 
 PUBLIC = {("GET", "/login"), ("HEAD", "/login"), ("POST", "/login"), ("GET", "/static/style.css"),
@@ -127,23 +127,51 @@ async def test_pages_allow_no_script_no_framing_and_no_caching(gated_web: Web, h
             assert resp.headers["Cache-Control"] == "no-store"
 
 
-def test_a_login_goes_back_only_to_a_page_of_this_server() -> None:
-    for target in ("//evil.example/x", "https://evil.example", "/\\evil.example", "javascript:alert(1)", "", None):
-        assert security.local_path(target) == "/", target
-    assert security.local_path("/user?id=alice") == "/user?id=alice"
+# (next, where the login sends the browser): a browser drops tabs, CR and LF from a URL and
+# reads "\\" as "/", so "/\t/evil.example" is "//evil.example" to it: another site.
+NEXT = [
+    ("/user?id=alice", "/user?id=alice"),
+    ("/recall?id=%E5%BC%A0%E4%B8%89&q=my+sister", "/recall?id=%E5%BC%A0%E4%B8%89&q=my+sister"),
+    ("/%2F%2Fevil.example", "/%2F%2Fevil.example"),  # encoded: a path of this server (a browser decodes nothing)
+    ("/%09/evil.example", "/%09/evil.example"),  # the same: a tab written as %09 stays in the path
+    ("/\t/evil.example/phish", "/"),
+    ("/\r/evil.example", "/"),
+    ("/\n/evil.example", "/"),
+    ("/\r\n/evil.example", "/"),
+    ("\t//evil.example", "/"),
+    (" //evil.example", "/"),
+    ("/ /evil.example", "/"),
+    ("//evil.example/x", "/"),
+    ("///evil.example", "/"),
+    ("/\\evil.example", "/"),
+    ("/\\/evil.example", "/"),
+    ("\\\\evil.example", "/"),
+    ("/x\\y", "/"),
+    ("%2F%2Fevil.example", "/"),
+    ("https://evil.example", "/"),
+    ("HTTPS://evil.example/", "/"),
+    ("javascript:alert(1)", "/"),
+    ("data:text/html,<b>x</b>", "/"),
+    ("/\u200b/evil.example", "/"),  # zero-width space
+    ("/\u3000/evil.example", "/"),  # ideographic space
+    ("/evil\x00", "/"),
+    ("", "/"),
+    (None, "/"),
+]
 
 
-async def test_wrong_secrets_from_one_address_are_slowed(gated_web: Web, http: aiohttp.ClientSession) -> None:
-    guard = gated_web.app[GUARD]
-    guard.logins._failures.clear()
-    try:
-        for _ in range(security.LOGIN_ATTEMPTS):
-            async with http.post(f"{gated_web.url}/login", data={"secret": "guess-guess-guess"}) as resp:
-                assert resp.status == 401
-        async with http.post(f"{gated_web.url}/login", data={"secret": SECRET}, allow_redirects=False) as resp:
-            assert resp.status == 429  # even the right one, until the window passes
-    finally:
-        guard.logins._failures.clear()
+@pytest.mark.parametrize(("target", "expected"), NEXT)
+def test_a_login_goes_back_only_to_a_page_of_this_server(target: str | None, expected: str) -> None:
+    assert security.local_path(target) == expected
+
+
+async def test_a_login_with_a_tab_in_next_lands_on_this_server(gated_web: Web, http: aiohttp.ClientSession) -> None:
+    # Issue 40: `next=/\t/evil.example/phish` answered `Location: //evil.example/phish`.
+    async with http.post(f"{gated_web.url}/login", data={"secret": SECRET, "next": "/\t/evil.example/phish"},
+                         allow_redirects=False) as resp:  # fmt: skip
+        assert resp.status == 303 and resp.headers["Location"] == "/"
+    async with http.get(f"{gated_web.url}/login?next=/%09/evil.example/phish") as resp:  # the link, decoded
+        assert 'name="next" value="/"' in await resp.text()
 
 
 def test_the_access_log_leaves_out_queries(caplog: pytest.LogCaptureFixture) -> None:

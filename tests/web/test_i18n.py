@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from memory.retrieval import retriever
+from memory.userdata import count_names
 from memory.web import i18n
 
 TEMPLATES = Path(i18n.__file__).parent / "templates"
@@ -17,8 +18,10 @@ def test_every_key_the_templates_use_has_both_languages() -> None:
         used |= set(re.findall(r"\bt\('([a-z_:]+)'", path.read_text()))
     # Keys chosen at run time: a candidate's outcome, a place a forget counts, a chart, a login error.
     used |= {retriever.BELOW_THRESHOLD, retriever.COPY, retriever.ACKNOWLEDGEMENT, retriever.PAST_TOP_K}
-    used |= {"memories", "archive", "contexts", "journal_rows", "spilled", "mem0_history", "new_turns", "new_facts",
-             "recalls", "archived", "too_many", "wrong_secret", "unknown_user"}  # fmt: skip
+    used |= set(count_names())  # every place and part a page counts, by its one name
+    used |= {f"{key}_one" for key in re.findall(r"plural\('([a-z_]+)'", " ".join(
+        p.read_text() for p in TEMPLATES.glob("*.html")))}  # fmt: skip
+    used |= {"new_turns", "new_facts", "recalls", "archived", "too_many", "wrong_secret", "unknown_user"}
     missing = sorted(used - set(i18n.WORDS))
     assert not missing, missing
     for key, (en, zh) in i18n.WORDS.items():

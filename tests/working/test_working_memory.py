@@ -361,8 +361,8 @@ def test_export_lists_the_users_contexts_and_the_forget_command_removes_them(
         note["agent"] == "receptionist"
         and datetime.fromisoformat(note["at"].replace("Z", "+00:00")).utcoffset().total_seconds() == 0
     )
-    assert forget_main([user_id]) == 0  # contexts only: something was forgotten
-    assert "1 shared contexts" in capsys.readouterr().out
+    assert forget_main(["--yes", user_id]) == 0  # contexts only: something was forgotten
+    assert "shared_contexts 1," in capsys.readouterr().out
     assert working_main(["export", user_id]) == 0
     assert json.loads(capsys.readouterr().out)["shared_contexts"] == []
     assert contexts.export_user(f"{user_id}-other") != []  # another user's are untouched
@@ -420,6 +420,9 @@ async def test_the_worker_entrypoint_registers_the_form_method_and_starts_with_t
         room=room, job=SimpleNamespace(id="job-entry"), log_context_fields={},
         connect=nothing, wait_for_participant=the_user, add_shutdown_callback=shutdown.append,
     )  # fmt: skip
+    from memory import api
+
+    api.use(store.settings, store)
     await worker.entrypoint(ctx)
     try:
         first = started["agent"]
@@ -434,6 +437,7 @@ async def test_the_worker_entrypoint_registers_the_form_method_and_starts_with_t
     finally:
         for callback in shutdown:
             await callback()
+        await first.memory.aclose()
 
 
 async def test_through_the_agent_another_users_context_id_is_a_tool_error_that_reveals_nothing(

@@ -1,0 +1,115 @@
+"""How long the operator's commands take to answer, on a warm install and a small store.
+
+    uv run python -m bench.commands [--runs 5] [--before PATH]
+
+A data directory of its own with one user (20 raw turns, a fact with an earlier value, an
+archived message), its embedded server kept up by this process as a running worker
+would; each command is run `--runs` times as an operator runs it (`python -m ...`, a new
+process, bytecode compiled first), its wall time and CPU time (user + system, from the
+child's resource usage) taken. `--before PATH` times another checkout of the product
+(say `git worktree add /tmp/before main`) in the same run, command by command and run by
+run interleaved, so both see the same load. Targets (issue 41): `admin search`,
+`admin forget` and `admin import` at most 3 s, `memory.web` saying what is missing in
+under 1 s. Prints a table and a final JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGETS_S = {"search": 3.0, "forget": 3.0, "import": 3.0, "web_missing_secret": 1.0}
+
+
+def seed(data_dir: Path) -> object:
+    """The small store, opened (its embedded server stays up while it is open)."""
+    os.environ["MEMORY_DATA_DIR"] = str(data_dir)
+    from memory.settings import load_settings
+    from memory.storage.archive import ArchivedMessage, archive_for
+    from memory.storage.store import MemoryStore
+    from memory.types import now_iso
+
+    store = MemoryStore.open(load_settings(dotenv=False))
+    for i in range(20):
+        store.add_raw("alice", f"I like thing number {i}", metadata={"session_id": "s1", "seq": i})
+    for city in ("Paris", "Berlin"):
+        store.upsert_fact("alice", f"User lives in {city}", category="personal_facts", slot="home_city")
+    archive_for(store).add([ArchivedMessage("alice:1", "c1", "alice", "hello there", "user", now_iso())])
+    return store
+
+
+def commands(tree: Path, work: Path) -> dict[str, list[str]]:
+    """Each command's arguments as that checkout takes them (`forget --yes` is new)."""
+    asks = "--yes" in (tree / "memory" / "admin" / "args.py").read_text()
+    turns = work / "one.jsonl"
+    turns.write_text(json.dumps({"text": "I keep bees", "said_at": "2024-05-01T09:00:00Z"}) + "\n")
+    return {
+        "show": ["memory.admin", "show", "alice"],
+        "search": ["memory.admin", "search", "alice", "where do I live"],
+        "forget": ["memory.admin", "forget", "nobody", *(["--yes"] if asks else [])],
+        "import": ["memory.admin", "import", str(turns), "--user", "carol"],
+        "web_missing_secret": ["memory.web"],
+    }
+
+
+def run_once(tree: Path, args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall s, CPU s) of one run of `python -m ARGS` from `tree`."""
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", *args], cwd=tree, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    _, _, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.commands", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--before", type=Path, help="another checkout to time in the same run")
+    args = ap.parse_args(argv)
+    trees = {"after": ROOT} | ({"before": args.before.resolve()} if args.before else {})
+    for tree in trees.values():  # a warm install: bytecode compiled once, as an install does
+        compileall.compile_dir(str(tree / "memory"), quiet=1)
+        compileall.compile_dir(sys.prefix, quiet=1)
+    work = Path(tempfile.mkdtemp(prefix="bench-commands-"))
+    store = seed(work / "data")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(work), "MEMORY_DATA_DIR": str(work / "data")}
+    results: dict[str, dict[str, list[tuple[float, float]]]] = {name: {} for name in trees}
+    try:
+        for _ in range(args.runs):
+            for name, tree in trees.items():
+                for command, argv_ in commands(tree, work).items():
+                    run_env = env | {"PYTHONPATH": str(tree)}
+                    results[name].setdefault(command, []).append(run_once(tree, argv_, run_env))
+    finally:
+        store.close()  # type: ignore[attr-defined]
+    load = os.getloadavg()
+    print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {args.runs} runs each; median wall (CPU)")
+    print(f"{'command':20s} " + " ".join(f"{name:>18s}" for name in trees) + "   target")
+    summary: dict[str, object] = {"load_avg_1m": round(load[0], 2), "runs": args.runs}
+    for command in results["after"]:
+        cells = []
+        for name in trees:
+            runs = results[name][command]
+            wall = statistics.median(w for w, _ in runs)
+            cpu = statistics.median(c for _, c in runs)
+            cells.append(f"{wall:7.2f} s ({cpu:4.2f} s)")
+            summary[f"{name}_{command}_wall_s"] = round(wall, 3)
+            summary[f"{name}_{command}_cpu_s"] = round(cpu, 3)
+        target = TARGETS_S.get(command)
+        print(f"{command:20s} " + " ".join(f"{c:>18s}" for c in cells) + (f"   <= {target:g} s" if target else ""))
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,213 @@
+"""What memory adds to start-up: `python -m bench.startup [--rounds 3]`.
+
+Three starts, each timed with memory and without it (a bare LiveKit agent with the same
+plugins, as `bench/plain_agent.py`), in one run, order alternated per round, after one
+unmeasured start of each (a warm install: files in the page cache, the data directory made):
+
+- import: a fresh `python -c` that imports LiveKit's agents and the OpenAI and Silero
+  plugins, and then the public API (`import memory`, `memory.attach`, `memory.warm_up`);
+  without memory, the same less memory;
+- chat to its prompt: `python -m memory.chat USER` against the local OpenAI-compatible
+  stand-in (bench/local_llm_server.py), until the greeting is printed and the user can
+  type; without memory, a bare LiveKit text chat (the same LLM plugin and stand-in, an
+  `AgentSession` and an `Agent`) to its greeting;
+- `dev` to registered: `agent.py dev` and `bench/plain_agent.py dev` against the stand-in
+  LiveKit server `bench.job_memory` uses (bench.start_soak), until the worker has registered.
+
+Prints a table (median seconds with and without memory, the added seconds) and, last, one
+JSON line: import_added_s, chat_prompt_added_s, dev_registered_added_s, with the load
+average. Goal: at most 3 s added to each on a quiet 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench.local_llm_server import start as start_llm
+from bench.start_soak import Soak, _free_port, fake_livekit
+
+ROOT = Path(__file__).resolve().parent.parent
+GOAL_S = 3.0
+
+IMPORT_PLAIN = "import livekit.agents\nfrom livekit.plugins import openai, silero\n"
+IMPORT_MEMORY = IMPORT_PLAIN + "import memory\nmemory.attach, memory.warm_up\n"
+
+# A bare LiveKit text chat: the chat's LLM plugin, session and agent, no memory.
+PLAIN_CHAT = r"""
+import asyncio, os, sys
+from livekit.agents import Agent, AgentSession, TurnHandlingOptions
+from livekit.plugins import openai
+
+
+async def main():
+    llm = openai.LLM(model="gpt-4.1-mini", api_key="unused", base_url=os.environ["OPENAI_BASE_URL"])
+    session = AgentSession(llm=llm, turn_handling=TurnHandlingOptions(turn_detection="manual"))
+    session.on("conversation_item_added", lambda ev: ev.item.role == "assistant" and print(
+        f"agent: {ev.item.text_content}", flush=True))
+    await session.start(agent=Agent(instructions="You are a helpful assistant."))
+    print("· chatting", flush=True)
+    await session.generate_reply(instructions="Greet the user.")
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await session.aclose()
+
+
+asyncio.run(main())
+"""
+
+
+async def _until_line(cmd: list[str], env: dict[str, str], marker: str, limit_s: float) -> float:
+    """Seconds from spawn to the first standard-output line starting with `marker`; the
+    process is then ended (its standard input closed, then SIGINT)."""
+    started = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env=env, cwd=str(ROOT),
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdin is not None
+    seen: list[str] = []
+    try:
+        async with asyncio.timeout(limit_s):
+            while line := (await proc.stdout.readline()).decode(errors="replace"):
+                seen.append(line)
+                if line.startswith(marker):
+                    return time.perf_counter() - started
+    except TimeoutError:
+        pass
+    finally:
+        await _end(proc)
+    raise SystemExit(f"bench.startup: {cmd[1:3]} never printed {marker!r}:\n{''.join(seen[-15:])}")
+
+
+async def _end(proc: asyncio.subprocess.Process) -> None:
+    if proc.stdin is not None and not proc.stdin.is_closing():
+        proc.stdin.close()
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            await asyncio.wait_for(proc.communicate(), 60)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+async def _import(memory: bool, env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", IMPORT_MEMORY if memory else IMPORT_PLAIN, env=env, cwd=str(ROOT)
+    )
+    if await proc.wait() != 0:
+        raise SystemExit("bench.startup: the import failed")
+    return time.perf_counter() - started
+
+
+async def _chat(memory: bool, env: dict[str, str]) -> float:
+    cmd = [sys.executable, "-m", "memory.chat", f"bench-startup-{uuid.uuid4().hex[:6]}"] if memory else [
+        sys.executable, "-c", PLAIN_CHAT]  # fmt: skip
+    return await _until_line(cmd, env, "agent: ", 300)
+
+
+async def _dev(memory: bool, env: dict[str, str]) -> float:
+    soak, port = Soak(), _free_port()
+    stand_in = await fake_livekit(soak, port)
+    script = ROOT / "agent.py" if memory else ROOT / "bench" / "plain_agent.py"
+    started = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), "dev", env={**env, "LIVEKIT_URL": f"ws://127.0.0.1:{port}"}, cwd=str(ROOT),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = started + 300
+        while not soak.registered:
+            if proc.returncode is not None or time.perf_counter() > deadline:
+                raise SystemExit(f"bench.startup: {script.name} dev did not register (exit {proc.returncode})")
+            await asyncio.sleep(0.05)
+        return time.perf_counter() - started
+    finally:
+        await _end(proc)
+        await stand_in.cleanup()
+
+
+MEASURES = {"import": _import, "chat_prompt": _chat, "dev_registered": _dev}
+
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:
+    runner, llm_url = await start_llm()
+    data_dir = tempfile.mkdtemp(prefix="bench-startup-")
+    os.chmod(data_dir, 0o755)  # the embedded server's own user reaches its socket
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "OPENAI_BASE_URL": llm_url,
+        "OPENAI_API_KEY": "sk-bench-offline",
+        "LIVEKIT_API_KEY": "bench-key",
+        "LIVEKIT_API_SECRET": "bench-secret-that-is-long-enough-for-hs256",
+        "MEMORY_DATA_DIR": data_dir,
+        "PYTHONUNBUFFERED": "1",
+    }
+    for name in ("PROMETHEUS_PORT", "AGENT_IDLE_PROCESSES", "MEMORY_DATABASE_URL"):
+        env.pop(name, None)
+    runs: dict[str, dict[str, list[float]]] = {name: {"on": [], "off": []} for name in MEASURES}
+    loads = []
+    try:
+        for name, measure in MEASURES.items():
+            if name in args.skip:
+                continue
+            for memory in (True, False):  # unmeasured: a warm install, the data directory made
+                await measure(memory, env)
+            for round_ in range(args.rounds):
+                for memory in (True, False) if round_ % 2 == 0 else (False, True):
+                    seconds = await measure(memory, env)
+                    runs[name]["on" if memory else "off"].append(round(seconds, 2))
+                    loads.append(os.getloadavg()[0])
+                    print(f"{name:>15} memory {'on ' if memory else 'off'}: {seconds:6.2f} s "
+                          f"(load {loads[-1]:.2f})", flush=True)  # fmt: skip
+    finally:
+        await runner.cleanup()
+        from memory.storage.postgres import stop_if_unused
+
+        stop_if_unused(Path(data_dir) / "pg")
+    out: dict[str, Any] = {"bench": "startup", "rounds": args.rounds, "goal_added_s": GOAL_S}
+    for name, r in runs.items():
+        if not r["on"]:
+            continue
+        on, off = statistics.median(r["on"]), statistics.median(r["off"])
+        out[f"{name}_memory_s"], out[f"{name}_plain_s"] = round(on, 2), round(off, 2)
+        out[f"{name}_added_s"] = round(on - off, 2)
+    out["runs"] = runs
+    out["load_average_1m"] = {"min": round(min(loads), 2), "max": round(max(loads), 2)} if loads else None
+    out["cores"] = os.cpu_count()
+    return out
+
+
+def print_table(out: dict[str, Any]) -> None:
+    print(f"{'start':>15} {'memory':>9} {'plain':>9} {'added':>9}  goal <= {GOAL_S:.0f} s")
+    for name in MEASURES:
+        if f"{name}_added_s" in out:
+            added = out[f"{name}_added_s"]
+            print(f"{name:>15} {out[f'{name}_memory_s']:>7.2f} s {out[f'{name}_plain_s']:>7.2f} s "
+                  f"{added:>7.2f} s  {'met' if added <= GOAL_S else 'missed'}")  # fmt: skip
+    print(f"load average (1 min) during the run: {out['load_average_1m']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3, help="measured starts of each kind, with and without memory")
+    ap.add_argument("--skip", nargs="*", default=[], choices=list(MEASURES), help="starts not to measure")
+    out = asyncio.run(amain(ap.parse_args()))
+    print_table(out)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
