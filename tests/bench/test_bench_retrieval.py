@@ -134,6 +134,12 @@ def test_benchmark_reports_counts_intervals_and_paired_differences(
         assert overall["stores"] == 2 and s_low <= overall["hit@5"] <= s_high
         close = overall["close@5"]
         assert close["hits"] <= overall["hits@5"] and close["misses"] <= 6 - overall["hits@5"]
+        # Rank 1 and NDCG@5 too, each with its interval, overall and per category.
+        for part in (overall, figures[method]["categories"]["c"]):
+            for measure in ("hit@1", "hit@5", "ndcg@5"):
+                low, high = part[f"{measure}_ci95"]
+                assert 0 <= low <= part[measure] <= high <= 1, (method, measure)
+        assert overall["hit@1"] <= overall["ndcg@5"] <= overall["hit@5"]  # one relevant memory per query
     versus = figures["full"]["vs dense"]
     gained = figures["full"]["overall"]["hits@5"] - figures["dense"]["overall"]["hits@5"]
     assert versus["better"] - versus["worse"] == gained
@@ -141,6 +147,7 @@ def test_benchmark_reports_counts_intervals_and_paired_differences(
     assert "vs dense" not in figures["dense"]
     assert "paired against dense" in out and "95% interval" in out and "decided by < 0.001" in out
     assert "over its 2 stores" in out
+    assert "hit@1" in out and "ndcg@5" in out and "95% bootstrap intervals over queries" in out
 
 
 def test_a_changed_file_with_as_many_memories_is_loaded_again_not_reused(
@@ -268,15 +275,19 @@ def test_cross_validation_measures_each_fold_with_the_method_best_on_the_others(
                 out.append(QueryResult(q, ["r"] if hit else ["x"], 1.0))
         return out
 
-    # "a" is best on stores s1 and s2, "b" only on s3: s3's fold gets "a", and pays for it.
+    # "a" answers s1 and s2 (one query each), "b" the three queries of s3: over all stores
+    # "b" is better (3 to 2), but each fold may only choose on the others. s1's and s2's
+    # folds see s3 and get "b" (which misses them), s3's sees s1 and s2 and gets "a"
+    # (which misses it): chosen on the fold itself every fold would score 1, chosen on
+    # all stores s3 would.
     runs = {
-        "a": {"plain": results({"s1": [1, 1], "s2": [1, 1], "s3": [0, 0]})},
-        "b": {"plain": results({"s1": [0, 0], "s2": [0, 0], "s3": [1, 1]})},
+        "a": {"plain": results({"s1": [1], "s2": [1], "s3": [0, 0, 0]})},
+        "b": {"plain": results({"s1": [0], "s2": [0], "s3": [1, 1, 1]})},
     }
     cv = cross_validate(runs, [["s1"], ["s2"], ["s3"]])
-    assert [f["chosen"] for f in cv["folds"]] == ["a", "a", "a"]
-    assert [f["plain"]["hit@5"] for f in cv["folds"]] == [1.0, 1.0, 0.0]
-    assert cv["pooled"]["plain"]["hit@5"] == pytest.approx(4 / 6, abs=1e-4)
+    assert [f["chosen"] for f in cv["folds"]] == ["b", "b", "a"]
+    assert [f["plain"]["hit@5"] for f in cv["folds"]] == [0.0, 0.0, 0.0]
+    assert cv["pooled"]["plain"] == {"hit@1": 0.0, "hit@5": 0.0, "ndcg@5": 0.0}
 
 
 def test_the_self_question_variant_stores_each_query_twice_and_reports_its_cost(
