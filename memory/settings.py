@@ -140,7 +140,7 @@ class RetrievalSettings:
     # What was said before what was asked (issue 38; memory/retrieval/ranking.py).
     question_weight: float = 0.3  # share of its score a turn that only asks keeps (1: off)
     echo_weight: float = 0.3  # share of its score a turn that only repeats the message keeps (1: off)
-    near_copies: float = 0.985  # vector likeness from which a memory is a near-copy of a better one, folded (0: off)
+    near_copies: float = 0.0  # vector likeness from which a memory is a near-copy of a better one, folded (0: off)
     unit_score: bool = True  # fused scores above 0.75 compressed below 1: every score in [0, 1], same order
 
 
