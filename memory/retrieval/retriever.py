@@ -234,15 +234,17 @@ class _Query:
 class Retriever:
     """One user's query in, the top memories out, best first. Thread-safe."""
 
-    def __init__(self, store: MemoryStore, settings: MemorySettings) -> None:
+    def __init__(self, store: MemoryStore, settings: MemorySettings, *, load_segmenter: bool = True) -> None:
         self.store = store
         self.settings = settings
         self._densities: dict[str, tuple[float, _Density]] = {}
         self._refreshing: dict[str, Future[_Density]] = {}
         self._densities_lock = threading.Lock()
         self._zone = ZoneInfo(settings.timezone)
-        # Load the segmenter (about a second) now, off the caller's thread, not on the first turn.
-        RETRIEVAL_POOL.submit(lexical.warm_up)
+        # Load the segmenter (about a second) now, off the caller's thread, not on the first turn;
+        # `load_segmenter=False` for a caller that loads it itself, when it suits it.
+        if load_segmenter:
+            RETRIEVAL_POOL.submit(lexical.warm_up)
 
     # ------------------------------------------------------------ public API
     def retrieve(
