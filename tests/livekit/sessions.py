@@ -83,6 +83,10 @@ async def voice_session(
     base = make_service(store, mode)
     service = CountingService(store, base.settings, gatekeeper=Gatekeeper(extraction))
     memory = MemorySession(service, user_id=user_id, budget_s=BUDGET_S)
+    # What these sessions store is asserted, not how fast: no write is abandoned for its time
+    # (at load 8 the journal's 10 s per attempt ran out, and each write was tried again beside
+    # the thread still writing it until the drain gave up).
+    memory.queue.attempt_timeout_s = 3600.0
     harness = VoiceHarness(MemoryAgent(memory), preflight=True)
     memory.attach(harness.session)
     if wait_for_profile:
