@@ -1,0 +1,440 @@
+"""The caller's memories in the job process: a look-up without a round trip to the database.
+
+A job process serves one call for one user. At session start (`MemoryService.prepare`)
+the store reads that user's rows once (`Mem0Table.user_snapshot`: id, row version,
+vector, payload; `user_id` in the WHERE, through the read router, so a replica serves it
+only once it has the user's last write) into a float32 matrix and the few fields the
+look-up's stages filter and match on. The look-up's stages then run here, with the
+SQL statements' meaning (`Mem0Table.lexical_hits`, `nearest_and_ids`, `payloads`,
+`turns`): the same candidates, no statement on the reply's path.
+
+Kept current by
+- the process's own writes: every write of the user (`MemoryStore._wrote`) moves the
+  user's write count; until a refresh has caught up with it the look-ups take the SQL
+  path, so a turn always finds what the turn before it stored (read-your-writes);
+- a refresh after each such write and after each look-up, in the background: one small
+  statement lists the user's (id, row version) pairs (`Mem0Table.user_versions`), and a
+  second fetches only the rows that are new or changed. Rows another session of the same
+  user wrote, updated, redacted or deleted arrive within a turn; a forget in this process
+  is a write like any other.
+
+Above `MEMORY_SESSION_INDEX_MAX_ROWS` rows, or before the first load has finished, or
+when the last refresh is older than `_STALE_S`, look-ups take the SQL path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from memory.storage.mem0_table import Mem0Table, Scope
+
+logger = logging.getLogger(__name__)
+
+# A snapshot not refreshed for this long (the database unreachable) is not used.
+_STALE_S = 60.0
+# One thread refreshes every user's snapshot: background work, never the reply's.
+_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-index")
+_SEQ = re.compile(r"^-?[0-9]{1,18}$")
+
+
+def _text(value: Any) -> str | None:
+    """A JSON value as Postgres' `->>` gives it."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return (
+        json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+        if isinstance(value, (dict, list))
+        else ("true" if value is True else "false" if value is False else json.dumps(value))
+    )
+
+
+def _tokens(lex: str) -> set[str]:
+    """What `to_tsvector('simple', lex)` holds: the space-separated words lower-cased, and
+    the parts Postgres' parser splits a word with an apostrophe into ("don't": don, t)."""
+    out: set[str] = set()
+    for word in lex.lower().split():
+        out.add(word)
+        parts = re.findall(r"[^\W_]+", word)
+        if len(parts) > 1:
+            out.update(parts)
+    return out
+
+
+def like_matcher(pattern: str) -> Callable[[str], bool]:
+    """`text ILIKE pattern` as a Python test (`%`, `_` and backslash escapes)."""
+    body = pattern
+    if body.startswith("%") and body.endswith("%") and len(body) >= 2 and not re.search(r"(?<!\\)[%_]", body[1:-1]):
+        needle = re.sub(r"\\(.)", r"\1", body[1:-1]).lower()
+        return lambda text: needle in text
+    out, i = [], 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            out.append(re.escape(body[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch.lower()))
+        i += 1
+    rx = re.compile("".join(out), re.DOTALL)
+    return lambda text: rx.fullmatch(text) is not None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One user's rows as the look-up reads them; never changed in place (a refresh makes
+    a new one that shares what did not change). Rows are appended: a changed or deleted
+    row's old place is dead (`alive` False) until a compaction rebuilds the snapshot."""
+
+    user_id: str
+    ids: list[str]
+    versions: dict[str, tuple[str, int]]  # live id -> (row version (xmin), place)
+    matrix: np.ndarray  # rows unit length, float32
+    alive: np.ndarray  # bool
+    payloads: list[str]  # JSON text, parsed for the candidates only
+    folded: list[str]  # the text lower-cased (substring stage)
+    sessions: list[str | None]
+    categories: list[str | None]
+    superseded: np.ndarray  # bool: `valid_until` in the payload
+    seqs: list[str | None]  # `seq` as text where the payload has one
+    postings: dict[str, list[int]]  # lexical word -> places (full-text stage)
+    lex: list[str | None]
+    generation: int  # the user's write count this snapshot has seen
+    at: float  # when it was read (monotonic)
+
+    @property
+    def rows(self) -> int:
+        return len(self.versions)
+
+    @property
+    def nbytes(self) -> int:
+        """An estimate of the snapshot's memory: the arrays plus the Python objects."""
+        size = self.matrix.nbytes + self.superseded.nbytes + self.alive.nbytes
+        for column in (self.ids, self.payloads, self.folded, self.lex, self.sessions, self.categories, self.seqs):
+            size += sys.getsizeof(column) + sum(sys.getsizeof(x) for x in set(column) if x is not None)
+        size += sys.getsizeof(self.postings) + sum(
+            sys.getsizeof(k) + sys.getsizeof(v) for k, v in self.postings.items()
+        )
+        return size + sys.getsizeof(self.versions) + len(self.versions) * (sys.getsizeof((1, 2)) + 40)
+
+    # ---------------------------------------------------------------- the stages
+    def _in_scope(self, scope: Scope) -> np.ndarray:
+        keep = self.alive.copy()
+        if scope.exclude_session is not None:
+            keep &= np.fromiter((s != scope.exclude_session for s in self.sessions), dtype=bool, count=len(self.ids))
+        if scope.categories:
+            wanted = set(scope.categories)
+            keep &= np.fromiter((c in wanted for c in self.categories), dtype=bool, count=len(self.ids))
+        if not scope.past:
+            keep &= ~self.superseded
+        return keep
+
+    def _payload(self, i: int) -> dict[str, Any]:
+        return json.loads(self.payloads[i])
+
+    def _cosines(self, vector: Sequence[float]) -> np.ndarray:
+        q = np.asarray(vector, dtype=np.float32)
+        q = q / (np.linalg.norm(q) + 1e-12)
+        return self.matrix @ q
+
+    def lexical_hits(
+        self,
+        scope: Scope,
+        terms: Sequence[str],
+        patterns: Sequence[str],
+        *,
+        scan: int,
+        limit: int,
+        substring_below: float,
+    ) -> tuple[list[tuple[str, str | None]], list[str]]:
+        """`Mem0Table.lexical_hits` on the snapshot."""
+        keep = self._in_scope(scope)
+        places: set[int] = set()
+        for term in terms:
+            places.update(self.postings.get(term.lower(), ()))
+        full = [(self.ids[i], self.lex[i]) for i in sorted(places) if keep[i]]
+        if not patterns or len(full) >= substring_below:
+            return full, []
+        tests = [like_matcher(p) for p in patterns]
+        matched: list[tuple[int, int]] = []
+        for i in np.flatnonzero(keep):
+            text = self.folded[i]
+            hits = sum(1 for t in tests if t(text))
+            if hits:
+                matched.append((int(i), hits))
+                if len(matched) >= scan:
+                    break
+        matched.sort(key=lambda m: -m[1])  # stable
+        return full, [self.ids[i] for i, _ in matched[:limit]]
+
+    def nearest_and_ids(
+        self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str], *, neighbours: bool = False
+    ) -> list[tuple[str, float, dict[str, Any], str]]:
+        """`Mem0Table.nearest_and_ids` on the snapshot (exact, as the statement)."""
+        cos = self._cosines(vector)
+        keep = np.flatnonzero(self._in_scope(scope))
+        part = keep[np.argpartition(-cos[keep], limit - 1)[:limit]] if len(keep) > limit else keep
+        order = part[np.argsort(-cos[part], kind="stable")]
+        chosen = [int(i) for i in order] + [self.versions[m][1] for m in ids if m in self.versions]
+        stages = ["vector"] * len(order) + ["id"] * (len(chosen) - len(order))
+        out = [(self.ids[i], float(cos[i]), self._payload(i), stage) for i, stage in zip(chosen, stages, strict=True)]
+        if neighbours:
+            out += [(self.ids[i], float(cos[i]), self._payload(i), "neighbour") for i in self._next_to(chosen)]
+        return out
+
+    def payloads_of(self, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], str]]:
+        """`Mem0Table.payloads` on the snapshot."""
+        return [(m, None, self._payload(self.versions[m][1]), "id") for m in ids if m in self.versions]
+
+    def turns(
+        self, sessions: Sequence[str], seqs: Sequence[str], vector: Sequence[float] | None
+    ) -> list[tuple[str, float | None, dict[str, Any]]]:
+        """`Mem0Table.turns` on the snapshot."""
+        cos = self._cosines(vector) if vector is not None else None
+        wanted_s, wanted_q = set(sessions), set(seqs)
+        return [
+            (self.ids[i], None if cos is None else float(cos[i]), self._payload(i))
+            for i in np.flatnonzero(self.alive)
+            if self.seqs[i] is not None and self.sessions[i] in wanted_s and self.seqs[i] in wanted_q
+        ]
+
+    def vectors(self, limit: int) -> list[tuple[str, np.ndarray]]:
+        """`Mem0Table.user_vectors` on the snapshot: id order, up to `limit`."""
+        live = sorted(self.versions.items())[:limit]
+        return [(m, self.matrix[place]) for m, (_, place) in live]
+
+    def _next_to(self, chosen: Iterable[int]) -> list[int]:
+        """Live raw turns said just before or after a chosen one (`_neighbours_of_c`)."""
+        keys: set[tuple[str | None, str]] = set()
+        for i in chosen:
+            seq = self.seqs[i]
+            if seq is not None and _SEQ.match(seq):
+                keys.update((self.sessions[i], str(int(seq) + step)) for step in (-1, 1))
+        if not keys:
+            return []
+        return [
+            int(i) for i in np.flatnonzero(self.alive)
+            if self.seqs[i] is not None and (self.sessions[i], self.seqs[i]) in keys
+        ]  # fmt: skip
+
+    def with_rows(
+        self, rows: Sequence[tuple[str, str, np.ndarray | None, str]], gone: Iterable[str], generation: int
+    ) -> Snapshot:
+        """A new snapshot: these rows added (or replacing their old version), `gone` dropped.
+        What did not change is shared; the appended rows are parsed and indexed only."""
+        alive = self.alive.copy()
+        versions = dict(self.versions)
+        for m in [*gone, *(r[0] for r in rows)]:
+            old = versions.pop(m, None)
+            if old is not None:
+                alive[old[1]] = False
+        if not rows:
+            return replace(self, versions=versions, alive=alive, generation=generation, at=time.monotonic())
+        add = _parse(self.user_id, rows, self.matrix.shape[1], start=len(self.ids))
+        postings = dict(self.postings)
+        for word, places in add.postings.items():
+            postings[word] = postings.get(word, []) + places
+        versions.update(add.versions)
+        return Snapshot(
+            user_id=self.user_id,
+            ids=self.ids + add.ids,
+            versions=versions,
+            matrix=np.concatenate([self.matrix, add.matrix]),
+            alive=np.concatenate([alive, add.alive]),
+            payloads=self.payloads + add.payloads,
+            folded=self.folded + add.folded,
+            sessions=self.sessions + add.sessions,
+            categories=self.categories + add.categories,
+            superseded=np.concatenate([self.superseded, add.superseded]),
+            seqs=self.seqs + add.seqs,
+            postings=postings,
+            lex=self.lex + add.lex,
+            generation=generation,
+            at=time.monotonic(),
+        )
+
+
+def _parse(
+    user_id: str, rows: Sequence[tuple[str, str, np.ndarray | None, str]], dims: int, start: int = 0
+) -> Snapshot:
+    """Rows (id, version, vector, payload JSON) as snapshot columns, places from `start`.
+    A row of another user is refused: `Mem0Table` reads by user, so one here is a bug,
+    and it is never shown."""
+    parsed = [json.loads(p) for _, _, _, p in rows]
+    for payload in parsed:
+        if payload.get("user_id") != user_id:
+            raise ValueError(f"a row of another user in {user_id!r}'s snapshot")
+    dims = dims or next((len(v) for _, _, v, _ in rows if v is not None), 0)
+    matrix = np.zeros((len(rows), dims), dtype=np.float32)
+    for i, (_, _, v, _) in enumerate(rows):
+        if v is not None:
+            matrix[i] = v
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12
+    postings: dict[str, list[int]] = {}
+    lex: list[str | None] = []
+    for i, payload in enumerate(parsed):
+        form = _text(payload.get("lex"))
+        lex.append(form)
+        for word in _tokens(form or ""):
+            postings.setdefault(word, []).append(start + i)
+    return Snapshot(
+        user_id=user_id,
+        ids=[r[0] for r in rows],
+        versions={r[0]: (r[1], start + i) for i, r in enumerate(rows)},
+        matrix=matrix,
+        alive=np.ones(len(rows), dtype=bool),
+        payloads=[r[3] for r in rows],
+        folded=[(_text(p.get("data")) or "").lower() for p in parsed],
+        sessions=[_text(p.get("session_id")) for p in parsed],
+        categories=[_text(p.get("category")) for p in parsed],
+        superseded=np.array(["valid_until" in p for p in parsed], dtype=bool),
+        seqs=[_text(p.get("seq")) if "seq" in p else None for p in parsed],
+        postings=postings,
+        lex=lex,
+        generation=0,
+        at=time.monotonic(),
+    )
+
+
+def build(user_id: str, rows: Iterable[tuple[str, str, np.ndarray | None, str]], generation: int) -> Snapshot:
+    """A snapshot of the user's (id, version, vector, payload JSON) rows, in id order."""
+    return replace(_parse(user_id, sorted(rows, key=lambda r: r[0]), 0), generation=generation)
+
+
+class SessionIndexes:
+    """The snapshots of the users this process serves (one, in a job process), their
+    loads and refreshes. Thread-safe."""
+
+    def __init__(self, table: Mem0Table, *, max_rows: int, enabled: bool, keep: int = 4) -> None:
+        self.table = table
+        self.max_rows = max_rows
+        self.enabled = enabled
+        self.keep = keep  # users held at most (least recently opened leave first)
+        self._snapshots: dict[str, Snapshot] = {}
+        self._opened: dict[str, float] = {}
+        self._writes: dict[str, int] = {}
+        self._running: set[str] = set()
+        self._again: set[str] = set()
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self.refreshes = 0  # how many refreshes ran (tests, benchmarks)
+
+    # ------------------------------------------------------------ the store's hooks
+    def open(self, user_id: str) -> None:
+        """Session start: load the user's rows (blocks; call it off the event loop)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            self._opened[user_id] = time.monotonic()
+            for old in sorted(self._opened, key=self._opened.__getitem__)[: -self.keep]:
+                self._opened.pop(old, None)
+                self._snapshots.pop(old, None)
+        self.refresh(user_id)
+
+    def wrote(self, user_id: str) -> None:
+        """A write of the user committed in this process: look-ups take the SQL path until a
+        refresh has read it; the refresh starts now, in the background."""
+        with self._lock:
+            self._writes[user_id] = self._writes.get(user_id, 0) + 1
+            opened = user_id in self._opened
+        if opened:
+            self.refresh_soon(user_id)
+
+    def usable(self, user_id: str) -> Snapshot | None:
+        """The user's snapshot if a look-up may read it: loaded, within the bound, every
+        write of this process in it, refreshed within `_STALE_S`."""
+        if not self.enabled:
+            return None
+        with self._lock:
+            snap = self._snapshots.get(user_id)
+            writes = self._writes.get(user_id, 0)
+        if snap is None or snap.generation != writes or time.monotonic() - snap.at > _STALE_S:
+            return None
+        return snap
+
+    def looked_up(self, user_id: str) -> None:
+        """After a look-up: refresh in the background (other sessions' writes)."""
+        if self.enabled and user_id in self._opened:
+            self.refresh_soon(user_id)
+
+    def held(self, user_id: str) -> Snapshot | None:
+        """The user's snapshot, current or not (benchmarks, tests)."""
+        with self._lock:
+            return self._snapshots.get(user_id)
+
+    # ------------------------------------------------------------ refreshing
+    def refresh_soon(self, user_id: str) -> None:
+        """A refresh in the background; one at a time per user, one more if asked meanwhile."""
+        with self._lock:
+            if user_id in self._running:
+                self._again.add(user_id)
+                return
+            self._running.add(user_id)
+        _POOL.submit(self._refresh_loop, user_id)
+
+    def _refresh_loop(self, user_id: str) -> None:
+        try:
+            while True:
+                try:
+                    self.refresh(user_id)
+                except Exception as exc:  # noqa: BLE001 - look-ups take the SQL path meanwhile
+                    logger.warning("memory index of a user not refreshed: %r", exc)
+                with self._lock:
+                    if user_id not in self._again:
+                        return
+                    self._again.discard(user_id)
+        finally:
+            with self._lock:
+                self._running.discard(user_id)
+                self._idle.notify_all()
+
+    def wait_idle(self, user_id: str, timeout_s: float = 30.0) -> bool:
+        """Wait until no refresh of the user runs or is asked for (tests, benchmarks)."""
+        with self._lock:
+            return self._idle.wait_for(lambda: user_id not in self._running, timeout_s)
+
+    def refresh(self, user_id: str) -> Snapshot | None:
+        """Bring the user's snapshot up to date now: the whole user on the first load,
+        then only rows new or changed since (by row version), deleted ones dropped. Above
+        `max_rows` the user has none (SQL path)."""
+        with self._lock:
+            if user_id not in self._opened:
+                return None
+            generation = self._writes.get(user_id, 0)  # read before the rows: a write after it is not in them
+            old = self._snapshots.get(user_id)
+        if old is None:
+            if self.table.user_has_more_than(user_id, self.max_rows):
+                logger.info("memory index: %s has more than %d memories; look-ups use SQL", user_id, self.max_rows)
+                return None
+            snap = build(user_id, self.table.user_snapshot(user_id), generation)
+        else:
+            versions = self.table.user_versions(user_id)
+            if len(versions) > self.max_rows:
+                with self._lock:
+                    self._snapshots.pop(user_id, None)
+                return None
+            changed = [m for m, v in versions.items() if old.versions.get(m, ("",))[0] != v]
+            gone = [m for m in old.versions if m not in versions]
+            fresh = self.table.user_snapshot(user_id, changed) if changed else []
+            if len(old.ids) + len(fresh) > 2 * max(len(versions), 1000):  # mostly dead places: rebuild
+                keep = [(m, v, old.matrix[p], old.payloads[p]) for m, (v, p) in old.versions.items() if m in versions]
+                snap = build(user_id, list({r[0]: r for r in [*keep, *fresh]}.values()), generation)  # fresh wins
+            else:
+                snap = old.with_rows(fresh, gone, generation)
+        with self._lock:
+            self.refreshes += 1
+            if user_id in self._opened:
+                self._snapshots[user_id] = snap
+        return snap
