@@ -14,6 +14,7 @@ Prints a table and one JSON line.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import random
@@ -28,10 +29,10 @@ from bench.latency import _memory_texts
 from memory.language import lexical
 from memory.retrieval.retriever import knn_density
 from memory.storage.mem0_table import Scope
-from memory.storage.session_index import build
+from memory.storage.session_index import Row, as_row, build
 
 
-def _rows(n: int, dims: int, user: str, rng: random.Random) -> list[tuple[str, str, np.ndarray, str]]:
+def _rows(n: int, dims: int, user: str, rng: random.Random) -> list[Row]:
     texts = _memory_texts(n)
     vectors = np.random.default_rng(7).standard_normal((n, dims)).astype(np.float32)
     rows = []
@@ -45,7 +46,13 @@ def _rows(n: int, dims: int, user: str, rng: random.Random) -> list[tuple[str, s
             payload.update(session_id=f"s-{i // 20}", seq=i % 20, write_id=uuid.uuid4().hex)
         else:
             payload["category"] = "preferences"
-        rows.append((str(uuid.UUID(int=rng.getrandbits(128))), str(1000 + i), vectors[i], json.dumps(payload)))
+        rows.append(
+            Row(
+                str(uuid.UUID(int=rng.getrandbits(128))), str(1000 + i), vectors[i], json.dumps(payload), user, text,
+                str(payload.get("lex") or ""), payload.get("session_id"), payload.get("category"), False,
+                None if "seq" not in payload else str(payload["seq"]),
+            )
+        )  # fmt: skip
     return rows
 
 
@@ -66,7 +73,7 @@ def measure(n: int, dims: int, queries: int) -> dict[str, Any]:
     traced = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     del rows
-    changed = [(snap.ids[0], "999999", snap.matrix[0], snap.payloads[0])]
+    changed = [dataclasses.replace(as_row(snap, 0), version="999999")]
     t0 = time.process_time()
     snap.with_rows(changed, [], 1)
     refresh_s = time.process_time() - t0

@@ -47,31 +47,16 @@ _STALE_S = 60.0
 # One thread refreshes every user's snapshot: background work, never the reply's.
 _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-index")
 _BLOCK = 1024  # rows per block of the query's cosines (`Snapshot._cosines`)
+_PARTS = re.compile(r"[^\W_]+")
 _SEQ = re.compile(r"^-?[0-9]{1,18}$")
-
-
-def _text(value: Any) -> str | None:
-    """A JSON value as Postgres' `->>` gives it."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    return (
-        json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-        if isinstance(value, (dict, list))
-        else ("true" if value is True else "false" if value is False else json.dumps(value))
-    )
 
 
 def _tokens(lex: str) -> set[str]:
     """What `to_tsvector('simple', lex)` holds: the space-separated words lower-cased, and
     the parts Postgres' parser splits a word with an apostrophe into ("don't": don, t)."""
-    out: set[str] = set()
-    for word in lex.lower().split():
-        out.add(word)
-        parts = re.findall(r"[^\W_]+", word)
-        if len(parts) > 1:
-            out.update(parts)
+    out = set(lex.lower().split())
+    for word in [w for w in out if not w.isalnum()]:
+        out.update(_PARTS.findall(word))
     return out
 
 
@@ -284,14 +269,12 @@ class Snapshot:
         places = self._turn_places
         return sorted(i for key in keys for i in places.get(key, ()) if self.alive[i])
 
-    def with_rows(
-        self, rows: Sequence[tuple[str, str, np.ndarray | None, str]], gone: Iterable[str], generation: int
-    ) -> Snapshot:
+    def with_rows(self, rows: Sequence[Row], gone: Iterable[str], generation: int) -> Snapshot:
         """A new snapshot: these rows added (or replacing their old version), `gone` dropped.
         What did not change is shared; the appended rows are parsed and indexed only."""
         alive = self.alive.copy()
         versions = dict(self.versions)
-        for m in [*gone, *(r[0] for r in rows)]:
+        for m in [*gone, *(r.id for r in rows)]:
             old = versions.pop(m, None)
             if old is not None:
                 alive[old[1]] = False
@@ -321,51 +304,72 @@ class Snapshot:
         )
 
 
-def _parse(
-    user_id: str, rows: Sequence[tuple[str, str, np.ndarray | None, str]], dims: int, start: int = 0
-) -> Snapshot:
-    """Rows (id, version, vector, payload JSON) as snapshot columns, places from `start`.
-    A row of another user is refused: `Mem0Table` reads by user, so one here is a bug,
-    and it is never shown."""
-    parsed = [json.loads(p) for _, _, _, p in rows]
-    for payload in parsed:
-        if payload.get("user_id") != user_id:
+@dataclass(frozen=True)
+class Row:
+    """One stored memory as `Mem0Table.user_snapshot` reads it: the payload's fields the
+    stages filter and match on come from Postgres' own `->>` and `?` (so they are what the
+    SQL path compares), the payload itself as JSON text, parsed only for a candidate."""
+
+    id: str
+    version: str  # xmin
+    vector: np.ndarray | None
+    payload: str  # JSON
+    user_id: str | None
+    data: str | None
+    lex: str | None
+    session_id: str | None
+    category: str | None
+    superseded: bool  # `valid_until` in the payload
+    seq: str | None  # where the payload has `seq`
+
+
+def _parse(user_id: str, rows: Sequence[Row], dims: int, start: int = 0) -> Snapshot:
+    """Rows as snapshot columns, places from `start`. A row of another user is refused:
+    `Mem0Table` reads by user, so one here is a bug, and it is never shown."""
+    for row in rows:
+        if row.user_id != user_id:
             raise ValueError(f"a row of another user in {user_id!r}'s snapshot")
-    dims = dims or next((len(v) for _, _, v, _ in rows if v is not None), 0)
+    dims = dims or next((len(r.vector) for r in rows if r.vector is not None), 0)
     matrix = np.zeros((len(rows), dims), dtype=np.float32)
-    for i, (_, _, v, _) in enumerate(rows):
-        if v is not None:
-            matrix[i] = v
+    for i, row in enumerate(rows):
+        if row.vector is not None:
+            matrix[i] = row.vector
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12
     postings: dict[str, list[int]] = {}
-    lex: list[str | None] = []
-    for i, payload in enumerate(parsed):
-        form = _text(payload.get("lex"))
-        lex.append(form)
-        for word in _tokens(form or ""):
+    for i, row in enumerate(rows):
+        for word in _tokens(row.lex or ""):
             postings.setdefault(word, []).append(start + i)
     return Snapshot(
         user_id=user_id,
-        ids=[r[0] for r in rows],
-        versions={r[0]: (r[1], start + i) for i, r in enumerate(rows)},
+        ids=[r.id for r in rows],
+        versions={r.id: (r.version, start + i) for i, r in enumerate(rows)},
         matrix=matrix,
         alive=np.ones(len(rows), dtype=bool),
-        payloads=[r[3] for r in rows],
-        folded=[(_text(p.get("data")) or "").lower() for p in parsed],
-        sessions=[_text(p.get("session_id")) for p in parsed],
-        categories=[_text(p.get("category")) for p in parsed],
-        superseded=np.array(["valid_until" in p for p in parsed], dtype=bool),
-        seqs=[_text(p.get("seq")) if "seq" in p else None for p in parsed],
+        payloads=[r.payload for r in rows],
+        folded=[(r.data or "").lower() for r in rows],
+        sessions=[r.session_id for r in rows],
+        categories=[r.category for r in rows],
+        superseded=np.array([r.superseded for r in rows], dtype=bool),
+        seqs=[r.seq for r in rows],
         postings=postings,
-        lex=lex,
+        lex=[r.lex for r in rows],
         generation=0,
         at=time.monotonic(),
     )
 
 
-def build(user_id: str, rows: Iterable[tuple[str, str, np.ndarray | None, str]], generation: int) -> Snapshot:
-    """A snapshot of the user's (id, version, vector, payload JSON) rows, in id order."""
-    return replace(_parse(user_id, sorted(rows, key=lambda r: r[0]), 0), generation=generation)
+def build(user_id: str, rows: Iterable[Row], generation: int) -> Snapshot:
+    """A snapshot of the user's rows, in id order."""
+    return replace(_parse(user_id, sorted(rows, key=lambda r: r.id), 0), generation=generation)
+
+
+def as_row(snap: Snapshot, place: int) -> Row:
+    """A row of a snapshot as read (its text folded already: only the folded form is used)."""
+    return Row(
+        snap.ids[place], snap.versions[snap.ids[place]][0], snap.matrix[place], snap.payloads[place], snap.user_id,
+        snap.folded[place], snap.lex[place], snap.sessions[place], snap.categories[place],
+        bool(snap.superseded[place]), snap.seqs[place],
+    )  # fmt: skip
 
 
 class SessionIndexes:
@@ -486,8 +490,8 @@ class SessionIndexes:
             gone = [m for m in old.versions if m not in versions]
             fresh = self.table.user_snapshot(user_id, changed) if changed else []
             if len(old.ids) + len(fresh) > 2 * max(len(versions), 1000):  # mostly dead places: rebuild
-                keep = [(m, v, old.matrix[p], old.payloads[p]) for m, (v, p) in old.versions.items() if m in versions]
-                snap = build(user_id, list({r[0]: r for r in [*keep, *fresh]}.values()), generation)  # fresh wins
+                keep = [as_row(old, p) for m, (_, p) in old.versions.items() if m in versions]
+                snap = build(user_id, list({r.id: r for r in [*keep, *fresh]}.values()), generation)  # fresh wins
             else:
                 snap = old.with_rows(fresh, gone, generation)
         with self._lock:
