@@ -192,6 +192,8 @@ class Snapshot:
     def _cosines(self, vector: Sequence[float]) -> np.ndarray:
         q = np.asarray(vector, dtype=np.float32)
         q = q / (np.linalg.norm(q) + 1e-12)
+        if self.matrix.shape[1] != len(q):  # no row with a vector yet
+            return np.zeros(len(self.matrix), dtype=np.float32)
         out = np.empty(len(self.matrix), dtype=np.float32)
         # In blocks small enough that OpenBLAS runs them on this thread: one product of
         # 10,000 x 384 took 20 ms on two busy cores (its threads waiting for each other), the
@@ -269,6 +271,10 @@ class Snapshot:
         places = self._turn_places
         return sorted(i for key in keys for i in places.get(key, ()) if self.alive[i])
 
+    def _widened(self, dims: int) -> np.ndarray:
+        """The matrix, or zero rows of `dims` where it has none yet (no row had a vector)."""
+        return self.matrix if self.matrix.shape[1] == dims else np.zeros((len(self.ids), dims), dtype=np.float32)
+
     def with_rows(self, rows: Sequence[Row], gone: Iterable[str], generation: int) -> Snapshot:
         """A new snapshot: these rows added (or replacing their old version), `gone` dropped.
         What did not change is shared; the appended rows are parsed and indexed only."""
@@ -289,7 +295,7 @@ class Snapshot:
             user_id=self.user_id,
             ids=self.ids + add.ids,
             versions=versions,
-            matrix=np.concatenate([self.matrix, add.matrix]),
+            matrix=np.concatenate([self._widened(add.matrix.shape[1]), add.matrix]),
             alive=np.concatenate([alive, add.alive]),
             payloads=self.payloads + add.payloads,
             folded=self.folded + add.folded,

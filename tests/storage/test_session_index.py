@@ -148,9 +148,11 @@ def test_a_user_past_the_bound_is_looked_up_in_sql(store: MemoryStore, user_id: 
 
 
 def test_own_writes_are_found_at_once_and_others_after_the_refresh(store: MemoryStore, user_id: str, indexes) -> None:
-    store.add_raw(user_id, "My sister Anna lives in Lisbon")
     retriever = _retriever(store)
-    store.open_session_index(user_id)
+    store.open_session_index(user_id)  # a caller with no memories yet
+    assert indexes.usable(user_id) is not None and retriever.retrieve(user_id, "where does Anna live") == []
+    store.add_raw(user_id, "My sister Anna lives in Lisbon")
+    indexes.wait_idle(user_id)
     # This process's write: found by the very next look-up (SQL until the refresh has it).
     store.add_raw(user_id, "My brother Leo lives in Porto")
     assert "My brother Leo lives in Porto" in [r.text for r in retriever.retrieve(user_id, "where does Leo live")]
