@@ -83,7 +83,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     clear_run_rows(direct, TABLE, callers)
     run_dir = Path(tempfile.mkdtemp(prefix="bench-call-cpu-"))
     os.chmod(run_dir, 0o755)
-    fleet = Fleet(args, direct, run_dir)
+    fleet = Fleet(args, direct, run_dir, [])
     load_start = os.getloadavg()[0]
     try:
         await run_calls(fleet, plan, args)
