@@ -196,7 +196,7 @@ class MemorySettings:
     # look-up after the final transcript scores them in memory, no statement on the reply's
     # path; a user with more rows than the bound is looked up in SQL (RAM: docs/latency.md).
     session_index: bool = True
-    session_index_max_rows: int = 20_000
+    session_index_max_rows: int = 10_000
 
     @property
     def archive_min_similarity(self) -> float:
@@ -491,7 +491,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         **_archive_settings(env),
         retrieval=_retrieval_settings(env),
         session_index=_flag(env, "MEMORY_SESSION_INDEX", True),
-        session_index_max_rows=_integer(env, "MEMORY_SESSION_INDEX_MAX_ROWS", 20_000, lo=0, hi=1_000_000),
+        session_index_max_rows=_integer(env, "MEMORY_SESSION_INDEX_MAX_ROWS", 10_000, lo=0, hi=1_000_000),
     )
 
 

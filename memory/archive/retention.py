@@ -46,6 +46,7 @@ LEASE_S = 600.0  # a run's claim lasts this long past its last batch (renewed af
 # A job process's first look whether retention is due, seconds after it starts (random
 # in this range: the job processes of a fleet start together).
 FIRST_CHECK_S = (30.0, 300.0)
+PERIOD_JITTER_S = 60.0
 _LOCK_KEY = "memory-retention"
 
 
@@ -214,16 +215,22 @@ def runs(store: MemoryStore) -> int:
 
 _started = False
 _started_lock = threading.Lock()
+_thread: threading.Thread | None = None
+
+
+def _closed(store: MemoryStore) -> bool:
+    """A store closed under the thread (the process's runtime closed or replaced) ends it."""
+    return bool(getattr(getattr(store, "pool", None), "closed", False))
 
 
 def start_background(store: MemoryStore, *, every_s: float = RETENTION_EVERY_S) -> bool:
     """Once per process: a daemon thread that runs retention when it is due. Returns
     False when it was started already or retention is off (MEMORY_RETENTION_DAYS=0 and
     MEMORY_CONTEXT_RETENTION_DAYS=0)."""
-    global _started
+    global _started, _thread
     with _started_lock:
         off = store.settings.retention_days <= 0 and store.settings.context_retention_days <= 0
-        if _started or not getattr(store, "available", True) or off:
+        if _started or not getattr(store, "available", True) or off or _closed(store):
             return False
         _started = True
     try:
@@ -232,14 +239,21 @@ def start_background(store: MemoryStore, *, every_s: float = RETENTION_EVERY_S) 
         logger.warning("archive schema not ready: %r", exc)
 
     def loop() -> None:
+        global _started
         # Spread out: the job processes of a fleet start together.
         wait = random.uniform(*FIRST_CHECK_S)
-        while not threading.Event().wait(wait):
+        while not threading.Event().wait(wait) and not _closed(store):
             try:
                 run_retention(store, every_s=every_s)  # ran=False: not due, or another process runs it
             except Exception as exc:  # noqa: BLE001 - tried again next period
+                if _closed(store):
+                    break
                 logger.warning("retention run failed: %r", exc)
-            wait = every_s / 4 + random.uniform(0, 60.0)
+            wait = every_s / 4 + random.uniform(0, PERIOD_JITTER_S)
+        logger.debug("retention thread ends: its store was closed")
+        with _started_lock:
+            _started = False  # the next store this process opens starts its own
 
-    threading.Thread(target=loop, name="memory-retention", daemon=True).start()
+    _thread = threading.Thread(target=loop, name="memory-retention", daemon=True)
+    _thread.start()
     return True

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -280,3 +281,40 @@ async def test_retention_deletes_old_messages_and_raw_turns_and_keeps_summaries_
 
 
 # ----------------------------------------------------------- export, forget
+
+
+def test_the_retention_thread_of_a_closed_store_ends_quietly_and_frees_its_place(
+    base_settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A job process whose store is closed under its retention thread (its runtime closed
+    or replaced) must not warn every period from a thread that can never run again, and
+    the next store it opens starts its own; a closed store starts none."""
+    import threading
+
+    from memory.archive import retention
+
+    store = MemoryStore.open(base_settings, load_mem0=False)
+    first_run = threading.Event()
+    runs: list[int] = []
+
+    def run_on_the_pool(st: MemoryStore, **_: object) -> None:  # what a run needs first
+        runs.append(1)
+        first_run.set()
+        with st.pool.connection():
+            pass
+
+    monkeypatch.setattr(retention, "_started", False)
+    monkeypatch.setattr(retention, "FIRST_CHECK_S", (0.0, 0.0))
+    monkeypatch.setattr(retention, "PERIOD_JITTER_S", 0.0)
+    monkeypatch.setattr(retention, "run_retention", run_on_the_pool)
+    with caplog.at_level(logging.DEBUG, logger="memory.archive.retention"):
+        assert retention.start_background(store, every_s=0.2) is True
+        thread = retention._thread
+        assert thread is not None and first_run.wait(timeout=60)
+        store.close()
+        thread.join(timeout=60)  # a bound for a stuck thread, not a wait for timing
+        assert not thread.is_alive(), f"the retention thread of a closed store still runs ({len(runs)} runs)"
+        assert retention._started is False
+        assert retention.start_background(store, every_s=0.2) is False  # closed: none started
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warned == [], warned

@@ -45,7 +45,7 @@ def indexes(store: MemoryStore) -> Iterator[session_index.SessionIndexes]:
     """The store's snapshots, switched on and at their default bound for the test."""
     idx = store.session_index
     before = (idx.enabled, idx.max_rows)
-    idx.enabled, idx.max_rows = True, 20_000
+    idx.enabled, idx.max_rows = True, 10_000
     yield idx
     idx.enabled, idx.max_rows = before
 
