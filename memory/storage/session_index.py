@@ -485,7 +485,7 @@ class SessionIndexes:
             if self.table.user_has_more_than(user_id, self.max_rows):
                 logger.info("memory index: %s has more than %d memories; look-ups use SQL", user_id, self.max_rows)
                 return None
-            snap = build(user_id, self.table.user_snapshot(user_id), generation)
+            snap = build(user_id, [Row(*r) for r in self.table.user_snapshot(user_id)], generation)
         else:
             versions = self.table.user_versions(user_id)
             if len(versions) > self.max_rows:
@@ -494,7 +494,7 @@ class SessionIndexes:
                 return None
             changed = [m for m, v in versions.items() if old.versions.get(m, ("",))[0] != v]
             gone = [m for m in old.versions if m not in versions]
-            fresh = self.table.user_snapshot(user_id, changed) if changed else []
+            fresh = [Row(*r) for r in self.table.user_snapshot(user_id, changed)] if changed else []
             if len(old.ids) + len(fresh) > 2 * max(len(versions), 1000):  # mostly dead places: rebuild
                 keep = [as_row(old, p) for m, (_, p) in old.versions.items() if m in versions]
                 snap = build(user_id, list({r.id: r for r in [*keep, *fresh]}.values()), generation)  # fresh wins

@@ -182,7 +182,7 @@ def test_a_snapshot_never_holds_another_users_rows(store: MemoryStore, indexes) 
     snap = indexes.usable(mine)
     assert snap is not None and snap.rows == 1
     assert [r.text for r in _retriever(store).retrieve(mine, "bees")] == ["I keep bees in the garden"]
-    row = store.rows.user_snapshot(theirs)[0]
+    row = session_index.Row(*store.rows.user_snapshot(theirs)[0])
     with pytest.raises(ValueError, match="another user"):
         session_index.build(mine, [row], 0)
 
