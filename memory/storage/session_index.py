@@ -31,21 +31,19 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from memory.ops.threads import INDEX_POOL
 from memory.storage.mem0_table import Mem0Table, Scope
 
 logger = logging.getLogger(__name__)
 
 # A snapshot not refreshed for this long (the database unreachable) is not used.
 _STALE_S = 60.0
-# One thread refreshes every user's snapshot: background work, never the reply's.
-_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-index")
 _BLOCK = 1024  # rows per block of the query's cosines (`Snapshot._cosines`)
 _PARTS = re.compile(r"[^\W_]+")
 _SEQ = re.compile(r"^-?[0-9]{1,18}$")
@@ -449,7 +447,7 @@ class SessionIndexes:
                 self._again.add(user_id)
                 return
             self._running.add(user_id)
-        _POOL.submit(self._refresh_loop, user_id)
+        INDEX_POOL.submit(self._refresh_loop, user_id)  # one thread, background work, never the reply's
 
     def _refresh_loop(self, user_id: str) -> None:
         try:
