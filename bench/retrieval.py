@@ -38,7 +38,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from bench import stats
 from bench.embed_cache import cached_passages
 from bench.evaldata import EvalDataError, Query, RetrievalFile, Store, load_retrieval
 from bench.holdout import PARTS, select_retrieval
+from bench.self_questions import SelfQuestion, self_questions
 from memory.language import lexical
 from memory.language.indexing import INDEX_VERSION
 from memory.ops import heap
@@ -88,12 +89,28 @@ METHODS: dict[str, dict[str, Any]] = {
     "time": {**STRUCTURE_OFF, "retrieval_time_weight": RetrievalSettings.time_weight},
     "when": {**STRUCTURE_OFF, "retrieval_index_dates": True, "retrieval_when_weight": RetrievalSettings.when_weight},
     "sessions": {**STRUCTURE_OFF, "retrieval_sessions": RetrievalSettings.sessions},
-}
+    # What was said before what was asked (issue 38). "pre38": all of it off (retrieval
+    # before); the others switch one part off.
+    "pre38": {"retrieval_question_weight": 1.0, "retrieval_echo_weight": 1.0, "retrieval_near_copies": 0.0,
+              "retrieval_unit_score": False},
+    "no-questions": {"retrieval_question_weight": 1.0},
+    "no-echo": {"retrieval_echo_weight": 1.0},
+    "no-near-copies": {"retrieval_near_copies": 0.0},
+    "no-unit-score": {"retrieval_unit_score": False},
+}  # fmt: skip
 # Settings that change what is written (the index), not how it is searched: each
 # combination is a collection of its own, loaded once.
 WRITE_KNOBS = ("retrieval_index_context", "retrieval_index_dates")
+# Variants of a file: as it is, and with each store's queries (and a paraphrase of each)
+# stored as the user's earlier turns (bench/self_questions.py, `--self-questions`).
+PLAIN = "plain"
+SELFQ = "selfq"
+VARIANTS = (PLAIN, SELFQ)
 DEFAULT_DATA_DIR = Path("/tmp/bench-memory")
 KS = (1, 5, 10)
+# The columns of the table, and the measures given with a 95% interval (overall and per category).
+COLUMNS = ("hit@1", "hit@5", "hit@10", "ndcg@5", "frac@5", "frac@10", "mrr@10")
+INTERVALS = ("hit@1", "hit@5", "ndcg@5")
 CLOSE_EPS = 0.001  # "decided by less than this": see `close_calls`
 
 
@@ -119,8 +136,10 @@ def parse_method(spec: str) -> tuple[str, dict[str, Any]]:
 
 
 # ------------------------------------------------------------------ loading
-def collection_for(data: RetrievalFile, write: tuple[bool, ...] = (False, False)) -> str:
+def collection_for(data: RetrievalFile, write: tuple[bool, ...] = (False, False), variant: str = PLAIN) -> str:
     suffix = "".join(f"_{k.removeprefix('retrieval_index_')}" for k, on in zip(WRITE_KNOBS, write, strict=True) if on)
+    if variant != PLAIN:
+        suffix += f"_{variant}"
     return "bench_" + re.sub(r"\W+", "_", data.name).strip("_").lower() + suffix
 
 
@@ -136,15 +155,18 @@ def bench_env(data_dir: Path) -> dict[str, str]:
     return env
 
 
-def open_store(data: RetrievalFile, data_dir: Path, write: tuple[bool, ...] | None = None) -> MemoryStore:
+def open_store(
+    data: RetrievalFile, data_dir: Path, write: tuple[bool, ...] | None = None, variant: str = PLAIN
+) -> MemoryStore:
     """The bench store of the file, for one combination of the write-side switches
-    (`WRITE_KNOBS`; default: as the environment sets them), in a collection of its own."""
+    (`WRITE_KNOBS`; default: as the environment sets them) and one variant of the file
+    (`VARIANTS`), in a collection of its own."""
     env = bench_env(data_dir)
     if write is None:
         write = write_side(load_settings(env, dotenv=False))
     for knob, on in zip(WRITE_KNOBS, write, strict=True):
         env["MEMORY_" + knob.upper()] = "on" if on else "off"
-    env["MEMORY_COLLECTION"] = collection_for(data, write)
+    env["MEMORY_COLLECTION"] = collection_for(data, write, variant)
     return MemoryStore.open(load_settings(env, dotenv=False))
 
 
@@ -152,35 +174,50 @@ def write_side(settings: MemorySettings) -> tuple[bool, ...]:
     return tuple(bool(getattr(settings.retrieval, k.removeprefix("retrieval_"))) for k in WRITE_KNOBS)
 
 
-def fingerprint(s: Store) -> str:
-    """What a store holds (ids and texts, and the version of the index form): rows loaded
-    from another version of the file with as many memories must not be reused."""
+def fingerprint(s: Store, extra: Sequence[SelfQuestion] = ()) -> str:
+    """What a store holds (ids and texts, the added turns of a variant, and the version of
+    the index form): rows loaded from another version of the file with as many memories
+    must not be reused."""
     digest = hashlib.sha256(f"index {INDEX_VERSION}\x00".encode())
     for m in s.memories:
         digest.update(f"{m.id}\x00{m.text}\x00".encode())
+    for t in extra:  # (v2: a call of their own only where the file's memories have calls)
+        digest.update(f"v2\x00{t.memory_id}\x00{t.text}\x00{t.timestamp}\x00".encode())
     return digest.hexdigest()[:16]
 
 
-def load(store: MemoryStore, data: RetrievalFile, *, reload: bool = False, cache: Path | None = None) -> None:
+def load(
+    store: MemoryStore,
+    data: RetrievalFile,
+    *,
+    reload: bool = False,
+    cache: Path | None = None,
+    extra: Mapping[str, Sequence[SelfQuestion]] | None = None,
+) -> None:
     """Write every store's memories through `add_raw`, unless they are already there;
-    passage vectors from the disk cache `cache` when it has them."""
+    passage vectors from the disk cache `cache` when it has them. `extra`: turns a
+    variant adds to each store (by store id), written after its memories, the same way."""
     if cache is None:
-        _load(store, data, reload=reload)
+        _load(store, data, reload=reload, extra=extra or {})
         return
     with cached_passages(store, cache) as cached:
-        _load(store, data, reload=reload)
+        _load(store, data, reload=reload, extra=extra or {})
     if cached.hits or cached.misses:
         print(f"  embeddings: {cached.hits} from the cache, {cached.misses} computed", file=sys.stderr)
 
 
-def _load(store: MemoryStore, data: RetrievalFile, *, reload: bool) -> None:
+def _load(
+    store: MemoryStore, data: RetrievalFile, *, reload: bool, extra: Mapping[str, Sequence[SelfQuestion]]
+) -> None:
     counts = _counts(store)
     for s in data.stores:
         user = user_for(s.store_id)
         turns = turn_positions(s)
-        stamp = fingerprint(s)
-        if not reload and counts.get(user, (0, 0))[0] == len(s.memories) and _stamped(store, user, stamp):
-            if counts[user][1] < len(s.memories):  # written by an older `index_text`
+        added = extra.get(s.store_id, ())
+        stamp = fingerprint(s, added)
+        size = len(s.memories) + len(added)
+        if not reload and counts.get(user, (0, 0))[0] == size and _stamped(store, user, stamp):
+            if counts[user][1] < size:  # written by an older `index_text`
                 store.reindex_lex(user, pause_s=0.0)
             _refresh_turns(store, user, turns)
             continue
@@ -204,6 +241,17 @@ def _load(store: MemoryStore, data: RetrievalFile, *, reload: bool) -> None:
             if i % 250 == 0 or i == len(s.memories):
                 rate = i / (time.perf_counter() - started)
                 print(f"  loading {s.store_id}: {i}/{len(s.memories)} ({rate:.0f}/s)", file=sys.stderr)
+        # A variant's turns: each the first turn of a call of its own where the file's memories
+        # are turns of calls; where they are not (MemDaily's, MADial's), without one either, so
+        # that only what they say tells them from the file's memories, not their structure.
+        calls = any(m.session is not None for m in s.memories)
+        for t in added:
+            meta = {"memory_id": t.memory_id, "store_id": s.store_id, "timestamp": t.timestamp,
+                    "session_id": t.session if calls else None, "seq": 0 if calls else None,
+                    "bench_store": stamp}  # fmt: skip
+            store.add_raw(user, t.text, metadata={k: v for k, v in meta.items() if v is not None})
+        if added:
+            print(f"  loading {s.store_id}: {len(added)} earlier questions", file=sys.stderr)
 
 
 def turn_positions(s: Store) -> dict[str, dict[str, Any]]:
@@ -282,6 +330,9 @@ class QueryResult:
     ranked: list[str]  # memory ids, best first
     ms: float
     scores: list[float] = dataclasses.field(default_factory=list)  # fused scores, same order
+    # The memory ids each shown memory stands for besides its own: its copies among the
+    # candidates (exact, or near with MEMORY_RETRIEVAL_NEAR_COPIES), same order.
+    copies: list[frozenset[str]] = dataclasses.field(default_factory=list)
 
 
 def asked_at(data: RetrievalFile) -> dict[str, datetime]:
@@ -316,6 +367,7 @@ def run_method(
         store.open_session_index(user)  # MEMORY_SESSION_INDEX: the user's rows into the process, as session start
         retriever.prepare(user)  # what session start does, off the reply's clock
     cache = getattr(store.mem0.embedding_model, "_cache", None)
+    names = memory_ids(store, sorted({user_for(q.store_id) for q in queries}))
     for q in queries[:3]:  # warm the pool, the model and the plans; not timed
         retriever.retrieve(user_for(q.store_id), q.query, top_k=k, context=earlier_turns(q))
     heap.settle()  # as prewarm leaves a worker: loaded data is out of the full GC passes
@@ -333,8 +385,20 @@ def run_method(
             user_for(q.store_id), q.query, top_k=max(k, 10), context=context, now=now.get(q.id)
         )
         ms = (time.perf_counter() - started) * 1000
-        out.append(QueryResult(q, [str(r.metadata.get("memory_id")) for r in records], ms, [r.score for r in records]))
+        ids = [str(r.metadata.get("memory_id")) for r in records]
+        copies = [frozenset(names.get(c, c) for c in r.metadata.get("copies") or ()) for r in records]
+        out.append(QueryResult(q, ids, ms, [r.score for r in records], copies))
     return out
+
+
+def memory_ids(store: MemoryStore, users: Sequence[str]) -> dict[str, str]:
+    """The file's memory id of each row of these users (what a copy's row id stands for)."""
+    from psycopg import sql
+
+    query = sql.SQL("SELECT id::text, payload->>'memory_id' FROM {} WHERE payload->>'user_id' = ANY(%s)")
+    with store.pool.connection() as conn:
+        rows = conn.execute(query.format(sql.Identifier(store.table)), [list(users)]).fetchall()
+    return {row_id: mem_id for row_id, mem_id in rows if mem_id is not None}
 
 
 def earlier_turns(q: Query) -> list[str]:
@@ -393,6 +457,9 @@ def metrics(results: Sequence[QueryResult]) -> dict[str, float]:
     sums: dict[str, float] = defaultdict(float)
     for k in KS:
         sums[f"hit@{k}"] = sum(per_query_hits(results, k))
+    for k in (1, 5):
+        sums[f"hit@{k}+copies"] = sum(per_query_hits(results, k, copies=True))
+    sums["ndcg@5"] = sum(per_query_ndcg(results, 5))
     for r in results:
         relevant = set(r.query.relevant)
         for k in (5, 10):
@@ -400,29 +467,65 @@ def metrics(results: Sequence[QueryResult]) -> dict[str, float]:
         rank = next((i for i, m in enumerate(r.ranked[:10], 1) if m in relevant), None)
         sums["mrr@10"] += 1.0 / rank if rank else 0.0
     out = {"n": n}
-    for key in ("hit@1", "hit@5", "hit@10", "frac@5", "frac@10", "mrr@10"):
+    for key in (*COLUMNS, "hit@1+copies", "hit@5+copies"):
         out[key] = round(sums[key] / n, 4)
     return out
 
 
-def per_query_hits(results: Sequence[QueryResult], k: int) -> list[int]:
-    """1 for each query with a relevant memory in its top k, else 0, in query order."""
-    return [int(not set(r.query.relevant).isdisjoint(r.ranked[:k])) for r in results]
+def per_query_hits(results: Sequence[QueryResult], k: int, *, copies: bool = False) -> list[int]:
+    """1 for each query with a relevant memory in its top k, else 0, in query order. With
+    `copies`, a shown memory also counts for the copies it stands for (`QueryResult.copies`):
+    "hit@k+copies", the figure for a reply that gets one line for what was said several
+    times (a near-copy of the labelled memory is as good to the reply as the memory)."""
+    out = []
+    for r in results:
+        relevant = set(r.query.relevant)
+        shown = set(r.ranked[:k])
+        if copies:
+            for also in r.copies[:k]:
+                shown |= also
+        out.append(int(not relevant.isdisjoint(shown)))
+    return out
+
+
+def per_query_ndcg(results: Sequence[QueryResult], k: int) -> list[float]:
+    """NDCG@k of each query, relevance 0/1: the relevant memories' places in the top k,
+    each worth 1/log2(rank + 1), over the best the query could get (all its relevant
+    memories first), in query order."""
+    out = []
+    for r in results:
+        relevant = set(r.query.relevant)
+        dcg = sum(1.0 / math.log2(i + 1) for i, m in enumerate(r.ranked[:k], 1) if m in relevant)
+        ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(k, len(relevant)) + 1))
+        out.append(dcg / ideal)
+    return out
+
+
+def per_query(results: Sequence[QueryResult], measure: str) -> list[float]:
+    """Each query's value of `measure` ("hit@K" or "ndcg@K"), in query order."""
+    name, _, k = measure.partition("@")
+    if name == "hit":
+        at, plus, _ = k.partition("+")
+        return [float(x) for x in per_query_hits(results, int(at), copies=bool(plus))]
+    if name == "ndcg":
+        return per_query_ndcg(results, int(k))
+    raise ValueError(f"unknown measure {measure!r}")
 
 
 def intervals(results: Sequence[QueryResult]) -> dict[str, Any]:
-    """95% bootstrap interval of each hit@k over the queries, and of hit@5 over the
-    stores when there are several (`hit@5_ci95_stores`, with their number): the
-    held-out halves hold other users, so that is how far the figure may move there."""
+    """95% bootstrap interval of each of `INTERVALS` over the queries, and over the
+    stores when there are several (`..._ci95_stores`, with their number): the held-out
+    halves hold other users, so that is how far the figure may move there."""
     if not results:
         return {}
     out: dict[str, Any] = {
-        f"hit@{k}_ci95": [round(x, 4) for x in stats.mean_interval(per_query_hits(results, k))] for k in KS
+        f"{m}_ci95": [round(x, 4) for x in stats.mean_interval(per_query(results, m))] for m in INTERVALS
     }
     stores = [r.query.store_id for r in results]
     if len(set(stores)) > 1:
-        low, high = stats.mean_interval(per_query_hits(results, 5), groups=stores)
-        out["hit@5_ci95_stores"] = [round(low, 4), round(high, 4)]
+        for m in INTERVALS:
+            low, high = stats.mean_interval(per_query(results, m), groups=stores)
+            out[f"{m}_ci95_stores"] = [round(low, 4), round(high, 4)]
         out["stores"] = len(set(stores))
     return out
 
@@ -450,10 +553,15 @@ def close_calls(results: Sequence[QueryResult], k: int = 5, eps: float = CLOSE_E
 
 
 def compare(base: Sequence[QueryResult], other: Sequence[QueryResult], k: int = 5) -> dict[str, Any]:
-    """`other`'s paired difference in hit@k from `base` (the same queries, in order)."""
+    """`other`'s paired difference in hit@k from `base` (the same queries, in order), and
+    under `also` in each measure of `INTERVALS`."""
     p = stats.paired(per_query_hits(base, k), per_query_hits(other, k))
+    also = {}
+    for m in INTERVALS:
+        q = stats.paired(per_query(base, m), per_query(other, m))
+        also[m] = {"diff": round(q.diff, 4), "ci95": [round(q.low, 4), round(q.high, 4)], "clear": q.clear}
     return {f"hit@{k}_diff": round(p.diff, 4), "ci95": [round(p.low, 4), round(p.high, 4)],
-            "better": p.better, "worse": p.worse, "clear": p.clear}  # fmt: skip
+            "better": p.better, "worse": p.worse, "clear": p.clear, "also": also}  # fmt: skip
 
 
 def timing(results: Sequence[QueryResult]) -> dict[str, float]:
@@ -474,13 +582,13 @@ def summarise(results: Sequence[QueryResult]) -> dict[str, Any]:
     overall = {**metrics(results), "hits@5": sum(per_query_hits(results, 5)), **intervals(results)}
     return {
         "overall": {**overall, "close@5": close_calls(results)},
-        "categories": {c: metrics(rs) for c, rs in sorted(by_cat.items())},
+        "categories": {c: {**metrics(rs), **intervals(rs)} for c, rs in sorted(by_cat.items())},
         **timing(results),
     }
 
 
 def print_table(name: str, k: int, summaries: dict[str, dict[str, Any]]) -> None:
-    cols = ("hit@1", "hit@5", "hit@10", "frac@5", "frac@10", "mrr@10")
+    cols = COLUMNS
     print(f"\n{name}  (top_k={k})")
     header = f"{'method':<28} {'category':<16} {'n':>5} " + " ".join(f"{c:>7}" for c in cols)
     print(header + f" {'p50 ms':>7} {'p95 ms':>7}")
@@ -501,9 +609,16 @@ def print_table(name: str, k: int, summaries: dict[str, dict[str, Any]]) -> None
                 line += f", {s_low:.3f}-{s_high:.3f} over its {overall['stores']} stores"
             print(f"{'':<28} {line}; decided by < {close['eps']} of score: {close['hits']} hits, "
                   f"{close['misses']} misses")  # fmt: skip
+        if (
+            overall.get("hit@5+copies", overall["hit@5"]) != overall["hit@5"]
+            or overall.get("hit@1+copies", overall["hit@1"]) != overall["hit@1"]
+        ):
+            print(f"{'':<28} counting the copies a shown memory stands for: hit@1 {overall['hit@1+copies']:.3f}, "
+                  f"hit@5 {overall['hit@5+copies']:.3f}")  # fmt: skip
         if "calibration" in summ:
             print(f"{'':<28} scores: " + ", ".join(f"{k} {v:.3f}" for k, v in summ["calibration"].items()))
-    paired = [(m, s[key]) for m, s in summaries.items() for key in s if key.startswith("vs ")]
+    print_intervals(summaries)
+    paired = [(m, s[key]) for m, s in summaries.items() for key in s if key.startswith("vs ") and key != "vs plain"]
     if paired:
         base = next(iter(summaries))
         print(f"\npaired against {base} (same queries; 95% bootstrap interval of the hit@5 difference)")
@@ -512,6 +627,86 @@ def print_table(name: str, k: int, summaries: dict[str, dict[str, Any]]) -> None
             low, high = p["ci95"]
             print(f"  {method:<28} {p['hit@5_diff']:+.3f} [{low:+.3f}, {high:+.3f}]  "
                   f"better on {p['better']}, worse on {p['worse']}: {verdict}")  # fmt: skip
+
+
+def print_intervals(summaries: dict[str, dict[str, Any]]) -> None:
+    """hit@1, hit@5 and NDCG@5 with their 95% intervals over queries, per method and category."""
+    print("\n95% bootstrap intervals over queries (over stores in brackets where a file has several)")
+    print(f"{'method':<28} {'category':<16} " + " ".join(f"{m:<26}" for m in INTERVALS))
+    for method, summ in summaries.items():
+        rows = [("all", summ["overall"])] + list(summ["categories"].items())
+        for i, (cat, m) in enumerate(rows):
+            cells = []
+            for measure in INTERVALS:
+                low, high = m.get(f"{measure}_ci95", (0.0, 0.0))
+                cell = f"{m.get(measure, 0):.3f} {low:.3f}-{high:.3f}"
+                if f"{measure}_ci95_stores" in m and i == 0:
+                    s_low, s_high = m[f"{measure}_ci95_stores"]
+                    cell += f" [{s_low:.2f}-{s_high:.2f}]"
+                cells.append(f"{cell:<26}")
+            print(f"{method if i == 0 else '':<28} {cat:<16} " + " ".join(cells))
+
+
+def print_variants(summaries: dict[str, dict[str, Any]]) -> None:
+    """What the self-question variant costs each method: its paired difference from the
+    same method on the plain file."""
+    rows = [(m, s["vs plain"]) for m, s in summaries.items() if "vs plain" in s]
+    if not rows:
+        return
+    print("\nself-question variant against the plain file (same method, same queries; 95% paired interval)")
+    for method, p in rows:
+        cells = "  ".join(
+            f"{m} {p['also'][m]['diff']:+.3f} [{p['also'][m]['ci95'][0]:+.3f}, {p['also'][m]['ci95'][1]:+.3f}]"
+            for m in INTERVALS
+        )
+        print(f"  {method:<28} {cells}")
+
+
+def cross_validate(runs: Mapping[str, Mapping[str, Sequence[QueryResult]]], folds: Sequence[Sequence[str]]) -> dict:
+    """Choosing among the methods run, cross-validated by store: for each fold of stores,
+    the method with the best mean of hit@1 and hit@5 (over the variants run) on the other
+    folds, and its figures on this one. `runs`: method -> variant -> results. The pooled
+    figures of the chosen methods are what the choice is worth on stores it did not see."""
+    if len(folds) < 2 or not runs:
+        return {}
+
+    both = {id(rs): [a + b for a, b in zip(per_query_hits(rs, 1), per_query_hits(rs, 5), strict=True)]
+            for by_variant in runs.values() for rs in by_variant.values()}  # fmt: skip
+
+    def value(results: Sequence[QueryResult], stores: set[str]) -> tuple[float, int]:
+        hits = [h for r, h in zip(results, both[id(results)], strict=True) if r.query.store_id in stores]
+        return sum(hits) / 2, len(hits)
+
+    out: dict[str, Any] = {"folds": [], "pooled": {}}
+    pooled: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for fold in folds:
+        inside = {r.query.store_id for rs in next(iter(runs.values())).values() for r in rs} - set(fold)
+        scores = {}
+        for method, by_variant in runs.items():
+            total = [value(rs, inside) for rs in by_variant.values()]
+            scores[method] = sum(t for t, _ in total) / max(1, sum(n for _, n in total))
+        chosen = max(scores, key=lambda m: (scores[m], -list(runs).index(m)))
+        row: dict[str, Any] = {"stores": list(fold), "chosen": chosen}
+        for variant, rs in runs[chosen].items():
+            held = [r for r in rs if r.query.store_id in fold]
+            for m in INTERVALS:
+                pooled[variant][m] += per_query(held, m)
+            row[variant] = {m: round(statistics.fmean(per_query(held, m)), 4) for m in INTERVALS}
+        out["folds"].append(row)
+    for variant, by_measure in pooled.items():
+        out["pooled"][variant] = {m: round(statistics.fmean(v), 4) for m, v in by_measure.items()}
+    return out
+
+
+def print_cv(cv: Mapping[str, Any]) -> None:
+    if not cv:
+        return
+    print("\ncross-validated by store: each fold gets the method best on the other folds")
+    for row in cv["folds"]:
+        cells = "  ".join(f"{v}: " + " ".join(f"{m} {x:.3f}" for m, x in row[v].items()) for v in VARIANTS if v in row)
+        print(f"  {'+'.join(row['stores']):<40} {row['chosen']:<36} {cells}")
+    for variant, figures in cv["pooled"].items():
+        print(f"  pooled ({variant}): " + " ".join(f"{m} {x:.3f}" for m, x in figures.items()))
 
 
 # -------------------------------------------------------------------- main
@@ -530,12 +725,13 @@ def fold_figures(
 ) -> list[dict[str, Any]]:
     """hit@5 in each fold of stores, and the difference from `base` there."""
     out = []
+    own, theirs = per_query_hits(results, 5), per_query_hits(base, 5) if base is not None else []
     for stores in folds:
         idx = [i for i, r in enumerate(results) if r.query.store_id in stores]
-        hits = [per_query_hits(results, 5)[i] for i in idx]
+        hits = [own[i] for i in idx]
         row: dict[str, Any] = {"stores": list(stores), "n": len(idx), "hit@5": round(sum(hits) / len(idx), 4)}
         if base is not None:
-            base_hits = [per_query_hits(base, 5)[i] for i in idx]
+            base_hits = [theirs[i] for i in idx]
             row["diff"] = round((sum(hits) - sum(base_hits)) / len(idx), 4)
         out.append(row)
     return out
@@ -582,6 +778,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--embed-cache", type=Path, default=None,
                     help="passage vectors cached on disk between runs (default: DATA_DIR/passages.sqlite; "
                          "'none': off)")  # fmt: skip
+    ap.add_argument("--self-questions", action="store_true",
+                    help="also run every method on the self-question variant: each store holds its queries and "
+                         "a paraphrase of each as the user's earlier turns (bench/self_questions.py)")  # fmt: skip
+    ap.add_argument("--cv", action="store_true",
+                    help="cross-validate the choice among the methods by store (--folds folds)")  # fmt: skip
     args = ap.parse_args(argv)
 
     try:
@@ -596,44 +797,63 @@ def main(argv: Sequence[str] | None = None) -> int:
     queries = list(data.queries[: args.limit_queries] if args.limit_queries else data.queries)
     cache = None if str(args.embed_cache) == "none" else (args.embed_cache or args.data_dir / "passages.sqlite")
     now = asked_at(data)
-    stores: dict[tuple[bool, ...], MemoryStore] = {}
+    variants = VARIANTS if args.self_questions else (PLAIN,)
+    # The variant's added turns: every query of the part's stores, not only those run.
+    added = {PLAIN: {}, SELFQ: self_questions(data, now)}
+    stores: dict[tuple[tuple[bool, ...], str], MemoryStore] = {}
+    runs: dict[str, dict[str, list[QueryResult]]] = defaultdict(dict)
     try:
         summaries: dict[str, dict[str, Any]] = {}
-        first: list[QueryResult] | None = None
+        first: dict[str, list[QueryResult]] = {}
         folds: list[list[str]] = []
         defaults = load_settings(bench_env(args.data_dir), dotenv=False)
         for spec, overrides in methods:
             write = write_side(defaults.tuned(**overrides))
-            if write not in stores:
-                stores[write] = open_store(data, args.data_dir, write)
-                started = time.perf_counter()
-                load(stores[write], data, reload=args.reload, cache=cache)
-                print(f"store ready in {time.perf_counter() - started:.1f}s ({stores[write].table})", file=sys.stderr)
-            store = stores[write]
-            settings = store.settings.tuned(**overrides)
-            results = run_method(store, settings, queries, args.k, now)
-            summaries[spec] = summarise(results)
-            if first is None:
-                first = results
-                folds = store_folds(results, args.folds) if args.folds else []
-            else:
-                summaries[spec][f"vs {methods[0][0]}"] = compare(first, results)
-            if folds:
-                summaries[spec]["folds"] = fold_figures(results, None if results is first else first, folds)
-            if args.calibrate and settings.retrieval.lexical:
-                summaries[spec]["calibration"] = calibration(store, settings, data, results, args.k)
-            o = summaries[spec]
-            print(f"  {spec}: hit@5 {o['overall']['hit@5']:.3f}  p95 {o.get('p95_ms', 0):.1f} ms", file=sys.stderr)
+            for variant in variants:
+                key = (write, variant)
+                if key not in stores:
+                    stores[key] = open_store(data, args.data_dir, write, variant)
+                    started = time.perf_counter()
+                    load(stores[key], data, reload=args.reload, cache=cache, extra=added[variant])
+                    print(f"store ready in {time.perf_counter() - started:.1f}s ({stores[key].table})",
+                          file=sys.stderr)  # fmt: skip
+                store = stores[key]
+                settings = store.settings.tuned(**overrides)
+                results = run_method(store, settings, queries, args.k, now)
+                runs[spec][variant] = results
+                name = spec if variant == PLAIN else f"{spec} +{variant}"
+                summaries[name] = summarise(results)
+                if variant not in first:
+                    first[variant] = results
+                    if not folds and args.folds:
+                        folds = store_folds(results, args.folds)
+                else:
+                    first_name = methods[0][0] if variant == PLAIN else f"{methods[0][0]} +{variant}"
+                    summaries[name][f"vs {first_name}"] = compare(first[variant], results)
+                if variant != PLAIN:
+                    summaries[name]["vs plain"] = compare(runs[spec][PLAIN], results)
+                if folds:
+                    base = None if results is first[variant] else first[variant]
+                    summaries[name]["folds"] = fold_figures(results, base, folds)
+                if args.calibrate and settings.retrieval.lexical:
+                    summaries[name]["calibration"] = calibration(store, settings, data, results, args.k)
+                o = summaries[name]
+                print(f"  {name}: hit@1 {o['overall']['hit@1']:.3f} hit@5 {o['overall']['hit@5']:.3f}  "
+                      f"p95 {o.get('p95_ms', 0):.1f} ms", file=sys.stderr)  # fmt: skip
     finally:
         for store in stores.values():
             store.close()
     print_table(f"{data.name} ({args.part}): {len(queries)} queries, {sum(len(s.memories) for s in data.stores)} "
                 "memories", args.k, summaries)  # fmt: skip
+    print_variants(summaries)
     print_folds(summaries)
+    cv = cross_validate(runs, folds) if args.cv else {}
+    print_cv(cv)
     load_avg = [round(x, 2) for x in os.getloadavg()]
     print(f"\nload average {load_avg[0]} {load_avg[1]} {load_avg[2]}")
     print(json.dumps({"file": data.name, "part": args.part, "k": args.k, "queries": len(queries),
-                      "load_avg": load_avg, "methods": summaries}))  # fmt: skip
+                      "variants": list(variants), "load_avg": load_avg, "methods": summaries,
+                      **({"cv": cv} if cv else {})}))  # fmt: skip
     return 0
 
 

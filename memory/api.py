@@ -104,8 +104,9 @@ def _with_store(settings: MemorySettings, store: Any, *, warm: bool) -> _Runtime
     from memory.service import MemoryService
 
     # One per process, shared by its sessions: the per-user densities are computed once
-    # per process and user, not once per session.
-    retriever = Retriever(store, settings)
+    # per process and user, not once per session. Its segmenter is loaded by `_load_models`
+    # (before this, or behind the chat's prompt), not beside the chat's start.
+    retriever = Retriever(store, settings, load_segmenter=False)
     service = MemoryService(store, settings, retriever=retriever)
     start_background(store)  # the archive's schema now; retention in a thread, once per fleet at a time
     if warm:

@@ -137,6 +137,11 @@ class RetrievalSettings:
     # embedding; off: the lexical stages beside the embedding, then the vector stage (two).
     # Off by default: no gain measured (docs/latency.md, `bench.lookup_floor --ab`).
     one_trip: bool = False
+    # What was said before what was asked (issue 38; memory/retrieval/ranking.py).
+    question_weight: float = 0.3  # share of its score a turn that only asks keeps (1: off)
+    echo_weight: float = 0.3  # share of its score a turn that only repeats the message keeps (1: off)
+    near_copies: float = 0.0  # vector likeness from which a memory is a near-copy of a better one, folded (0: off)
+    unit_score: bool = True  # fused scores above 0.75 compressed below 1: every score in [0, 1], same order
 
 
 @dataclass(frozen=True)
@@ -356,6 +361,10 @@ def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
         when_weight=_number(env, "MEMORY_RETRIEVAL_WHEN_WEIGHT", d.when_weight, lo=0.0, hi=1.0),
         sessions=_number(env, "MEMORY_RETRIEVAL_SESSIONS", d.sessions, lo=0.0, hi=1.0),
         one_trip=_flag(env, "MEMORY_RETRIEVAL_ONE_TRIP", d.one_trip),
+        question_weight=_number(env, "MEMORY_RETRIEVAL_QUESTION_WEIGHT", d.question_weight, lo=0.0, hi=1.0),
+        echo_weight=_number(env, "MEMORY_RETRIEVAL_ECHO_WEIGHT", d.echo_weight, lo=0.0, hi=1.0),
+        near_copies=_number(env, "MEMORY_RETRIEVAL_NEAR_COPIES", d.near_copies, lo=0.0, hi=1.0),
+        unit_score=_flag(env, "MEMORY_RETRIEVAL_UNIT_SCORE", d.unit_score),
     )
 
 
@@ -719,7 +728,9 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_RETRIEVAL_ONE_TRIP MEMORY_SESSION_INDEX MEMORY_SESSION_INDEX_MAX_ROWS
     MEMORY_WEB_PUBLIC_ORIGIN MEMORY_WEB_TRUSTED_PROXIES
     MEMORY_WEB_TOKEN_KEY MEMORY_WEB_TOKEN_IDENTITIES MEMORY_WEB_TOKEN_ROOM_PREFIX MEMORY_WEB_TOKEN_OPERATOR
-    MEMORY_LLM_CHECK MEMORY_MCP_KEYS MEMORY_MCP_LISTEN""".split()
+    MEMORY_LLM_CHECK MEMORY_MCP_KEYS MEMORY_MCP_LISTEN
+    MEMORY_RETRIEVAL_QUESTION_WEIGHT MEMORY_RETRIEVAL_ECHO_WEIGHT MEMORY_RETRIEVAL_NEAR_COPIES
+    MEMORY_RETRIEVAL_UNIT_SCORE""".split()
 )
 _MEM0_OWN = frozenset(
     "MEM0_API_KEY MEM0_DIR MEM0_SOURCE MEM0_CLIENT_STACK MEM0_APPLICATION MEM0_TELEMETRY "

@@ -148,6 +148,8 @@ class Admin:
             "keywords": [{"word": w, "weight": round(x, 4)} for w, x in explained.keywords],
             "threshold": explained.threshold,
             "top_k": explained.top_k,
+            # What each score of `memories` and `considered` ranges over (and the archive's similarity).
+            "ranges": {"score": [0, 1], "lexical": [0, 1], "vector": [0, 1], "cosine": [-1, 1], "similarity": [-1, 1]},
             "considered": [
                 {
                     "id": c.record.id,
@@ -327,11 +329,13 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
             out(to_json(doc))
         else:
             out(f"memories recalled for {args.query!r}")
-            out(table(["score", "category", "text"], [[m["score"], m["category"], m["text"]] for m in doc["memories"]]))
+            # The fused score, in [0, 1] (memory/retrieval/ranking.py: above 0.75 compressed towards 1).
+            rows = [[m["score"], m["category"], m["text"]] for m in doc["memories"]]
+            out(table(["score (0-1)", "category", "text"], rows))
             out(f"\narchive matches (similarity >= {doc['archive_min_similarity']:g})")
             out(
                 table(
-                    ["similarity", "time", "type", "text"],
+                    ["similarity (-1-1)", "time", "type", "text"],
                     [[a["similarity"], a["created_at"], a["type"], a["text"]] for a in doc["archive"]],
                 )
             )

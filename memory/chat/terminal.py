@@ -246,7 +246,7 @@ def _memory_ready(settings: Any, loading: list[Callable[[], Future[None]]]) -> l
     (`loading`). What stops the chat, as lines."""
     from memory import api
 
-    problems = startup.memory_problems(settings, embedder=False)
+    problems = startup.memory_problems(settings, embedder=False, keep_embedded=True)
     if problems:
         return problems
     try:

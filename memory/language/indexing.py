@@ -27,12 +27,18 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from memory.language import dates
+from memory.language.asking import tells_nothing
 
 # The most of the turn before that a memory is indexed with: a question, or the end of
 # a longer turn. Longer context would drown the turn in the embedding (and costs write time).
 CONTEXT_CHARS = 200
 # Stored with the index (`idx_v`): bump when `index_form` changes what it produces.
-INDEX_VERSION = 3
+INDEX_VERSION = 5
+# The payload key that says a turn only asks, telling nothing about the user
+# (`asking.tells_nothing`): retrieval ranks it below what states something. Rows of older
+# versions have none and are read from their text.
+ASKS_KEY = "asks"  # set (true) only on the turns that do
+ASKS_SINCE = 5  # the index version from which a row without the key does not ask
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _ROLE = re.compile(r"^\s*(?:user|assistant|system)\s*:\s*", re.IGNORECASE)
 
@@ -45,6 +51,7 @@ class IndexForm:
     context: str = ""  # what the memory answers or continues ("" when none)
     dates: tuple[str, ...] = ()  # the resolved dates, in words
     when: tuple[dates.Span, ...] = field(default_factory=tuple)
+    asks: bool = False  # the turn only asks: nothing told about the user (`asking.tells_nothing`)
 
     @property
     def extra(self) -> str:
@@ -54,6 +61,8 @@ class IndexForm:
     def payload(self) -> dict[str, object]:
         """The payload keys the store keeps: the context and the spans (for scoring)."""
         out: dict[str, object] = {"idx_v": INDEX_VERSION}
+        if self.asks:
+            out[ASKS_KEY] = True
         if self.context:
             out["ctx"] = self.context
         if self.when:
@@ -86,4 +95,5 @@ def index_form(
     # date in words moved the vector away from what the turn is about (LoCoMo hit@5 -1.2
     # points with them embedded; docs/retrieval-experiments.md).
     embed = f"{text}\n{ctx}" if ctx else text
-    return IndexForm(embed, ctx, words, tuple(dict.fromkeys(s for m in found for s in m.spans())))
+    spans = tuple(dict.fromkeys(s for m in found for s in m.spans()))
+    return IndexForm(embed, ctx, words, spans, asks=tells_nothing(text))

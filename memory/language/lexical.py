@@ -218,6 +218,12 @@ def tokens(normalised: str, *, search: bool = False) -> list[str]:
     return out
 
 
+def content_words(memory: Analysed) -> list[str]:
+    """The content words of an analysed text (`analyse`, cached), sorted: a look-up reads
+    them from the analysis its scoring made, without segmenting the text again."""
+    return sorted(w for w in memory.words if _is_content(w))
+
+
 def _is_content(word: str) -> bool:
     if not word or word in STOP_EN or word in STOP_ZH:
         return False

@@ -19,8 +19,6 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from wordfreq import zipf_frequency
-
 from memory.language.lexical import STOP_EN
 
 MARK = "[redacted]"
@@ -86,7 +84,11 @@ def _secret_like(word: str) -> bool:
     if not word.replace("-", "").isalpha():
         return True
     low = word.lower()
-    return low not in STOP_EN and low not in DESCRIBING and zipf_frequency(low, "en") < COMMON_WORD_ZIPF
+    if low in STOP_EN or low in DESCRIBING:
+        return False
+    from wordfreq import zipf_frequency  # here: its import (with langcodes, ftfy) took ~1 s of a start
+
+    return zipf_frequency(low, "en") < COMMON_WORD_ZIPF
 
 
 def _value_end(text: str, start: int, end: int) -> int:

@@ -202,16 +202,17 @@ def _embedder_problems(settings: MemorySettings) -> list[str]:
     return []
 
 
-def memory_problems(settings: MemorySettings, *, embedder: bool = True) -> list[str]:
+def memory_problems(settings: MemorySettings, *, embedder: bool = True, keep_embedded: bool = False) -> list[str]:
     """The data directory or database, then the store: a line for each once it is ready; with
-    `embedder`, the local embedder loaded once too (the text chat's warm-up loads it anyway)."""
+    `embedder`, the local embedder loaded once too (the text chat's warm-up loads it anyway);
+    with `keep_embedded`, the embedded server left running for this process (it opens the store next)."""
     from memory.storage.postgres import storage_problems
     from memory.storage.store import check_store
 
     problems = storage_problems(settings.data_dir, settings.database_url)
     if problems:
         return problems
-    check = check_store(settings)
+    check = check_store(settings, keep_embedded=keep_embedded)
     if check.problems:
         return check.problems
     took = f" in {check.ready_s:.1f} s" if check.ready_s is not None else ""

@@ -49,7 +49,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -59,10 +59,11 @@ from zoneinfo import ZoneInfo
 import numpy as np
 
 from memory.language import dates, hanzi, lexical
+from memory.language.indexing import ASKS_KEY
 from memory.language.prefilter import is_acknowledgement
 from memory.language.validity import asks_about_past
 from memory.ops.threads import DENSITY_POOL, RETRIEVAL_POOL
-from memory.retrieval import structure, validity
+from memory.retrieval import ranking, structure, validity
 from memory.settings import EmbedderKind, MemorySettings
 from memory.storage.embedder import local_model
 from memory.storage.mem0_table import Scope
@@ -82,7 +83,7 @@ _DENSITY_MAX = 20_000
 _DENSITY_K = 10
 
 # Payload keys that are ours, not the caller's metadata.
-_INTERNAL_KEYS = ("lex", "lex_v", "idx_v", "ctx")
+_INTERNAL_KEYS = ("lex", "lex_v", "idx_v", "ctx", ASKS_KEY)
 # The neutral pronoun forms match nearly every memory: useless as LIKE patterns.
 _NEUTRAL = frozenset({lexical.USER_ZH, lexical.USER_EN})
 # Most rows the substring stage examines per query (see `_substring`).
@@ -105,6 +106,7 @@ class Candidate:
     lexical: float = 0.0
     score: float = 0.0
     levels: list[float] = field(default_factory=list)  # each keyword's match (`_score_lexically`)
+    copies: list[str] = field(default_factory=list)  # ids of the copies folded into it (`worth_showing`)
 
     @property
     def turn(self) -> tuple[str, int] | None:
@@ -118,6 +120,8 @@ class Candidate:
 
     def record(self) -> MemoryRecord:
         payload = {k: v for k, v in self.payload.items() if k not in _INTERNAL_KEYS}
+        if self.copies:
+            payload["copies"] = list(self.copies)  # the same said again: one line stands for them
         return MemoryRecord.from_payload(self.id, payload, self.score)
 
 
@@ -131,10 +135,10 @@ PAST_TOP_K = "past_top_k"  # good enough, but MEMORY_TOP_K better ones came firs
 
 @dataclass(frozen=True)
 class Considered:
-    """One candidate of a look-up: the memory (its `score` the fused one), the scores that
-    were fused (lexical in [0, 1]; `vector` the cosine mapped onto [0, 1] as the fusion
-    takes it; `cosine` itself, after the density correction), the stages that found it
-    and what became of it."""
+    """One candidate of a look-up: the memory (its `score` the fused one, in [0, 1]), the
+    scores that were fused (lexical in [0, 1]; `vector` the cosine mapped onto [0, 1] as
+    the fusion takes it; `cosine` itself, after the density correction, in [-1, 1]), the
+    stages that found it and what became of it."""
 
     record: MemoryRecord
     lexical: float
@@ -178,6 +182,15 @@ class _Density:
     of: Mapping[str, float] = field(default_factory=dict)  # memory id -> density
     mean: float = 0.0
     weight: float = 0.0
+    # The user's unit vectors (float16) by memory id, kept when near-copies are folded by
+    # them (MEMORY_RETRIEVAL_NEAR_COPIES): read once with the densities, not per look-up.
+    rows: Mapping[str, int] = field(default_factory=dict)
+    vectors: np.ndarray | None = None
+
+    def vector(self, mem_id: str) -> np.ndarray | None:
+        """The memory's unit vector, if it was there when they were read."""
+        row = self.rows.get(mem_id)
+        return None if row is None or self.vectors is None else self.vectors[row]
 
     def adjust(self, mem_id: str, cos: float | None) -> float | None:
         """The cosine, less the memory's excess density."""
@@ -221,15 +234,17 @@ class _Query:
 class Retriever:
     """One user's query in, the top memories out, best first. Thread-safe."""
 
-    def __init__(self, store: MemoryStore, settings: MemorySettings) -> None:
+    def __init__(self, store: MemoryStore, settings: MemorySettings, *, load_segmenter: bool = True) -> None:
         self.store = store
         self.settings = settings
         self._densities: dict[str, tuple[float, _Density]] = {}
         self._refreshing: dict[str, Future[_Density]] = {}
         self._densities_lock = threading.Lock()
         self._zone = ZoneInfo(settings.timezone)
-        # Load the segmenter (about a second) now, off the caller's thread, not on the first turn.
-        RETRIEVAL_POOL.submit(lexical.warm_up)
+        # Load the segmenter (about a second) now, off the caller's thread, not on the first turn;
+        # `load_segmenter=False` for a caller that loads it itself, when it suits it.
+        if load_segmenter:
+            RETRIEVAL_POOL.submit(lexical.warm_up)
 
     # ------------------------------------------------------------ public API
     def retrieve(
@@ -263,7 +278,8 @@ class Retriever:
                     and (past or not h.metadata.get("valid_until"))]  # fmt: skip
         ranked, floor, _ = self._ranked(self._scope(user_id, categories, exclude_session, query, now), query, k,
                                         context, now)  # fmt: skip
-        return [c.record() for c in worth_showing(c for c in ranked if c.score >= floor)][:k]
+        shown = worth_showing((c for c in ranked if c.score >= floor), near=self._near(user_id), limit=k)
+        return [c.record() for c in shown]
 
     def explain(
         self,
@@ -290,7 +306,7 @@ class Retriever:
             return Explanation((), s.recall_threshold, k, considered)
         ranked, floor, q = self._ranked(self._scope(user_id, categories, exclude_session, query, now), query, k,
                                         context, now)  # fmt: skip
-        shown = [c.id for c in worth_showing(c for c in ranked if c.score >= floor)]
+        shown = [c.id for c in worth_showing((c for c in ranked if c.score >= floor), near=self._near(user_id))]
         recalled, kept = set(shown[:k]), set(shown)
         considered = []
         for c in ranked:
@@ -305,7 +321,8 @@ class Retriever:
             else:
                 outcome = COPY
             vector = calibrated_cosine(c.cosine, s.retrieval.cos_floor, s.retrieval.cos_ceil)
-            considered.append(Considered(c.record(), c.lexical, vector, c.cosine, tuple(sorted(c.stages)), outcome))
+            cosine = None if c.cosine is None else min(1.0, max(-1.0, c.cosine))  # the density shift can pass 1
+            considered.append(Considered(c.record(), c.lexical, vector, cosine, tuple(sorted(c.stages)), outcome))
         return Explanation(tuple(zip(q.words, q.weights, strict=True)), floor, k, tuple(considered))
 
     def _scope(
@@ -330,6 +347,7 @@ class Retriever:
             ranked = validity.for_its_time(ranked, self.embedding_text(query), self._today(now))
         if self._neighbours_count:
             ranked = self.with_neighbours(scope, ranked, q, top_k=k, fetched=turns)
+        ranked = self.with_speech_acts(ranked, query)
         # The threshold is calibrated on the weighted score; RRF scores are ranks only.
         floor = s.retrieval.threshold if s.retrieval.fusion == "weighted" else 0.0
         return ranked, floor, q
@@ -354,6 +372,28 @@ class Retriever:
             structure.time_bonus(ranked, dates.query_span(asked, today), r.time_weight, self._zone, today)
         if r.when_weight > 0 and dates.asks_when(asked):
             structure.when_bonus(ranked, r.when_weight)
+        return sorted(ranked, key=_best_first)
+
+    def _near(self, user_id: str) -> ranking.NearCopies | None:
+        """How near-copies are told for this user's look-up (None: off): by their vectors,
+        read at session start with the densities."""
+        threshold = self.settings.retrieval.near_copies
+        if threshold <= 0:
+            return None
+        return ranking.NearCopies(threshold, self.density(user_id).vector)
+
+    def with_speech_acts(self, ranked: list[Candidate], query: str) -> list[Candidate]:
+        """What was said before what was asked (`ranking`): turns that only ask, and turns
+        that only repeat the message, scaled down; then every score `ranking.bounded`
+        into [0, 1]."""
+        r = self.settings.retrieval
+        if not ranked:
+            return ranked
+        ranking.speech_acts(
+            ranked, query, question_weight=r.question_weight, echo_weight=r.echo_weight, pronouns=r.pronouns
+        )
+        if r.unit_score:
+            ranking.bound_scores(ranked)
         return sorted(ranked, key=_best_first)
 
     def warm_up(self) -> None:
@@ -540,7 +580,7 @@ class Retriever:
         """The user's densities as a future: done when cached and fresh, else the
         computation (started if none is running). Session start awaits it
         (`MemoryService.prepare`) without holding a memory read slot."""
-        if self.settings.retrieval.density <= 0:
+        if not self._reads_vectors:
             return _done(_NO_DENSITY)
         with self._densities_lock:
             cached = self._densities.get(user_id)
@@ -557,13 +597,19 @@ class Retriever:
         used while fresh ones are computed in the background: they move little when a
         few memories are added.
         """
-        if self.settings.retrieval.density <= 0:
+        if not self._reads_vectors:
             return _NO_DENSITY
         with self._densities_lock:
             cached = self._densities.get(user_id)
             if cached is None or time.monotonic() - cached[0] >= _DENSITY_TTL:
                 self._start_density(user_id)
         return cached[1] if cached is not None else _NO_DENSITY
+
+    @property
+    def _reads_vectors(self) -> bool:
+        """Are the user's vectors read at session start: for the densities, or for near-copies."""
+        r = self.settings.retrieval
+        return r.density > 0 or r.near_copies > 0
 
     def _start_density(self, user_id: str) -> Future[_Density]:
         """The running computation for the user, or a new one. Hold `_densities_lock`."""
@@ -582,15 +628,22 @@ class Retriever:
         """
         try:
             density = _NO_DENSITY
+            r = self.settings.retrieval
             # Past the bound there is no correction: counted first, not found out by reading the vectors.
             too_many = self.store.user_has_more_than(user_id, _DENSITY_MAX)
             rows = [] if too_many else self.store.user_vectors(user_id, _DENSITY_MAX + 1)
-            if _DENSITY_MIN <= len(rows) <= _DENSITY_MAX:
+            if 2 <= len(rows) <= _DENSITY_MAX:
                 vectors = np.stack([v for _, v in rows]).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
-                values = knn_density(vectors, _DENSITY_K)
-                of = {mem_id: float(d) for (mem_id, _), d in zip(rows, values, strict=True)}
-                density = _Density(of, float(values.mean()), self.settings.retrieval.density)
+                of: dict[str, float] = {}
+                mean = 0.0
+                if r.density > 0 and len(rows) >= _DENSITY_MIN:
+                    values = knn_density(vectors, _DENSITY_K)
+                    of = {mem_id: float(d) for (mem_id, _), d in zip(rows, values, strict=True)}
+                    mean = float(values.mean())
+                kept = r.near_copies > 0  # half the floats' size: a near-copy is 0.97 or more alike
+                index = {mem_id: i for i, (mem_id, _) in enumerate(rows)} if kept else {}
+                density = _Density(of, mean, r.density, index, vectors.astype(np.float16) if kept else None)
             now = time.monotonic()
             with self._densities_lock:
                 # Users quiet for a few TTLs leave: the cache stays as small as the active set.
@@ -823,16 +876,22 @@ def _index_extra(payload: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def worth_showing(ranked: Iterable[Candidate]) -> Iterator[Candidate]:
-    """The candidates a reply can use, best first: not a copy of a better one, and not a
-    bare "ok", "thanks" or 哈哈.
+def worth_showing(
+    ranked: Iterable[Candidate], *, near: ranking.NearCopies | None = None, limit: int | None = None
+) -> list[Candidate]:
+    """The candidates a reply can use, best first (the first `limit`): not a copy of a
+    better one, and not a bare "ok", "thanks" or 哈哈. With `near`
+    (MEMORY_RETRIEVAL_NEAR_COPIES), a memory whose vector is that close to a better
+    one's (`ranking.NearCopies`) is a copy too.
 
     NORMAL keeps every turn, so a user who said "I'm vegetarian" in five sessions has
     five rows, and they filled the block and pushed out the peanut allergy; and turns
     that were only an acknowledgement ("ok", "yeah", 好的) came back as memories. Copies
     are the same text once case, width, spacing and final punctuation are folded
-    (`canonical_key`): look-alikes that say different things are kept. The copy kept
-    carries the latest date any copy has.
+    (`canonical_key`), or with `near` nearly the same meaning: look-alikes that say
+    different things are kept. Each memory kept lists the copies of it among all the
+    candidates (`Candidate.copies`: one line stands for them) and carries the latest
+    date any copy has.
     """
     ranked = list(ranked)
     newest: dict[str, tuple[datetime, str]] = {}  # the latest date each text was said
@@ -842,18 +901,33 @@ def worth_showing(ranked: Iterable[Candidate]) -> Iterator[Candidate]:
         key = canonical_key(cand.text)
         if when is not None and (key not in newest or when > newest[key][0]):
             newest[key] = (when, str(said))
-    seen: set[str] = set()
+    seen: dict[str, Candidate] = {}
+    kept: list[Candidate] = []
     for cand in ranked:
         key = canonical_key(cand.text)
-        if key in seen or (len(key) <= _ACK_MAX_CHARS and is_acknowledgement(cand.text)):
+        if key in seen:
+            seen[key].copies.append(cand.id)
             continue
-        seen.add(key)
-        latest = newest.get(key)
+        full = limit is not None and len(kept) >= limit
+        if full and near is None:
+            continue  # past the last place: only an exact copy (above) can join a kept memory
+        if len(key) <= _ACK_MAX_CHARS and is_acknowledgement(cand.text):
+            continue
+        like = near.of(cand, kept) if near is not None else None
+        if like is not None:
+            kept[like].copies.append(cand.id)
+            continue
+        if full:
+            continue
+        seen[key] = cand
+        kept.append(cand)
+    for cand in kept:
+        latest = newest.get(canonical_key(cand.text))
         if latest is not None and latest[1] != (cand.payload.get("updated_at") or cand.payload.get("created_at")):
             # The copy kept is the best ranked; the date shown is when it was last said,
             # or "the later note is current" would pick an older fact over it.
             cand.payload = {**cand.payload, "updated_at": latest[1]}
-        yield cand
+    return kept
 
 
 def _done(value: _Density) -> Future[_Density]:

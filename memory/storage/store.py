@@ -956,12 +956,14 @@ class StoreCheck:
     made: bool = False  # is the table there yet (a fresh data directory: made by the first session)
 
 
-def check_store(settings: MemorySettings) -> StoreCheck:
+def check_store(settings: MemorySettings, *, keep_embedded: bool = False) -> StoreCheck:
     """At worker start-up, before any job process: a table made for another embedder, an
     embedded server that does not start, a damaged Mem0 history file. Found in a job
     process instead, the first fails that process's start, and LiveKit starts another,
     and another, and the worker never stops to say why; the others leave every session
-    without memory, retrying for ever. Also what the store holds, for the start-up line."""
+    without memory, retrying for ever. Also what the store holds, for the start-up line.
+    `keep_embedded`: the caller opens the store next (the text chat), so this process stays
+    one of the embedded server's users; leaving stopped the server, and the open started it again."""
     check = StoreCheck(problems=history_problems(settings))
     started = time.perf_counter()
     try:
@@ -992,7 +994,7 @@ def check_store(settings: MemorySettings) -> StoreCheck:
         check.problems.append(str(exc))
     finally:
         pool.close()
-        if not settings.database_url:  # the worker's main process leaves the server to its jobs
+        if not settings.database_url and not keep_embedded:  # the worker's main process leaves it to its jobs
             leave_embedded(settings.pgdata)
     return check
 

@@ -102,8 +102,13 @@ WORDS: dict[str, tuple[str, str]] = {
     "query": ("Message", "消息"),
     "recall_help": (
         "Type a message as the user would say it: the list is what the agent's reply would get, ranked as it "
-        "ranks them.",
-        "像用户那样输入一句话：下面列出的就是智能体回复时会得到的记忆，按它的排序方式排列。",
+        "ranks them. Fused (0–1, above 0.75 compressed towards 1) ranks them: the lexical score (the share of the "
+        "message's keywords found) and the vector score (the similarity, on the embedder's band) with what the "
+        "conversation, the days and the turns around add; a turn that only asks, or only repeats the message, keeps "
+        "a part of it. Cosine is the plain similarity (−1–1).",
+        "像用户那样输入一句话：下面列出的就是智能体回复时会得到的记忆，按它的排序方式排列。"
+        "融合分（0–1，0.75 以上向 1 压缩）决定排序：词汇分（找到的关键词所占比例）与向量分（嵌入模型区间内的相似度），"
+        "加上对话、日期和相邻轮次的加分；只是提问、或只是重复这句话的轮次只保留其中一部分。余弦是原始相似度（−1–1）。",
     ),
     "ask": ("Recall", "检索"),
     "would_not_look_up": (
@@ -114,10 +119,10 @@ WORDS: dict[str, tuple[str, str]] = {
     "recalled": ("Recalled, as the reply gets them", "检索到的记忆（回复所得）"),
     "nothing_recalled": ("Nothing recalled.", "没有检索到记忆。"),
     "rank": ("#", "#"),
-    "fused": ("Fused", "融合分"),
-    "lexical": ("Lexical", "词汇分"),
-    "vector": ("Vector", "向量分"),
-    "cosine": ("Cosine", "余弦"),
+    "fused": ("Fused (0–1)", "融合分（0–1）"),
+    "lexical": ("Lexical (0–1)", "词汇分（0–1）"),
+    "vector": ("Vector (0–1)", "向量分（0–1）"),
+    "cosine": ("Cosine (−1–1)", "余弦（−1–1）"),
     "stages": ("Found by", "来源"),
     "category": ("Category", "类别"),
     "cut": ("Considered and left out", "考虑过但被排除"),
@@ -130,7 +135,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "block": ("The block the model sees", "模型看到的记忆块"),
     "keywords": ("Keywords (weight)", "关键词（权重）"),
     "archive_matches": ("Archive matches (similarity ≥ {min})", "存档匹配（相似度 ≥ {min}）"),
-    "similarity": ("Similarity", "相似度"),
+    "similarity": ("Similarity (−1–1)", "相似度（−1–1）"),
     "forget_title": ("Forget {user}", "遗忘 {user}"),
     "forget_warning": (
         "This deletes everything kept about this user, on every table, and cannot be undone. Turns of theirs still "

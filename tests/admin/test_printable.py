@@ -60,6 +60,18 @@ def test_the_contexts_export_escapes_too(stored: str, store: MemoryStore, capsys
     assert json.loads(out)["shared_contexts"][0]["created_by"] == HOSTILE
 
 
+def test_search_states_the_range_of_each_score_and_stays_in_it(stored: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert admin_main(["search", stored, "red"]) == 0
+    out = capsys.readouterr().out
+    assert "score (0-1)" in out and "similarity (-1-1)" in out
+    assert admin_main(["--json", "search", stored, "red"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ranges"] == {"score": [0, 1], "lexical": [0, 1], "vector": [0, 1], "cosine": [-1, 1],
+                             "similarity": [-1, 1]}  # fmt: skip
+    for c in doc["considered"]:
+        assert 0 <= c["score"] <= 1 and 0 <= c["lexical"] <= 1 and 0 <= c["vector"] <= 1
+
+
 def test_tables_keep_their_columns_in_line_with_chinese_text(
     store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

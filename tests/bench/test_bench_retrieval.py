@@ -134,6 +134,12 @@ def test_benchmark_reports_counts_intervals_and_paired_differences(
         assert overall["stores"] == 2 and s_low <= overall["hit@5"] <= s_high
         close = overall["close@5"]
         assert close["hits"] <= overall["hits@5"] and close["misses"] <= 6 - overall["hits@5"]
+        # Rank 1 and NDCG@5 too, each with its interval, overall and per category.
+        for part in (overall, figures[method]["categories"]["c"]):
+            for measure in ("hit@1", "hit@5", "ndcg@5"):
+                low, high = part[f"{measure}_ci95"]
+                assert 0 <= low <= part[measure] <= high <= 1, (method, measure)
+        assert overall["hit@1"] <= overall["ndcg@5"] <= overall["hit@5"]  # one relevant memory per query
     versus = figures["full"]["vs dense"]
     gained = figures["full"]["overall"]["hits@5"] - figures["dense"]["overall"]["hits@5"]
     assert versus["better"] - versus["worse"] == gained
@@ -141,6 +147,7 @@ def test_benchmark_reports_counts_intervals_and_paired_differences(
     assert "vs dense" not in figures["dense"]
     assert "paired against dense" in out and "95% interval" in out and "decided by < 0.001" in out
     assert "over its 2 stores" in out
+    assert "hit@1" in out and "ndcg@5" in out and "95% bootstrap intervals over queries" in out
 
 
 def test_a_changed_file_with_as_many_memories_is_loaded_again_not_reused(
@@ -230,3 +237,96 @@ def test_calibration_scores_foreign_queries_as_the_agent_would(
     assert {p: reported[f"foreign_top1_p{p}"] for p in (50, 90, 99)} == {
         p: _quantile(foreign, p / 100) for p in (50, 90, 99)
     }
+
+
+def test_ndcg_at_5_rewards_the_relevant_memories_by_their_places() -> None:
+    from bench.retrieval import per_query_ndcg
+
+    one = Query(id="q", store_id="s", query="?", relevant=("b",), category="c")
+    two = Query(id="q2", store_id="s", query="?", relevant=("a", "e"), category="c")
+    results = [
+        QueryResult(one, list("bacde"), 1.0),  # first: 1
+        QueryResult(one, list("abcde"), 1.0),  # second: 1 / log2(3)
+        QueryResult(one, list("acdefb"), 1.0),  # sixth: outside the five
+        QueryResult(two, list("xaeyz"), 1.0),  # 2nd and 3rd of an ideal 1st and 2nd
+    ]
+    expected = [1.0, 1 / math.log2(3), 0.0, (1 / math.log2(3) + 1 / math.log2(4)) / (1 + 1 / math.log2(3))]
+    assert per_query_ndcg(results, 5) == pytest.approx(expected)
+
+
+def test_a_shown_memory_counts_for_its_copies_only_in_the_copies_figure() -> None:
+    from bench.retrieval import per_query_hits
+
+    query = Query(id="q", store_id="s", query="?", relevant=("m9",), category="c")
+    folded = QueryResult(query, ["m1", "m2"], 1.0, [0.9, 0.8], [frozenset(), frozenset({"m9"})])
+    assert per_query_hits([folded], 5) == [0]  # the labelled memory itself is not shown
+    assert per_query_hits([folded], 5, copies=True) == [1]  # a shown line stands for it
+    assert per_query_hits([folded], 1, copies=True) == [0]  # ...from the second place
+
+
+def test_cross_validation_measures_each_fold_with_the_method_best_on_the_others() -> None:
+    from bench.retrieval import cross_validate
+
+    def results(hits: dict[str, list[int]]) -> list[QueryResult]:
+        out = []
+        for store, row in hits.items():
+            for i, hit in enumerate(row):
+                q = Query(id=f"{store}{i}", store_id=store, query="?", relevant=("r",), category="c")
+                out.append(QueryResult(q, ["r"] if hit else ["x"], 1.0))
+        return out
+
+    # "a" answers s1 and s2 (one query each), "b" the three queries of s3: over all stores
+    # "b" is better (3 to 2), but each fold may only choose on the others. s1's and s2's
+    # folds see s3 and get "b" (which misses them), s3's sees s1 and s2 and gets "a"
+    # (which misses it): chosen on the fold itself every fold would score 1, chosen on
+    # all stores s3 would.
+    runs = {
+        "a": {"plain": results({"s1": [1], "s2": [1], "s3": [0, 0, 0]})},
+        "b": {"plain": results({"s1": [0], "s2": [0], "s3": [1, 1, 1]})},
+    }
+    cv = cross_validate(runs, [["s1"], ["s2"], ["s3"]])
+    assert [f["chosen"] for f in cv["folds"]] == ["b", "b", "a"]
+    assert [f["plain"]["hit@5"] for f in cv["folds"]] == [0.0, 0.0, 0.0]
+    assert cv["pooled"]["plain"] == {"hit@1": 0.0, "hit@5": 0.0, "ndcg@5": 0.0}
+
+
+def test_the_self_question_variant_stores_each_query_twice_and_reports_its_cost(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench.evaldata import load_retrieval
+    from bench.retrieval import SELFQ, asked_at, open_store, user_for
+    from bench.self_questions import paraphrase, self_questions
+
+    memories = [("m1", "My sister is called Anna."), ("m2", "I'm allergic to peanuts."),
+                ("m3", "我最喜欢的颜色是蓝色。"), ("m4", "I took the bus to work.")]  # fmt: skip
+    queries = [("q1", "What's my sister's name?", ["m1"]), ("q2", "我最喜欢什么颜色？", ["m3"])]
+    path = tmp_path / "selfq.json"
+    path.write_text(json.dumps({
+        "name": "selfq-bench-check", "language": "mixed",
+        "stores": [{"store_id": "u1", "memories": [{"id": i, "text": t, "timestamp": "2024-05-01T10:00"}
+                                                    for i, t in memories]}],
+        "queries": [{"id": i, "store_id": "u1", "query": q, "relevant": r, "category": "c"} for i, q, r in queries],
+    }, ensure_ascii=False), encoding="utf-8")  # fmt: skip
+    args = ["--data", str(path), "--data-dir", str(data_dir), "--method", "pre38", "full", "--self-questions"]
+    assert retrieval_main(args) == 0
+    out = capsys.readouterr().out
+    figures = json.loads(out.strip().splitlines()[-1])["methods"]
+    assert set(figures) == {"pre38", "pre38 +selfq", "full", "full +selfq"}
+    assert "vs plain" in figures["full +selfq"] and "vs plain" not in figures["full"]
+    loss = figures["full +selfq"]["vs plain"]["also"]
+    assert set(loss) == {"hit@1", "hit@5", "ndcg@5"}
+    assert "self-question variant against the plain file" in out
+
+    data = load_retrieval(path)
+    turns = self_questions(data, asked_at(data))["u1"]
+    assert [t.text for t in turns] == [text for _, q, _ in queries for text in (q, paraphrase(data.queries[0]
+                                       if q == queries[0][1] else data.queries[1]))]  # fmt: skip
+    assert all(t.timestamp < "2024-05-01T10:00" for t in turns)  # said before the questions are asked
+    assert paraphrase(data.queries[0]) != data.queries[0].query
+    store = open_store(data, data_dir, None, SELFQ)
+    try:
+        stored = {m.text: m.metadata for m in store.list_user(user_for("u1"))}
+    finally:
+        store.close()
+    assert {t.text for t in turns} <= set(stored)  # written through the product's write path
+    assert stored[queries[0][1]]["asks"] is True and "asks" not in stored[memories[0][1]]  # flagged when it asks

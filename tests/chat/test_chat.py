@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -18,20 +20,37 @@ from bench.local_llm_server import start as start_llm
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def _chat(user: str, lines: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+async def _chat(
+    user: str, lines: list[str], env: dict[str, str], cwd: Path, *, importtime: bool = False
+) -> tuple[int, str, str]:
+    """The chat's exit status, output and errors; with `importtime`, Python's import lines
+    in the output, in order with what the chat printed (and no separate errors)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "memory.chat", user,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env=env, cwd=cwd,
+        sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "memory.chat", user,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT if importtime else asyncio.subprocess.PIPE, env=env, cwd=cwd,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate("".join(f"{line}\n" for line in lines).encode()), 240)
-    return proc.returncode or 0, out.decode(), err.decode()
+    return proc.returncode or 0, out.decode(), (err or b"").decode()
 
 
-async def test_a_fact_typed_in_one_chat_is_recalled_in_the_next(tmp_path: Path, data_dir: Path) -> None:
+# Loaded behind the chat's prompt (the first message waits for them): the segmenter, the word
+# frequencies, Mem0. Loaded before it, they held the prompt back by seconds.
+BEHIND_THE_PROMPT = ("jieba", "wordfreq", "mem0")
+
+
+def _ready_count(data_dir: Path) -> int:
+    """How many times the embedded server under `data_dir` has started (its log)."""
+    return (data_dir / "pg" / "log").read_text(errors="replace").count("database system is ready to accept connections")
+
+
+async def test_a_fact_typed_in_one_chat_is_recalled_in_the_next(tmp_path: Path) -> None:
     """NORMAL, the default a newcomer meets (GATED's typed turns go the same way: the
-    harness tests cover them in-process; each run here loads LiveKit and the models)."""
+    harness tests cover them in-process; each run here loads LiveKit and the models).
+    A data directory of its own: each chat starts its embedded server (no test's is running)."""
     mode = "NORMAL"
+    data_dir = Path(tempfile.mkdtemp(prefix="memory-chat-"))
+    data_dir.chmod(0o755)  # the embedded server runs as its own system user
     runner, url = await start_llm()
     try:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "OPENAI_BASE_URL": url,
@@ -44,15 +63,23 @@ async def test_a_fact_typed_in_one_chat_is_recalled_in_the_next(tmp_path: Path, 
         assert "· memory store ready" in out and "· chatting as" in out
         assert re.search(r"· memory: 1 added", out), out  # the turn
         assert "Traceback" not in err, err[-3000:]
+        assert _ready_count(data_dir) == 1  # started once: the store's check and the store share it
 
-        code, out, err = await _chat(user, ["What is my sister's name?"], env, tmp_path)  # then end of input
-        assert code == 0, err[-3000:]
+        # Then end of input. Its store is made and its server starts quickly: as most starts are.
+        code, out, _ = await _chat(user, ["What is my sister's name?"], env, tmp_path, importtime=True)
+        assert code == 0, out[-3000:]
         replies = [line for line in out.splitlines() if line.startswith("agent: ")]
         # The answer to the question came from what memory put in its request.
         assert any("From memory:" in r and "Anna" in r for r in replies[1:]), out
         assert "· memory: recalled 1" in out, out
+        assert _ready_count(data_dir) == 2  # the first chat's exit stopped it, this one started it once
+        before_prompt = out[: out.index("· chatting as")]
+        loaded = re.findall(r"^import time:.*\|\s*([\w.]+)$", before_prompt, flags=re.M)
+        assert "livekit.agents" in loaded  # the lines are there
+        assert not [m for m in loaded if m.split(".")[0] in BEHIND_THE_PROMPT], "loaded before the prompt"
     finally:
         await runner.cleanup()
+        shutil.rmtree(data_dir, ignore_errors=True)  # its server stopped with the last chat
 
 
 def test_without_a_model_to_talk_to_it_says_so_before_loading_livekit(tmp_path: Path) -> None:

@@ -40,8 +40,9 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[bool, str
 
 
 def _retriever(store: MemoryStore, *, one_trip: bool = True) -> Retriever:
-    # No hubness correction: its background read of the user's vectors is no part of a look-up.
-    return Retriever(store, dataclasses.replace(store.settings.tuned(density=0.0, one_trip=one_trip)))
+    # No hubness correction nor near-copies: their background read of the user's vectors is
+    # no part of a look-up.
+    return Retriever(store, dataclasses.replace(store.settings.tuned(density=0.0, near_copies=0.0, one_trip=one_trip)))
 
 
 def test_a_look_up_is_two_statements_or_with_one_trip_one_outside_transactions(

@@ -230,6 +230,12 @@ async def test_the_recall_box_shows_what_memory_admin_search_returns(
     assert [(r[2], r[3]) for r in recalled] == [
         (f"{c['lexical']:.4f}", f"{c['vector']:.4f}") for c in cli["considered"] if c["outcome"] == "recalled"
     ]
+    # each score column states its range, and every score shown is within it (a fused 1.053 was)
+    heads = await page.eval_on_selector_all("#recalled thead th", "ths => ths.map(th => th.innerText.trim())")
+    assert heads[1:5] == ["Fused (0–1)", "Lexical (0–1)", "Vector (0–1)", "Cosine (−1–1)"]
+    assert all(0 <= float(r[i]) <= 1 for r in recalled for i in (1, 2, 3))
+    assert all(r[4] == "-" or -1 <= float(r[4]) <= 1 for r in recalled)
+    assert cli["ranges"]["score"] == [0, 1]
     cut = await cells(page, "#cut tbody tr")
     assert [r[4] for r in cut] == [c["text"] for c in cli["considered"] if c["outcome"] != "recalled"]
     block = await page.inner_text("#block")
