@@ -83,7 +83,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     clear_run_rows(direct, TABLE, callers)
     run_dir = Path(tempfile.mkdtemp(prefix="bench-call-cpu-"))
     os.chmod(run_dir, 0o755)
-    fleet = Fleet(args, direct, run_dir)
+    fleet = Fleet(args, direct, run_dir, [])
     load_start = os.getloadavg()[0]
     try:
         await run_calls(fleet, plan, args)
@@ -109,7 +109,7 @@ def main() -> None:
     args = ap.parse_args()
     # The fleet's plan and worker, cut to one worker taking one call at a time.
     args.workers, args.per_worker, args.idle, args.contested_pairs, args.off_every = 1, 1, 1, 0, 1
-    args.db_max_connections, args.kill = 3, False
+    args.db_max_connections, args.kill, args.replicas = 3, False, 0  # no read replicas (`bench.fleet --replicas`)
     out = asyncio.run(amain(args))
     print(f"calls on / off: {out['calls_on']} / {out['calls_off']}; load average {out['load_average_1m']}")
     print(f"CPU s per call on  {out['cpu_s_per_call_on']} {out['cpu_s_per_call_on_ci95']}")

@@ -668,8 +668,13 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
     if args.gc == "frozen":
         gc_info["frozen_objects"] = heap.settle()
         gc_info["full_pass_ms_frozen"] = round(heap.full_pass_ms(), 1)
-    normal = dataclasses.replace(base, mode=MemoryMode.NORMAL)
-    gated = dataclasses.replace(base, mode=MemoryMode.GATED)
+    # The look-up in SQL (MEMORY_SESSION_INDEX off) and, as "+index", on the caller's
+    # memories held in the process (memory/storage/session_index.py), in the same run.
+    normal = dataclasses.replace(base, mode=MemoryMode.NORMAL, session_index=False)
+    gated = dataclasses.replace(base, mode=MemoryMode.GATED, session_index=False)
+    indexed = [
+        (f"{m} +index", dataclasses.replace(s, session_index=True)) for m, s in (("NORMAL", normal), ("GATED", gated))
+    ]
     # One per process, as prewarm makes it; each scenario gets a fresh one, so that each
     # session's first turn meets what a new job process's first session meets.
     new_retriever = lambda s: Retriever(store, s)  # noqa: E731 - a one-line helper
@@ -694,8 +699,7 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
     results: dict[str, ScenarioResult] = {}
     stage_times: dict[str, dict[str, list[float]]] = {}
     for kind in kinds:
-        times = stage_times[kind] = defaultdict(list)
-        stages = (lambda t=times: _stages(t)) if args.stages else _null
+        stage_times[kind], stage_times[f"{kind} +index"] = defaultdict(list), defaultdict(list)
         # Memory off, NORMAL, GATED and memory off again (the A/A pair: how far two runs
         # of the same pipeline differ on this machine), interleaved session by session,
         # the order rotated each time: a machine that gets busier during the run moves
@@ -703,6 +707,7 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         # Mem0's documented pattern (bench/mem0_pattern.py) runs among them, on the same store.
         group: list[tuple[str, MemorySettings | None]] = [
             (f"off {kind}", None), (f"NORMAL {kind}", normal), (f"GATED {kind}", gated),
+            *([(f"{name} {kind}", s) for name, s in indexed] if args.session_index else []),
             *([(f"Mem0 pattern {kind}", None)] if peer is not None else []), (f"off again {kind}", None),
         ]  # fmt: skip
         forget_sessions(store)  # each STT mode meets the preloaded store only
@@ -716,12 +721,17 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
                 if args.gc == "frozen":
                     heap.settle()  # what lives on is frozen, as prewarm leaves a fresh job process
                 res, t0 = results[name], time.perf_counter()
+                on = settings is not None and settings.session_index
+                store.session_index.enabled = on  # the store is shared: each session as its settings say
+                times = stage_times[f"{kind} +index" if on else kind]
+                stages = (lambda t=times: _stages(t)) if args.stages else _null
                 with full_passes(res.gc_full_passes_ms), stages():
                     await _one_session(res, kind, store, retrievers[name], settings, batch,
                                        reference=settings is not None, vad=vad,
                                        peer=peer if name.startswith("Mem0") else None)  # fmt: skip
                 res.wall_s += time.perf_counter() - t0
         forget_sessions(store)  # Mem0's pattern's rows, before the next mode's sessions
+    store.session_index.enabled = False  # the stress scenarios' look-ups in SQL, as their baseline's
     for name, kind, settings, utts, ctx in stress_specs if args.stress_turns else []:
         forget_sessions(store)  # each scenario meets the preloaded store only
         print(f"running {name}: {len(utts)} turns ...", flush=True)
@@ -737,6 +747,10 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         for mode in ("NORMAL", "GATED"):
             if f"{mode} {kind}" in results:
                 scenarios[f"{mode.lower()}_{label}"] = summarise(results[f"{mode} {kind}"], results[f"off {kind}"])
+            if f"{mode} +index {kind}" in results:
+                scenarios[f"{mode.lower()}_index_{label}"] = summarise(
+                    results[f"{mode} +index {kind}"], results[f"off {kind}"]
+                )
         if f"Mem0 pattern {kind}" in results:
             peer_s = scenarios[f"mem0_pattern_{label}"] = summarise(
                 results[f"Mem0 pattern {kind}"], results[f"off {kind}"]
@@ -745,7 +759,7 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
             peer_s["hook_search_ms_p50"] = round(pct(times.search_ms, 50), 1) if times.search_ms else None
             peer_s["hook_add_ms_p50"] = round(pct(times.add_ms, 50), 1) if times.add_ms else None
             peer_s["hook_found_mean"] = round(sum(times.found) / len(times.found), 2) if times.found else None
-            for mode in ("normal", "gated"):
+            for mode in ("normal", "gated", "normal_index", "gated_index"):
                 ours = scenarios.get(f"{mode}_{label}")
                 if ours is not None:
                     peer_s[f"p95_ratio_to_{mode}"] = _ratio(
@@ -766,6 +780,7 @@ async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
         gc_info["lookup_stages_ms"] = {
             kind: {k: {"n": len(v), "p50": round(pct(v, 50), 2), "p95": round(pct(v, 95), 2)} for k, v in t.items()}
             for kind, t in stage_times.items()
+            if t
         }
     forget_sessions(store)
     rows, user_rows = store_size(store)
@@ -859,6 +874,12 @@ def main() -> None:
         help="reach the database through a loopback TCP proxy adding this round trip (0: the proxy, no delay)",
     )
     parser.add_argument("--pgbouncer", action="store_true", help="PgBouncer (transaction mode) in front of Postgres")
+    parser.add_argument(
+        "--no-session-index",
+        dest="session_index",
+        action="store_false",
+        help="leave out NORMAL/GATED +index (the look-up on the caller's memories held in the process)",
+    )
     parser.add_argument("--stages", action="store_true", help="time the look-up's stages (bench.lookup_floor's)")
     parser.add_argument(
         "--no-mem0-pattern",

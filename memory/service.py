@@ -182,15 +182,23 @@ class MemoryService:
         return await run_read(self.recall_sync, user_id, text, context, session_id, wait_s=self._read_wait_s)
 
     async def prepare(self, user_id: str) -> None:
-        """Session start, in the background: compute what retrieval keeps per user (the
-        density of each of the user's memories), so the first look-up does not pay for
-        it on the reply's clock; then bring the lexical index of the user's older rows
-        up to date (`MemoryStore.reindex_lex`)."""
+        """Session start, in the background: read the user's memories into the process
+        (`MemoryStore.open_session_index`, with MEMORY_SESSION_INDEX), compute what
+        retrieval keeps per user (the density of each of the user's memories), so the
+        first look-up does not pay for it on the reply's clock; then bring the lexical
+        index of the user's older rows up to date (`MemoryStore.reindex_lex`)."""
         # Awaited as a future, not on the read pool: a second of numpy must not hold
         # one of the read slots that the turns' look-ups need.
         # Shielded: the computation is shared (one retriever per process), and a session
         # that closes while waiting must not cancel it for the others: a cancelled one
         # would stay registered as running and the user would get no densities again.
+        if self.settings.session_index:
+            # First the user's rows into this process (look-ups use SQL until they are in);
+            # the densities are then computed from them, not read a second time.
+            try:
+                await run_upkeep(self.store.open_session_index, user_id)
+            except Exception as exc:  # noqa: BLE001 - look-ups take the SQL path
+                logger.warning("the caller's memories not loaded into the process: %r", exc)
         await asyncio.shield(asyncio.wrap_future(self.retriever.prepare_future(user_id)))
         try:
             count = await run_upkeep(self.store.reindex_lex, user_id)

@@ -197,6 +197,11 @@ class MemorySettings:
     archive_threshold: float | None = None  # minimum similarity of a match; None: the embedder's calibrated default
     summary_after: int = 20  # messages in the context past which the older part is summarised (0: never)
     retention_days: float = 90.0  # archived messages and NORMAL's raw turns older than this are deleted (0: kept)
+    # The caller's memories held in the job process (memory/storage/session_index.py): the
+    # look-up after the final transcript scores them in memory, no statement on the reply's
+    # path; a user with more rows than the bound is looked up in SQL (RAM: docs/latency.md).
+    session_index: bool = True
+    session_index_max_rows: int = 10_000
 
     @property
     def archive_min_similarity(self) -> float:
@@ -494,6 +499,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True) 
         context_retention_days=_number(env, "MEMORY_CONTEXT_RETENTION_DAYS", 30.0, lo=0.0, hi=36_500.0),
         **_archive_settings(env),
         retrieval=_retrieval_settings(env),
+        session_index=_flag(env, "MEMORY_SESSION_INDEX", True),
+        session_index_max_rows=_integer(env, "MEMORY_SESSION_INDEX_MAX_ROWS", 10_000, lo=0, hi=1_000_000),
     )
 
 
@@ -718,7 +725,7 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_WORKING_MAX_CHARS MEMORY_CONTEXT_MAX_CHARS MEMORY_CONTEXT_RETENTION_DAYS
     MEMORY_ARCHIVE MEMORY_ARCHIVE_THRESHOLD MEMORY_SUMMARY_AFTER MEMORY_RETENTION_DAYS
     MEMORY_WEB_SECRET MEMORY_WEB_LISTEN MEMORY_WEB_CORS_ORIGINS
-    MEMORY_RETRIEVAL_ONE_TRIP
+    MEMORY_RETRIEVAL_ONE_TRIP MEMORY_SESSION_INDEX MEMORY_SESSION_INDEX_MAX_ROWS
     MEMORY_WEB_PUBLIC_ORIGIN MEMORY_WEB_TRUSTED_PROXIES
     MEMORY_WEB_TOKEN_KEY MEMORY_WEB_TOKEN_IDENTITIES MEMORY_WEB_TOKEN_ROOM_PREFIX MEMORY_WEB_TOKEN_OPERATOR
     MEMORY_LLM_CHECK MEMORY_MCP_KEYS MEMORY_MCP_LISTEN

@@ -15,8 +15,9 @@ kind that hangs never takes the threads another needs:
   (re-indexing rows an older version wrote), one job at a time;
 - contexts (`CONTEXT_POOL`): the shared contexts' reads and writes, whose tools have a
   timeout of their own;
-- retrieval (`RETRIEVAL_POOL`, `DENSITY_POOL`): the lexical recall that runs beside a
-  look-up's embedding, and the per-user densities (seconds of numpy), one at a time;
+- retrieval (`RETRIEVAL_POOL`, `DENSITY_POOL`, `INDEX_POOL`): the lexical recall that runs
+  beside a look-up's embedding, the per-user densities (seconds of numpy), one at a time,
+  and the refreshes of the caller's memories held in the process;
 - text (`run_text`): long turns redacted and split off the event loop, one at a time;
 - the operator's pages (`web_pool`), sized by the web app's settings.
 
@@ -70,6 +71,9 @@ RETRIEVAL_POOL = ThreadPoolExecutor(max_workers=3, thread_name_prefix="retrieval
 # the reply path's lexical recall needs, and never more than one core's worth of them
 # queue up per process.
 DENSITY_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="density")
+# The caller's memories held in the process (memory/storage/session_index.py): their load
+# and refreshes, in the background, one at a time.
+INDEX_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-index")
 
 
 _TEXT_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-text")

@@ -795,6 +795,33 @@ class Mem0Table:
         query = sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} WHERE user_id = %s LIMIT %s) s").format(self._t)
         return self._lookup(user_id, lambda conn: conn.execute(query, [user_id, n + 1]).fetchone()[0]) > n
 
+    def user_snapshot(self, user_id: str, ids: Sequence[str] | None = None) -> list[tuple[Any, ...]]:
+        """The user's rows (or those with these ids) as a session's in-process index holds
+        them (the fields of `session_index.Row`, in order): id, row version, vector (read in binary), the payload
+        as JSON text, and the payload's fields the look-up's stages filter and match on,
+        extracted here by the same `->>` and `?` the statements use. The row version is
+        `xmin`, which every insert and update changes (a replica has the primary's)."""
+        only = sql.SQL(" AND id = ANY(%s::uuid[])") if ids is not None else sql.SQL("")
+        query = sql.SQL(
+            "SELECT id::text, xmin::text, vector, payload::text, payload->>'user_id', payload->>'data', "
+            "payload->>'lex', payload->>'session_id', payload->>'category', payload ? 'valid_until', "
+            "CASE WHEN payload ? 'seq' THEN payload->>'seq' END FROM {} WHERE user_id = %s{}"
+        ).format(self._t, only)
+        args: list[Any] = [user_id] + ([list(ids)] if ids is not None else [])
+
+        def read(conn: Connection) -> list[Any]:
+            with conn.cursor(binary=True) as cur:
+                return cur.execute(query, args).fetchall()
+
+        rows = self._lookup(user_id, read)
+        return [(r[0], r[1], None if r[2] is None else vector_array(r[2]), *r[3:]) for r in rows]
+
+    def user_versions(self, user_id: str) -> dict[str, str]:
+        """id -> row version (`xmin`) of each of the user's rows: what changed since a
+        snapshot, in one small statement (no vector, no payload)."""
+        query = sql.SQL("SELECT id::text, xmin::text FROM {} WHERE user_id = %s").format(self._t)
+        return dict(self._lookup(user_id, lambda conn: conn.execute(query, [user_id]).fetchall()))
+
     def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, np.ndarray]]:
         """(id, vector) of up to `limit` of the user's rows, read in binary."""
         # In id order: the same rows give the same densities, whatever order the heap returns.

@@ -49,6 +49,7 @@ from memory.storage.postgres import (
     revive_embedded,
 )
 from memory.storage.replicas import ReadRouter
+from memory.storage.session_index import SessionIndexes
 from memory.types import (
     ForgottenTurn,
     InvalidMemoryText,
@@ -174,6 +175,10 @@ class MemoryStore:
         self.table = settings.collection
         # The one place that knows Mem0's table; its look-ups read where `reads` says.
         self.rows = Mem0Table(pool, self.table, reads)
+        # The caller's memories in this process, for look-ups without a statement (session_index.py).
+        self.session_index = SessionIndexes(
+            self.rows, max_rows=settings.session_index_max_rows, enabled=settings.session_index
+        )
         self.locks = RowLocks(pool, self.table)  # the per-user fact lock, across the fleet
         self._passages: Any | None = None
         self._reader: Any | None = None  # the query embedder while Mem0 is not loaded (`embedder`)
@@ -251,6 +256,7 @@ class MemoryStore:
         only once it has replayed it (`ReadRouter.wrote`; nothing without replicas)."""
         if self.rows.reads is not None:
             self.rows.reads.wrote(user_id)
+        self.session_index.wrote(user_id)
 
     def _keep_embedded_up(self) -> None:
         """Every `EMBEDDED_CHECK_S`, start the embedded server again if it died (one read of
@@ -508,6 +514,7 @@ class MemoryStore:
                   if v}  # fmt: skip
         if fields:
             self.rows.set_fields(user_id, memory_id, fields)
+            self._wrote(user_id)
         if created_at:
             db = self.mem0.db
             with db._lock:
@@ -717,6 +724,7 @@ class MemoryStore:
             return
         if write_id:
             self._removed(self.rows.delete_turn_writes(user_id, write_id))  # and the turn's other facts
+            self._wrote(user_id)
         raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
 
     def _undo_if_forgotten(self, user_id: str, said_at: str | None, mem_id: str | None) -> None:
@@ -727,6 +735,7 @@ class MemoryStore:
         if mem_id and self.forgotten(user_id, said_at):
             if mem_id not in self._removed(self.rows.delete_row(user_id, mem_id)):
                 self.purge_history([mem_id])
+            self._wrote(user_id)
             raise ForgottenTurn(f"the user asked to be forgotten after this was said ({said_at})")
 
     def reindex_lex(self, user_id: str, *, limit: int = 20_000, batch: int = 100, pause_s: float = 0.02) -> int:
@@ -753,6 +762,7 @@ class MemoryStore:
                 user_id, [(lex_fields(text, extra), row_id, text) for row_id, text, extra in rows if text]
             )
             done += len(rows)
+            self._wrote(user_id)
             time.sleep(pause_s)
         return done
 
@@ -780,7 +790,9 @@ class MemoryStore:
                 fields = {"data": clean, "hash": hashlib.md5(clean.encode()).hexdigest(), **form.payload(),
                           **lex_fields(clean, form.extra), **({"ctx": clean_ctx} if ctx else {})}  # fmt: skip
                 vector = self.passages.embed(form.embed, "add")
-                rewritten += self.rows.rewrite(str(payload.get("user_id") or ""), row_id, text, fields, vector)
+                owner = str(payload.get("user_id") or "")
+                rewritten += self.rows.rewrite(owner, row_id, text, fields, vector)
+                self._wrote(owner)
         return rewritten, self._redact_history(None if user_id is None else ids)
 
     def _redact_history(self, ids: Sequence[str] | None) -> int:
@@ -900,15 +912,24 @@ class MemoryStore:
         limit: int,
         substring_below: float,
     ) -> tuple[list[tuple[str, str | None]], list[str]]:
-        return self.rows.lexical_hits(scope, terms, patterns, scan=scan, limit=limit, substring_below=substring_below)
+        source: Any = self.session_index.usable(scope.user_id) or self.rows
+        return source.lexical_hits(scope, terms, patterns, scan=scan, limit=limit, substring_below=substring_below)
 
     def payloads(self, user_id: str, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], str]]:
-        return self.rows.payloads(user_id, ids)
+        snap = self.session_index.usable(user_id)
+        try:
+            return snap.payloads_of(ids) if snap is not None else self.rows.payloads(user_id, ids)
+        finally:
+            self.session_index.looked_up(user_id)
 
     def nearest_and_ids(
         self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str], *, neighbours: bool = False
     ) -> list[tuple[str, float, dict[str, Any], str]]:
-        return self.rows.nearest_and_ids(scope, vector, limit, ids, neighbours=neighbours)
+        source: Any = self.session_index.usable(scope.user_id) or self.rows
+        try:
+            return source.nearest_and_ids(scope, vector, limit, ids, neighbours=neighbours)
+        finally:
+            self.session_index.looked_up(scope.user_id)  # other sessions' writes, for the next turn
 
     def candidates(
         self,
@@ -928,13 +949,23 @@ class MemoryStore:
     def session_turns(
         self, user_id: str, sessions: Sequence[str], seqs: Sequence[str], vector: Sequence[float] | None
     ) -> list[tuple[str, float | None, dict[str, Any]]]:
-        return self.rows.turns(user_id, sessions, seqs, vector)
+        snap = self.session_index.usable(user_id)
+        return (
+            snap.turns(sessions, seqs, vector) if snap is not None else self.rows.turns(user_id, sessions, seqs, vector)
+        )
 
     def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, Any]]:
-        return self.rows.user_vectors(user_id, limit)
+        # The densities (retriever's `_Density`) from the rows this process holds: no second read.
+        snap = self.session_index.usable(user_id)
+        return snap.vectors(limit) if snap is not None else self.rows.user_vectors(user_id, limit)
 
     def user_has_more_than(self, user_id: str, n: int) -> bool:
-        return self.rows.user_has_more_than(user_id, n)
+        snap = self.session_index.usable(user_id)
+        return snap.rows > n if snap is not None else self.rows.user_has_more_than(user_id, n)
+
+    def open_session_index(self, user_id: str) -> None:
+        """Session start: read the user's rows into this process (`session_index.py`); blocks."""
+        self.session_index.open(user_id)
 
     def _record_by_write_id(self, user_id: str, write_id: str) -> MemoryRecord | None:
         row = self.rows.by_write_id(user_id, write_id)
