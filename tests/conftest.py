@@ -43,6 +43,11 @@ if TYPE_CHECKING:
     from memory.service import MemoryService
 
 
+# A bound for a hang only: a drain returns as soon as the writes are done, so this is
+# never waited out on a working machine, however busy (load 10 slows a long write past 60 s).
+HANG_GUARD_S = 300.0
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """Outside pytest's tmp tree: pytest re-locks that to 0700 on every run, and the

@@ -69,7 +69,7 @@ async def test_attach_gives_every_agent_of_the_session_memory_hand_offs_included
     runtime: Any, store: Any, user_id: str
 ) -> None:
     from harness.scripted import RecordingLLM, VoiceHarness
-    from tests.conftest import wait_until
+    from tests.conftest import HANG_GUARD_S, wait_until
 
     store.add_raw(user_id, "My sister is called Anna")
     llm = RecordingLLM(lambda _req: "Noted.")
@@ -85,7 +85,7 @@ async def test_attach_gives_every_agent_of_the_session_memory_hand_offs_included
         assert llm.count > before and "Anna" in _blocks(llm.requests[-1])
         kept = [getattr(item, "text_content", None) or "" for item in harness.session.history.items]
         assert kept and not [t for t in kept if "<recalled_memories>" in t]  # for that request only, not the history
-        assert await mem.drain(60.0)
+        assert await mem.drain(HANG_GUARD_S)
     await mem.aclose()
     # both typed turns were stored, as spoken ones are
     assert {m.text for m in store.list_user(user_id)} >= {"What is my sister's name?", "And who is Anna?"}

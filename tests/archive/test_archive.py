@@ -31,7 +31,7 @@ from memory.settings import MemoryMode
 from memory.storage.archive import ArchivedMessage, archive_for
 from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, now_iso
-from tests.conftest import make_service, wait_until
+from tests.conftest import HANG_GUARD_S, make_service, wait_until
 
 BUDGET_S = 10.0  # these tests check what is injected, not how fast (bench/archive.py, bench/latency.py)
 
@@ -65,10 +65,10 @@ async def archived_session(
     await memory.wait_profile()
     async with harness:
         yield Run(harness, memory, archive, service)
-        assert await memory.drain(60.0), "background writes did not finish"  # a hang guard: a busy CI machine is slow
+        assert await memory.drain(HANG_GUARD_S), "background writes did not finish"
     # The close writes the session's end summary; its journal drains until it is written (the
     # product's 5 s bound left it on disk on a loaded machine, and the next session missed it).
-    await memory.aclose(drain_timeout_s=60.0)
+    await memory.aclose(drain_timeout_s=HANG_GUARD_S)
 
 
 def summary_model(text: str) -> RecordingLLM:
@@ -197,7 +197,7 @@ async def test_a_long_session_is_summarised_and_the_summary_replaces_the_message
         await wait_until(lambda: run.archive.summary is not None, what="the summary")
         turn = await run.harness.user_says("And what now?")
         assert run.harness.llm.count == 12  # one request a turn, also after the summary came
-        assert await run.memory.drain(60.0)  # until every write is done; 60 s only guards a hang
+        assert await run.memory.drain(HANG_GUARD_S)  # until every write is done
         during = archive_for(store).messages(user_id)
 
     summary = run.archive.summary

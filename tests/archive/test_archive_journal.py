@@ -15,6 +15,7 @@ from memory.journal.queue import DurableWriteQueue
 from memory.storage.archive import ArchivedMessage, archive_for
 from memory.storage.store import MemoryStore
 from memory.types import Turn, now_iso
+from tests.conftest import HANG_GUARD_S
 
 
 def _backlog(path: Path, user_id: str, n: int) -> list[Turn]:
@@ -101,7 +102,7 @@ async def test_a_damaged_row_in_a_backlog_is_dead_lettered_alone(
     left._release_leases()
     queue = DurableWriteQueue(journal, lambda t: write_archived(store, t, queue), attempt_timeout_s=600)
     queue.start()
-    assert await queue.drain(60.0)
+    assert await queue.drain(HANG_GUARD_S)
     await queue.aclose()
     assert set(_stored(store, user_id)) == {t.turn_id for t in good}
     assert [d.turn_id for d in queue.dead_letters()] == [bad.turn_id]

@@ -24,7 +24,7 @@ from memory.journal.queue import DurableWriteQueue
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from memory.types import Turn, now_iso
-from tests.conftest import make_service
+from tests.conftest import HANG_GUARD_S, make_service
 from tests.journal.test_write_queue import make_turn
 
 CHILD = Path(__file__).resolve().parent / "hostile_child.py"
@@ -51,7 +51,7 @@ async def run_until_drained(queue: DurableWriteQueue, turns: list[Turn]) -> list
     acks = [queue.enqueue(t) for t in turns]
     queue.start()
     try:
-        assert await queue.drain(60.0) is True
+        assert await queue.drain(HANG_GUARD_S) is True
     finally:
         await queue.aclose(1.0)
     return acks
@@ -119,12 +119,12 @@ async def test_read_only_and_full_journal_disks_lose_nothing_and_recover(
             assert queue.enqueue(t)
         queue.start()
         try:
-            assert await queue.drain(60.0)
+            assert await queue.drain(HANG_GUARD_S)
             filler.unlink()  # the disk comes back: the journal takes turns again
             later = full_turns[4:]
             for t in later:
                 assert queue.enqueue(t)
-            assert await queue.drain(60.0)
+            assert await queue.drain(HANG_GUARD_S)
         finally:
             await queue.aclose(1.0)
         with closing(sqlite3.connect(journal)) as conn:
@@ -183,11 +183,11 @@ async def test_a_refusing_journal_keeps_turns_once_and_in_order_when_it_recovers
         assert queue.enqueue(t)
     queue.start()
     try:
-        assert await queue.drain(60.0)
+        assert await queue.drain(HANG_GUARD_S)
         queue.refuse = False
         for t in turns[3:]:
             assert queue.enqueue(t)
-        assert await queue.drain(60.0)
+        assert await queue.drain(HANG_GUARD_S)
     finally:
         await queue.aclose(1.0)
     assert write_ids(store, user_id) == Counter({t.turn_id: 1 for t in turns})

@@ -18,7 +18,7 @@ from memory.livekit.session import MEMORY_ROLE, MemorySession
 from memory.service import MemoryService
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
-from tests.conftest import make_service
+from tests.conftest import HANG_GUARD_S, make_service
 
 # Long budget in these tests: they check what is injected, not how fast
 # (tests/retrieval/test_prefetch.py and bench/latency.py cover the budget).
@@ -93,7 +93,7 @@ async def voice_session(
         await memory.wait_profile()
     async with harness:
         yield Run(harness, memory, service)
-        assert await memory.drain(60.0), "background writes did not finish"  # a hang guard: a busy CI machine is slow
+        assert await memory.drain(HANG_GUARD_S), "background writes did not finish"
     await memory.aclose()
 
 

@@ -25,7 +25,7 @@ from memory.service import MemoryService
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from memory.types import Turn
-from tests.conftest import make_service
+from tests.conftest import HANG_GUARD_S, make_service
 
 
 def journal_payloads(path: Path) -> list[dict]:
@@ -56,7 +56,7 @@ async def test_a_huge_typed_turn_stores_at_most_the_limit_and_says_so(
     service.settings = dataclasses.replace(service.settings, max_stored_turn_chars=3000)
     huge = "I keep a diary of the birds I see. " * 3000  # 105,000 characters
     memory = await typed_session(service, user_id, [huge])
-    assert await memory.drain(60.0)
+    assert await memory.drain(HANG_GUARD_S)
     await memory.aclose()
     stored = store.list_user(user_id)
     assert 0 < sum(len(m.text) for m in stored) <= 3000
@@ -132,7 +132,7 @@ async def test_gated_extraction_input_is_bounded_per_turn(store: MemoryStore, us
     service = make_service(store, MemoryMode.GATED, gatekeeper=Gatekeeper(RecordingLLM(extract)))
     typed = [("My job is interesting. I am a nurse and I work nights. " * 300)[:15_000] for _ in range(2)]
     memory = await typed_session(service, user_id, typed)
-    assert await memory.drain(60.0)
+    assert await memory.drain(HANG_GUARD_S)
     await memory.aclose()
     limit = service.settings.max_turn_chars + 2 * turns.CONTEXT_ITEM_CHARS + 500  # the JSON's own keys
     assert sizes and max(sizes) <= limit
