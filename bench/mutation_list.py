@@ -279,9 +279,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "pgbouncer-prepared-statements",
         "fleet",
         "memory/storage/postgres.py",
-        '"prepare_threshold": None, **DEAD_PEER},\n'
-        "        configure=_configure,\n        open=False,\n    )\n    # Well",
-        "**DEAD_PEER},\n        configure=_configure,\n        open=False,\n    )\n    # Well",
+        '"prepare_threshold": None, **DEAD_PEER},',
+        "**DEAD_PEER},",
         "the pool prepares statements again: behind PgBouncer a later run finds its statement missing",
         (PGB + "test_repeated_queries_on_shared_server_connections_need_no_prepared_statements",),
         (PGB + "test_repeated_queries_on_shared_server_connections_need_no_prepared_statements",),

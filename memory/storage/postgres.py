@@ -407,10 +407,9 @@ def _configure(conn: Connection) -> None:
 POOL_MAX_IDLE_S = 60.0
 
 
-def open_replica_pool(url: str, *, max_size: int = 3) -> ConnectionPool:
-    """A read replica's pool (`replicas.ReadRouter`): as `open_pool`'s, opened in the
-    background, so a replica that is down at start-up delays nothing."""
-    pool = ConnectionPool(
+def _new_pool(url: str, max_size: int) -> ConnectionPool:
+    """The pool every database connection of a process comes from, not yet opened."""
+    return ConnectionPool(
         conninfo=url,
         min_size=1,
         max_size=max_size,
@@ -420,6 +419,12 @@ def open_replica_pool(url: str, *, max_size: int = 3) -> ConnectionPool:
         configure=_configure,
         open=False,
     )
+
+
+def open_replica_pool(url: str, *, max_size: int = 3) -> ConnectionPool:
+    """A read replica's pool (`replicas.ReadRouter`): as `open_pool`'s, opened in the
+    background, so a replica that is down at start-up delays nothing."""
+    pool = _new_pool(url, max_size)
     pool.open(wait=False)
     return pool
 
@@ -432,16 +437,7 @@ def open_pool(url: str, *, max_size: int = 3) -> ConnectionPool:
     unused. No prepared statements (`prepare_threshold=None`): behind PgBouncer in
     transaction mode a statement prepared on one server connection is missing on the next.
     """
-    pool = ConnectionPool(
-        conninfo=url,
-        min_size=1,
-        max_size=max_size,
-        max_idle=POOL_MAX_IDLE_S,
-        timeout=CONNECT_TIMEOUT_S,
-        kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "autocommit": False, "prepare_threshold": None, **DEAD_PEER},
-        configure=_configure,
-        open=False,
-    )
+    pool = _new_pool(url, max_size)
     # Well inside LiveKit's 10 s for a job process to initialise (prewarm opens the store).
     try:
         pool.open(wait=True, timeout=CONNECT_TIMEOUT_S + 1)
