@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from memory.commands import confirm_forget, open_store, quiet_logs, report, store_ids
 from memory.ops.printable import printable
+from memory.progname import program_name
 from memory.settings import ConfigError, load_settings
 from memory.storage.locate import where
 from memory.types import InvalidMemoryText
@@ -37,12 +38,12 @@ __all__ = ["exit_status", "main", "missing_store", "report", "where"]
 from memory.commands import exit_status  # noqa: E402
 from memory.storage.locate import missing_store  # noqa: E402
 
-PROG = "memory.forget"
+PROG = program_name("memory-forget", "memory.forget")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     quiet_logs()
-    ap = argparse.ArgumentParser(prog="python -m memory.forget", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "user_ids", nargs="+", metavar="USER_ID", help="LiveKit participant identity, as given to the agent"
     )

@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-PROG = "python -m memory.admin"
+from memory.progname import program_name
+
+PROG = program_name("memory-admin", "memory.admin")
 DESCRIPTION = "See, search, export, import and delete what the agent keeps about its users."
 EPILOG = (
     "It runs with the worker's configuration (.env): run it where the worker runs. "

@@ -192,8 +192,11 @@ class Admin:
         sizes = {}
         with self.store.pool.connection() as conn:
             for name in (self.store.table, self.archive.table):
+                # A partitioned table's own size is 0: its rows, indexes and TOAST are its partitions'.
                 sizes[name] = conn.execute(
-                    "SELECT pg_size_pretty(pg_total_relation_size(to_regclass(quote_ident(%s))))", [name]
+                    "SELECT pg_size_pretty(COALESCE(SUM(pg_total_relation_size(relid)), 0)) "
+                    "FROM pg_partition_tree(to_regclass(quote_ident(%s)))",
+                    [name],
                 ).fetchone()[0]
         journal = self.journal_rows()
         return {

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 from livekit import api
 
+from memory.progname import program_name
 from memory.settings import ConfigError, LiveKitCredentials, livekit_credentials
 
 MEET_URL = "https://meet.livekit.io/custom"
@@ -90,7 +91,9 @@ def join_url(creds: LiveKitCredentials, token: str) -> str:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m memory.livekit.token", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog=program_name("memory-token", "memory.livekit.token"), description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("identity", help="the participant identity: the user id memory is kept under")
     parser.add_argument("--room", help="room to join (default: a new room each time, so a new session)")
     parser.add_argument("--name", help="display name (default: the identity)")

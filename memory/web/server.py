@@ -18,12 +18,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from memory.progname import program_name
 from memory.settings import ConfigError, LiveKitCredentials, livekit_credentials, load_settings, web_settings
 
 if TYPE_CHECKING:  # loaded once the configuration is known to be complete: a missing
     from aiohttp import web  # secret is said in well under a second, not after LiveKit loads
 
-PROG = "python -m memory.web"
+PROG = program_name("memory-web", "memory.web")
 
 
 async def serve(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, str]:
