@@ -245,7 +245,7 @@ async def start(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench.stub_llm_server", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.local_llm_server", description=__doc__.split("\n\n")[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8089)
     ap.add_argument("--gguf", metavar="PATH", help="serve this GGUF model (or 'smollm2') with llama-cpp-python")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from memory import bodies
 from memory.settings import ConfigError, EmbedderKind, MemoryMode, MemorySettings, load_settings
 from memory.types import InvalidMemoryText, MemoryRecord, describe_error, memory_user_id
 
@@ -276,6 +277,8 @@ def attach(
     from memory.livekit.compose import attach_memory
 
     memory_user_id(user_id)  # a blank identity is a mistake to see now, not a turn later
+    # A model URL that reaches a web page: LiveKit's retries and errors log the page's title, not the page.
+    bodies.install("livekit.agents", "livekit.plugins.openai", "memory")
     runtime = _get_runtime(cold_warning=True)
     settings = runtime.settings
     if mode is not None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from memory.bodies import without_body
 from memory.errors import AgentMemoryError, InvalidInput, Unavailable
 
 MAX_TEXT_CHARS = 4000
@@ -34,7 +35,7 @@ def describe_error(exc: BaseException, limit: int = 300) -> str:
     """An error in one line, for a log or a message: its type and first line, never its
     repr (an encoding error's repr holds the whole text it failed on, and logs outlive
     a "forget me")."""
-    text = str(exc).strip()
+    text = without_body(str(exc).strip())
     return f"{type(exc).__name__}: {text.splitlines()[0]}"[:limit] if text else type(exc).__name__
 
 

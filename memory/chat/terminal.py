@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from memory import bodies
 from memory.livekit import startup
 from memory.settings import cloud_models, env_file_note, load_env_file, load_settings, process_env, startup_problems
 from memory.types import InvalidMemoryText, describe_error, memory_user_id
@@ -64,7 +65,9 @@ def chat_problems(env: dict[str, str]) -> list[str]:
         problems.insert(
             0,
             "OPENAI_API_KEY is not set: the chat needs an OpenAI key, or OPENAI_BASE_URL pointing at an "
-            "OpenAI-compatible server (Ollama: OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_LLM_MODEL=llama3.2)",
+            "OpenAI-compatible server (Ollama: OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_LLM_MODEL=llama3.2; "
+            "no model at all, in a checkout: `uv run python -m bench.local_llm_server` in another terminal, "
+            "then OPENAI_BASE_URL=http://127.0.0.1:8089/v1)",
         )
     return problems
 
@@ -80,6 +83,9 @@ class _Quiet(logging.Filter):
         if record.exc_info and record.exc_info[1] is not None:
             record.msg, record.args = f"{record.getMessage()} ({describe_error(record.exc_info[1])})", None
             record.exc_info = record.exc_text = None
+        elif record.exc_text:  # a traceback already formatted (a response body cut out of it): its last line
+            record.msg, record.args = f"{record.getMessage()} ({record.exc_text.strip().splitlines()[-1]})", None
+            record.exc_text = None
         return True
 
 
@@ -88,6 +94,7 @@ def _logging(verbose: bool) -> None:
     handler.setFormatter(logging.Formatter("· %(levelname)s %(name)s: %(message)s"))
     if not verbose:
         handler.addFilter(_Quiet())
+    handler.addFilter(bodies.NoResponseBodies())  # a web page where the model should be: its title only
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.WARNING)

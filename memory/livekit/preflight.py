@@ -19,7 +19,10 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+from typing import Any
 from urllib.parse import urlsplit
+
+from memory.bodies import page_title
 
 DNS_TIMEOUT_S = 6.0  # the system resolver's own timeout is 5 s a try
 HANDSHAKE_TIMEOUT_S = 6.0
@@ -104,34 +107,84 @@ def _served(wanted: str, models: list[str]) -> bool:
     return wanted in models or f"{wanted}:latest" in models or any(m.split("/")[-1] == wanted for m in models)
 
 
-def llm_problems(base_url: str, api_key: str, models: list[tuple[str, str]]) -> list[str]:
-    """Does the OpenAI-compatible server answer, take the key and know each model? `models`:
-    (variable, model name). One request (`GET /models`, bounded): a line naming the variable
-    for a server that does not answer, a key it refuses, or a model it does not have; [] when
-    it cannot tell (a server without a model list)."""
+class _Answer:
+    """What an HTTP server said to one request: status, content type, and at most 64 KB of body."""
+
+    def __init__(self, status: int, content_type: str, body: bytes) -> None:
+        self.status, self.content_type, self.body = status, content_type, body
+
+    def json(self) -> Any:
+        """The body as JSON when it is the API's JSON (an object), else None."""
+        import json
+
+        try:
+            doc = json.loads(self.body or b"null")
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def described(self) -> str:
+        """Status, content type and the first words of an HTML title: never the body itself."""
+        kind = self.content_type.split(";")[0].strip() or "no content type"
+        said = f"HTTP {self.status}, {kind}"
+        title = page_title(self.body.decode("utf-8", "replace"))
+        return said + (f", a page titled {title!r}" if title else "")
+
+
+_BODY_CAP = 65_536
+
+
+def _ask(url: str, api_key: str, payload: dict[str, Any] | None = None) -> _Answer:
+    """One bounded request (GET, or POST with a JSON payload); an HTTP error is an answer too."""
     import json
     import urllib.error
     import urllib.request
 
-    where = f"OPENAI_BASE_URL={base_url!r}" if base_url else f"{OPENAI_API} (OPENAI_BASE_URL is not set)"
-    request = urllib.request.Request(
-        (base_url or OPENAI_API).rstrip("/") + "/models",
-        headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
-    )
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    data = None
+    if payload is not None:
+        data, headers = json.dumps(payload).encode(), {**headers, "Content-Type": "application/json"}
+    request = urllib.request.Request(url, data=data, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=LLM_TIMEOUT_S) as response:  # noqa: S310 - the configured URL
-            body = json.loads(response.read(2_000_000) or b"{}")
+            return _Answer(response.status, response.headers.get("Content-Type", ""), response.read(_BODY_CAP))
     except urllib.error.HTTPError as exc:
-        if exc.code in REJECTED:
-            return [f"OPENAI_API_KEY: the LLM server at {where} does not accept it (HTTP {exc.code})"]
-        if exc.code in (404, 405):  # no model list here: the first reply tells
-            return []
-        return [f"{where}: the LLM server answers HTTP {exc.code} ({exc.reason})"]
+        return _Answer(exc.code, exc.headers.get("Content-Type", "") if exc.headers else "", exc.read(_BODY_CAP))
+
+
+def _not_the_api(where: str, path: str, answer: _Answer) -> str:
+    """The line for a server that answers, but not as an OpenAI-compatible API."""
+    return (
+        f"{where}: what answers at {path} is not an OpenAI-compatible API ({answer.described()}): "
+        "correct OPENAI_BASE_URL (the port, and the path: most servers end in /v1)"
+    )
+
+
+def llm_problems(base_url: str, api_key: str, models: list[tuple[str, str]]) -> list[str]:
+    """Does the OpenAI-compatible server answer as the API, take the key and know each model?
+    `models`: (variable, model name). One small request, bounded: the model list, which must
+    parse as the API's JSON; a server without one (404, 405) is asked for a one-token
+    completion instead. A line naming the variable for a server that does not answer, answers
+    as something else (an HTML page: a wrong port, a missing /v1; the line says its status,
+    content type and title, never its body), refuses the key or lacks a model; else []."""
+    import urllib.error
+
+    where = f"OPENAI_BASE_URL={base_url!r}" if base_url else f"{OPENAI_API} (OPENAI_BASE_URL is not set)"
+    root = (base_url or OPENAI_API).rstrip("/")
+    try:
+        listing = _ask(root + "/models", api_key)
+        if listing.status in REJECTED:
+            return [f"OPENAI_API_KEY: the LLM server at {where} does not accept it (HTTP {listing.status})"]
+        if listing.status in (404, 405):  # no model list here: one token instead
+            return _completion_problems(root, api_key, where, models)
+        body = listing.json()
+        if listing.status != 200 or body is None or not isinstance(body.get("data", []), list):
+            return [_not_the_api(where, "/models", listing)]
     except (urllib.error.URLError, OSError, TimeoutError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
         hint = "start it (Ollama: `ollama serve`) or correct the URL" if base_url else "check this machine's network"
         return [f"{where}: no LLM server answers ({reason}): {hint}"]
-    served = [str(m.get("id")) for m in body.get("data", []) if isinstance(m, dict)] if isinstance(body, dict) else []
+    served = [str(m.get("id")) for m in body.get("data", []) if isinstance(m, dict)]
     if not served:
         return []
     problems = []
@@ -142,3 +195,19 @@ def llm_problems(base_url: str, api_key: str, models: list[tuple[str, str]]) -> 
                 f"{variable}={model!r}: the LLM server at {where} does not have this model (it has: {shown})"
             )
     return problems
+
+
+def _completion_problems(root: str, api_key: str, where: str, models: list[tuple[str, str]]) -> list[str]:
+    """A server without a model list: one one-token completion of the first model, which must
+    answer as the API does (JSON with `choices`)."""
+    variable, model = models[0]
+    payload = {"model": model, "messages": [{"role": "user", "content": "ok"}], "max_tokens": 1}
+    answer = _ask(root + "/chat/completions", api_key, payload)
+    body = answer.json()
+    if answer.status in REJECTED:
+        return [f"OPENAI_API_KEY: the LLM server at {where} does not accept it (HTTP {answer.status})"]
+    if answer.status == 200 and body is not None and isinstance(body.get("choices"), list):
+        return []
+    if body is not None and isinstance(body.get("error"), dict | str):  # the API's own error: about the model
+        return [f"{variable}={model!r}: the LLM server at {where} refuses a one-token request (HTTP {answer.status})"]
+    return [_not_the_api(where, "/models and /chat/completions", answer)]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from memory import bodies
 from memory.settings import (
     EmbedderKind,
     MemorySettings,
@@ -496,6 +497,7 @@ def run(run_app: Callable[[Any], None], server: Any, checked: Checked) -> None:
 
     server.on("worker_registered", registered)
     logging.getLogger("livekit.agents").addFilter(handled)
+    bodies.install("livekit.agents", "livekit.plugins.openai", "memory")  # a web page's title, not the page
     try:
         run_app(server)
     finally:

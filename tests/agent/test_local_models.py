@@ -103,3 +103,65 @@ def test_a_livekit_server_that_refuses_connections_is_named_once_and_the_retries
     assert said[0] == said[1]
     assert said[0].startswith("LIVEKIT_URL='ws://127.0.0.1:7880': the LiveKit server cannot be reached (")
     assert "Connect call failed" in said[0] and "livekit-server --dev" in said[0]
+
+
+async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+
+
+PAGE = "<html><head><title>Welcome to the Router Admin Panel</title></head><body>" + "<p>secret body</p>" * 200
+
+
+async def test_a_web_page_on_the_models_url_is_named_in_one_line_without_its_body() -> None:
+    """A wrong port (some other web server answers every path with a page) and a missing /v1
+    (the root answers 404 pages): the check asks, sees no API JSON, and says what answered."""
+
+    async def page(_request: web.Request) -> web.Response:
+        return web.Response(text=PAGE, content_type="text/html")
+
+    async def missing(_request: web.Request) -> web.Response:
+        return web.Response(text="<html><title>404 Not Found</title>nothing here</html>", status=404,
+                            content_type="text/html")  # fmt: skip
+
+    wrong_port = web.Application()
+    wrong_port.router.add_route("*", "/{tail:.*}", page)
+    no_v1 = web.Application()
+    no_v1.router.add_route("*", "/{tail:.*}", missing)
+    runner, url = await _serve(wrong_port)
+    runner2, url2 = await _serve(no_v1)
+    try:
+        (line,) = await asyncio.to_thread(llm_problems, url + "/v1", "", [("OPENAI_LLM_MODEL", "llama3.2")])
+        assert line.startswith(f"OPENAI_BASE_URL='{url}/v1': what answers at /models is not an OpenAI-compatible API")
+        assert "HTTP 200, text/html, a page titled 'Welcome to the Router Admin Panel'" in line
+        assert "secret body" not in line and "\n" not in line and "correct OPENAI_BASE_URL" in line
+        (line2,) = await asyncio.to_thread(llm_problems, url2, "", [("OPENAI_LLM_MODEL", "llama3.2")])
+        assert "HTTP 404, text/html, a page titled '404 Not Found'" in line2 and "nothing here" not in line2
+        assert "/v1" in line2
+    finally:
+        await runner.cleanup()
+        await runner2.cleanup()
+
+
+async def test_a_server_without_a_model_list_is_asked_for_one_token() -> None:
+    asked: list[dict[str, object]] = []
+
+    async def complete(request: web.Request) -> web.Response:
+        asked.append(await request.json())
+        if asked[-1]["model"] != "llama3.2":
+            return web.json_response({"error": {"message": "model not found"}}, status=404)
+        return web.json_response({"choices": [{"index": 0, "message": {"role": "assistant", "content": "o"}}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", complete)
+    runner, url = await _serve(app)
+    try:
+        assert await asyncio.to_thread(llm_problems, url + "/v1", "", [("OPENAI_LLM_MODEL", "llama3.2")]) == []
+        assert asked[-1]["max_tokens"] == 1
+        (line,) = await asyncio.to_thread(llm_problems, url + "/v1", "", [("OPENAI_LLM_MODEL", "qwen")])
+        assert line.startswith("OPENAI_LLM_MODEL='qwen': the LLM server at") and "HTTP 404" in line
+    finally:
+        await runner.cleanup()
