@@ -53,8 +53,61 @@ def _parser() -> argparse.ArgumentParser:
         "OPENAI_*, MEMORY_*); LiveKit's variables are not needed.",
     )
     ap.add_argument("user", metavar="USER", help="who you are: the participant identity memory is kept under")
+    ap.add_argument(
+        "--agent",
+        metavar="FILE_OR_MODULE[:CLASS]",
+        help="talk to your own agent instead of the worker's: a file (my_agent.py) or module (my_pkg.agents) "
+        "and its Agent class (default: the one Agent subclass it defines), made with no arguments; "
+        "memory is attached to its session exactly as in a call",
+    )
     ap.add_argument("--verbose", action="store_true", help="memory's own log lines, and tracebacks")
     return ap
+
+
+def agent_factory(spec: str) -> Callable[[], Any]:
+    """The Agent class `spec` names (`path/to/file.py[:Class]` or `package.module[:Class]`),
+    imported as the worker would import it. Raises ValueError naming what is wrong."""
+    import importlib
+    import importlib.util
+    from pathlib import Path
+
+    from livekit.agents import Agent
+
+    where, _, name = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    path = Path(where)
+    try:
+        if where.endswith(".py") or path.is_file():
+            if not path.is_file():
+                raise ValueError(f"--agent {spec!r}: there is no file {str(path)!r}")
+            module_spec = importlib.util.spec_from_file_location(path.stem, path)
+            if module_spec is None or module_spec.loader is None:
+                raise ValueError(f"--agent {spec!r}: {str(path)!r} is not a Python file")
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[path.stem] = module  # as `python my_agent.py` would name it, for its own imports
+            sys.path.insert(0, str(path.resolve().parent))
+            module_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+    except ValueError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the module's own error, in one line
+        raise ValueError(f"--agent {spec!r}: importing it failed: {describe_error(exc)}") from None
+    if name:
+        found = getattr(module, name, None)
+        if not (isinstance(found, type) and issubclass(found, Agent)):
+            raise ValueError(f"--agent {spec!r}: {where} has no Agent class {name!r}")
+        return found
+    own = [
+        v
+        for v in vars(module).values()
+        if isinstance(v, type) and issubclass(v, Agent) and v.__module__ == module.__name__
+    ]
+    if len(own) != 1:
+        named = ", ".join(sorted(v.__name__ for v in own)) or "none"
+        raise ValueError(
+            f"--agent {spec!r}: name the class (FILE:CLASS): {where} defines {len(own)} Agent classes ({named})"
+        )
+    return own[0]
 
 
 def chat_problems(env: dict[str, str]) -> list[str]:
@@ -122,6 +175,23 @@ def _memory_note(memory: Any, before: int) -> str | None:
     return f"· memory: {', '.join(parts)}" if parts else None
 
 
+def _announce_loading(loop: asyncio.AbstractEventLoop, loading: Future[None]) -> None:
+    """Say that memory is loading behind the prompt, and when it is ready: a first message
+    typed before then waits for it."""
+    import time
+
+    started = time.perf_counter()
+    if not loading.done():
+        _say("· memory is loading (the embedder, Mem0, a first look-up); a message sent now waits for it")
+
+    def ready(future: Future[None]) -> None:
+        if future.exception() is None:
+            line = f"· memory is ready ({time.perf_counter() - started:.1f} s)"
+            loop.call_soon_threadsafe(_say, f"\n{line}\nyou: " if sys.stdin.isatty() else line)
+
+    loading.add_done_callback(ready)
+
+
 def _llm(model: str) -> Any:
     """The worker's LLM as configured (OPENAI_*): a local server needs no key, but the
     OpenAI client wants one."""
@@ -131,7 +201,9 @@ def _llm(model: str) -> Any:
     return openai.LLM(model=model, api_key=models.api_key or "unused", base_url=models.base_url or None)
 
 
-async def _chat(identity: str, settings: Any, load: Callable[[], Future[None]]) -> int:
+async def _chat(
+    identity: str, settings: Any, load: Callable[[], Future[None]], agent: Callable[[], Any] | None = None
+) -> int:
     from livekit.agents import AgentSession, TurnHandlingOptions, llm
 
     import memory
@@ -164,10 +236,16 @@ async def _chat(identity: str, settings: Any, load: Callable[[], Future[None]]) 
     session.on("close", on_close)
     status = 0
     try:
-        await session.start(agent=memory.first_agent(None, mem, identity=identity))
-        _say(f"· chatting as {identity!r} ({settings.mode.value}); /quit or Ctrl-D to leave")
+        if agent is not None:  # the integrator's own agent, as their entrypoint starts it
+            await session.start(agent=agent())
+            _say(f"· chatting with your {type(session.current_agent).__name__} as {identity!r} "
+                 f"({settings.mode.value}); /quit or Ctrl-D to leave")  # fmt: skip
+        else:
+            await session.start(agent=memory.first_agent(None, mem, identity=identity))
+            _say(f"· chatting as {identity!r} ({settings.mode.value}); /quit or Ctrl-D to leave")
         await session.generate_reply(instructions=memory.load_prompt("greeting"))  # as a call begins
         loading = load()  # memory's models, behind the prompt
+        _announce_loading(loop, loading)
         _lines(loop, inbox)
         while not stop.is_set():
             if sys.stdin.isatty():
@@ -235,7 +313,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if found:
         _cannot_start(found)
         return 2
-    return asyncio.run(_chat(identity, settings, loading[0]))
+    agent: Callable[[], Any] | None = None
+    if args.agent:  # the integrator's module, imported once the configuration is known to work
+        try:
+            agent = agent_factory(args.agent)
+        except ValueError as exc:
+            _cannot_start([str(exc)])
+            import memory
+
+            memory.close()  # the store opened for the chat; its embedded server stops with it
+            return 2
+    return asyncio.run(_chat(identity, settings, loading[0], agent))
 
 
 def _cannot_start(problems: list[str]) -> None:
