@@ -62,6 +62,12 @@ class MemoryRecord:
     score: float = 0.0
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        """What a developer printing a recall needs: the text, the score, the kind; not the metadata."""
+        text = self.text if len(self.text) <= 80 else self.text[:77] + "..."
+        kind = f", category={self.category!r}" if self.category else ""
+        return f"MemoryRecord(text={text!r}, score={self.score:.2f}{kind}, id={self.id[:8]!r})"
+
     @classmethod
     def from_payload(cls, mem_id: str, payload: dict[str, Any], score: float = 0.0) -> MemoryRecord:
         known = {"data", "user_id", "category", "slot", "created_at", "updated_at", "hash"}

@@ -167,11 +167,15 @@ def _lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]) ->
     threading.Thread(target=read, name="chat-stdin", daemon=True).start()
 
 
-def _memory_note(memory: Any, before: int) -> str | None:
-    """What memory gave the replies since turn `before`: a line, or None when nothing."""
+PROFILE_NOTE = "your profile (the facts kept about you, which GATED gives every reply)"
+
+
+def _memory_note(memory: Any, before: int, *, profile_said: bool = False) -> str | None:
+    """What memory gave the replies since turn `before`: a line, or None when nothing. The
+    profile is explained once (`profile_said`: the chat said it already), not after every turn."""
     recalled = sum(t.injected for t in memory.turns[before:])
-    profile = any(t.profile_injected for t in memory.turns[before:])
-    parts = ([f"recalled {recalled}"] if recalled else []) + (["your profile"] if profile else [])
+    profile = not profile_said and any(t.profile_injected for t in memory.turns[before:])
+    parts = ([f"recalled {recalled}"] if recalled else []) + ([PROFILE_NOTE] if profile else [])
     return f"· memory: {', '.join(parts)}" if parts else None
 
 
@@ -235,6 +239,7 @@ async def _chat(
     session.on("conversation_item_added", on_item)
     session.on("close", on_close)
     status = 0
+    profile_said = False
     try:
         if agent is not None:  # the integrator's own agent, as their entrypoint starts it
             await session.start(agent=agent())
@@ -260,8 +265,9 @@ async def _chat(
                 heap.settle()  # everything loaded, out of the collector's full passes
             before = len(mem.turns)
             await session.run(user_input=line.strip())
-            if note := _memory_note(mem, before):
+            if note := _memory_note(mem, before, profile_said=profile_said):
                 _say(note)
+                profile_said = profile_said or PROFILE_NOTE in note
     except Exception as exc:  # noqa: BLE001 - said in one line; the journal keeps what was said
         models = cloud_models()
         _say(f"· the chat stopped: {describe_error(exc)} (OPENAI_BASE_URL: {models.base_url or 'api.openai.com'}, "

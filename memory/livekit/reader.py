@@ -70,6 +70,17 @@ class TurnLog:
     provisional: bool = False
     placed: door.Placed | None = None  # the blocks the request got
 
+    def __repr__(self) -> str:
+        """One short line a developer can read (`print(mem.turns[-1])`), not the whole record."""
+        text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
+        parts = [f"text={text!r}", f"injected={self.injected}", f"profile={self.profile_injected}"]
+        if self.recall is not None:
+            found = len(self.recall.records)
+            parts.append(f"recall=({found} found, waited {self.recall.waited_s * 1000:.0f} ms"
+                         + (", missed the budget" if self.recall.missed_budget else "")
+                         + (f", error {self.recall.error!r}" if self.recall.error else "") + ")")  # fmt: skip
+        return f"TurnLog({', '.join(parts)})"
+
 
 class MemoryReader:
     """One user's memory as the replies of one session read it."""
