@@ -31,6 +31,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from memory import api
 from memory.errors import InvalidInput
 from memory.language.quoting import quote
+from memory.mcp.refusals import run_http
+from memory.mcp.repeats import Repeats
 from memory.settings import ConfigError, McpSettings, mcp_settings
 from memory.types import MemoryRecord
 
@@ -75,6 +77,23 @@ def _allowed(user_id: str) -> None:
     who = (token.claims or {}).get("identities")
     if who is not None and user_id not in who:
         raise ToolError(REFUSED)
+
+
+def _principal() -> str:
+    """Who calls: the HTTP request's key, or the local user over stdio."""
+    token = get_access_token()
+    return "stdio" if token is None else f"key:{token.token}"
+
+
+async def _remember(user_id: str, text: str) -> dict[str, Any]:
+    """`remember`'s store and report (what a repeat of the call is answered with)."""
+    try:
+        report = await api.remember(user_id, text)
+    except InvalidInput as exc:
+        raise ToolError(str(exc)) from None
+    if report["refused"]:
+        raise ToolError("not stored: " + "; ".join(report["refused"][:3]))
+    return {k: report[k] for k in ("turns", "facts", "unchanged", "dropped", "waiting_in_journal")}
 
 
 def _lines(records: list[MemoryRecord], max_chars: int) -> str:
@@ -123,18 +142,19 @@ def build(settings: McpSettings | None = None, *, http: bool = False) -> MCPServ
             raise ToolError(str(exc)) from None
         return _lines(records, _settings().recall_max_chars)
 
+    repeats = Repeats()
+
     @server.tool()
-    async def remember(user_id: str, text: str) -> str:
+    async def remember(user_id: str, text: str, request_id: str | None = None) -> str:
         """Store `text` as something the user said (secrets are left out). NORMAL keeps it as
-        said; GATED keeps the durable facts in it. Says what was stored."""
+        said; GATED keeps the durable facts in it. Says what was stored. The same call again
+        within 10 minutes (a retry) stores nothing and gets the first answer, with
+        "repeated": true; to store the same words twice on purpose, give each call its own
+        `request_id`."""
         _allowed(user_id)
-        try:
-            report = await api.remember(user_id, text)
-        except InvalidInput as exc:
-            raise ToolError(str(exc)) from None
-        if report["refused"]:
-            raise ToolError("not stored: " + "; ".join(report["refused"][:3]))
-        return quote({k: report[k] for k in ("turns", "facts", "unchanged", "dropped", "waiting_in_journal")})
+        key = Repeats.key(_principal(), user_id, text, request_id)
+        answer, repeated = await repeats.once(key, lambda: _remember(user_id, text))
+        return quote({**answer, "repeated": True} if repeated else answer)
 
     @server.tool()
     async def list_memories(user_id: str, limit: int = 50) -> str:
@@ -198,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     server = build(settings, http=args.http)
     if args.http:
         print(f"{PROG}: listening on http://{settings.host}:{settings.port}/mcp", file=sys.stderr, flush=True)
-        server.run("streamable-http", host=settings.host, port=settings.port)
+        run_http(server, settings.host, settings.port)  # a refused key explained to the client
     else:
         server.run("stdio")
     return 0

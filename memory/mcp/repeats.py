@@ -1,0 +1,61 @@
+"""`remember` of the same thing twice, by a client that retried, stores it once.
+
+An MCP client whose call timed out (or whose connection dropped before the answer) sends
+the call again; both arrive and, without this, the memory is stored twice. A call is
+known by its client's key (`request_id`, when the client sends one) or else by what it
+asks: the principal (the HTTP key, or the local user over stdio), the identity and the
+text. The same call within `WINDOW_S` gets the first call's answer (also while the first
+is still running) and stores nothing; a call that failed is not remembered, so its retry
+runs. A client that means to store the same words twice on purpose sends two different
+`request_id`s. Per server process, bounded (`MAX_KEYS`, oldest dropped first)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+WINDOW_S = 600.0  # a client's retries come within seconds to minutes
+MAX_KEYS = 10_000
+
+
+class Repeats:
+    """The answers of recent calls, by call key: a repeat within the window gets the same answer."""
+
+    def __init__(
+        self, window_s: float = WINDOW_S, max_keys: int = MAX_KEYS, clock: Callable[[], float] = time.monotonic
+    ):
+        self.window_s, self.max_keys, self.clock = window_s, max_keys, clock
+        self._calls: OrderedDict[str, tuple[float, asyncio.Future[Any]]] = OrderedDict()
+
+    @staticmethod
+    def key(principal: str, user_id: str, text: str, request_id: str | None) -> str:
+        """The call's key: the client's own, or what the call asks (the text as sent, ends trimmed)."""
+        what = ("id", request_id) if request_id else ("text", text.strip())
+        return hashlib.sha256(repr((principal, user_id, *what)).encode()).hexdigest()
+
+    async def once(self, key: str, call: Callable[[], Awaitable[Any]]) -> tuple[Any, bool]:
+        """`call`'s answer and False, or, for a repeat within the window, the first call's
+        answer and True (nothing run)."""
+        now = self.clock()
+        while self._calls and now - next(iter(self._calls.values()))[0] > self.window_s:
+            self._calls.popitem(last=False)
+        seen = self._calls.get(key)
+        if seen is not None:
+            return await asyncio.shield(seen[1]), True
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._calls[key] = (now, future)
+        while len(self._calls) > self.max_keys:
+            self._calls.popitem(last=False)
+        try:
+            answer = await call()
+        except BaseException as exc:
+            self._calls.pop(key, None)  # a failed call is not a result: its retry runs
+            future.set_exception(exc)
+            future.exception()  # retrieved: a failure nobody waited for is not logged as lost
+            raise
+        future.set_result(answer)
+        return answer, False
