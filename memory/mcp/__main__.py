@@ -1,5 +1,5 @@
 """`python -m memory.mcp`: the MCP server (see `memory.mcp.server`)."""
 
-from memory.mcp.server import main
+from memory.mcp import main
 
 raise SystemExit(main())

@@ -22,6 +22,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from memory.mcp import require
+
+require()  # the SDK is an extra: without it, an ImportError that names it
+
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings

@@ -157,3 +157,31 @@ async def test_repeats_within_the_window_run_once_and_failures_are_not_remembere
     gate.set()
     assert await first == ({"turns": 1}, False) and await second == ({"turns": 1}, True)
     assert len(runs) == before + 1  # the retry that came while the first ran did not store again
+
+
+HIDE_MCP = "import sys; sys.modules['mcp'] = None  # as if the extra were not installed\n"
+
+
+def test_without_the_extra_the_command_and_an_import_name_it_in_one_line(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(root)}
+    command = subprocess.run(
+        [sys.executable, "-c", HIDE_MCP + "from memory.mcp import main; raise SystemExit(main([]))"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert command.returncode == 2 and command.stderr.splitlines() == [
+        "memory-mcp: cannot start: memory-mcp needs the MCP SDK, an extra: pip install "
+        "'livekit-agent-memory[mcp]' (uv: uv add 'livekit-agent-memory[mcp]')"
+    ], command.stderr
+    imported = subprocess.run(
+        [sys.executable, "-c", HIDE_MCP + "import memory.mcp.server"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    last = imported.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "ImportError: memory-mcp needs the MCP SDK, an extra: pip install 'livekit-agent-memory[mcp]'"
+    )
