@@ -134,6 +134,11 @@ WORDS: dict[str, tuple[str, str]] = {
     "past_top_k": ("{k} better ones came first (MEMORY_TOP_K)", "已有 {k} 条更好的（MEMORY_TOP_K）"),
     "block": ("The block the model sees", "模型看到的记忆块"),
     "keywords": ("Keywords (weight)", "关键词（权重）"),
+    "user_words": (
+        "The words that name the user (I, me, you, 我, 你) are read as {words}, as memories about the user are "
+        "written, and matched as such.",
+        "指代用户的词（我、你、I、you）按 {words} 匹配，与关于用户的记忆写法一致。",
+    ),
     "archive_matches": ("Archive matches (similarity ≥ {min})", "存档匹配（相似度 ≥ {min}）"),
     "similarity": ("Similarity (−1–1)", "相似度（−1–1）"),
     "forget_title": ("Forget {user}", "遗忘 {user}"),

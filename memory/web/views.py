@@ -194,7 +194,7 @@ class Operator:
         ]
         shown, line_max = fit_recalled(recalled, self.settings.recall_max_chars)
         doc["block"] = format_memories(shown, line_max=line_max, zone=self.zone)
-        return doc
+        return _user_words_apart(doc)
 
     # -------------------------------------------------------- export, forget
     def export(self, user_id: str) -> str:
@@ -256,3 +256,15 @@ class Operator:
 
 
 __all__ = ["Operator", "Paging", "Unknown"]
+
+
+def _user_words_apart(doc: dict[str, Any]) -> dict[str, Any]:
+    """The recall view's keywords without the word the pronouns were made (我/你/I/you are
+    read as 用户/user, which memories about the user hold): an operator read 用户 as a word
+    the user typed. Those go to `user_words`, said apart with what they stand for."""
+    from memory.language.lexical import USER_EN, USER_ZH
+
+    neutral = {USER_ZH, USER_EN}
+    doc["user_words"] = [k for k in doc["keywords"] if k["word"] in neutral]
+    doc["keywords"] = [k for k in doc["keywords"] if k["word"] not in neutral]
+    return doc
