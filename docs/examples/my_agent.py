@@ -6,6 +6,14 @@ Everything here is the plain LiveKit agent from LiveKit's quick start; the three
     pip install livekit-agent-memory
     python my_agent.py dev        # LIVEKIT_URL, LIVEKIT_API_KEY, LIVEKIT_API_SECRET, OPENAI_API_KEY set
 
+Or typed, without LiveKit, with memory attached as in a call (OPENAI_API_KEY, or a local
+OPENAI_BASE_URL):
+
+    memory-chat alice --agent my_agent.py
+
+A local model server (OPENAI_BASE_URL) still needs some OPENAI_API_KEY for the plugins below
+(`OPENAI_API_KEY=local`): LiveKit's OpenAI plugin refuses to start without one.
+
 Each participant identity gets its own memory: what a caller said in one call, the agent
 knows in the next.
 """
