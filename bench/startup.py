@@ -11,15 +11,20 @@ unmeasured start of each (a warm install: files in the page cache, the data dire
   stand-in (bench/local_llm_server.py), until the greeting is printed and the user can
   type; without memory, a bare LiveKit text chat (the same LLM plugin and stand-in, an
   `AgentSession` and an `Agent`) to its greeting;
+- chat to its first reply: the same two chats, the first line typed as soon as the greeting
+  is printed (memory's models load behind the prompt; that line waits for them, and the chat
+  says when memory is ready): spawn to that line's reply, and the wait after the line;
 - `dev` to registered: `agent.py dev` and `bench/plain_agent.py dev` against the stand-in
   LiveKit server `bench.job_memory` uses (bench.start_soak), until the worker has registered.
 
 Prints a table (median seconds with and without memory, the added seconds) and, last, one
-JSON line: import_added_s, chat_prompt_added_s, dev_registered_added_s, with the load
-average. Goal: at most 3 s added to each on a quiet 2-core machine. On a busy machine wall
-time says little, so the chat's start is also given as the CPU time its process had used
-when the greeting was printed (`chat_prompt_cpu_added_s`; /proc, the process's own threads,
-not the embedded Postgres server it starts).
+JSON line: import_added_s, chat_prompt_added_s, chat_first_reply_added_s (with
+chat_first_reply_wait_memory_s / _plain_s and chat_memory_ready_after_prompt_s),
+dev_registered_added_s, with the load average. Goal: at most 3 s added to each on a quiet
+2-core machine. On a busy machine wall time says little, so the chat's start is also given
+as the CPU time its process had used when the greeting was printed
+(`chat_prompt_cpu_added_s`; /proc, the process's own threads, not the embedded Postgres
+server it starts).
 """
 
 from __future__ import annotations
@@ -61,7 +66,8 @@ async def main():
     await session.start(agent=Agent(instructions="You are a helpful assistant."))
     print("· chatting", flush=True)
     await session.generate_reply(instructions="Greet the user.")
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    while line := await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline):
+        await session.run(user_input=line.strip())
     await session.aclose()
 
 
@@ -151,7 +157,50 @@ async def _dev(memory: bool, env: dict[str, str]) -> tuple[float, float | None]:
         await stand_in.cleanup()
 
 
-MEASURES = {"import": _import, "chat_prompt": _chat, "dev_registered": _dev}
+# The chat's first reply: what the first message typed at the prompt waits (memory loads
+# behind the prompt, and that message waits for it), per run: (wait after the line was sent,
+# memory ready after the prompt or None without memory).
+FIRST_LINE = "What's my sister's name?"
+first_reply_parts: dict[str, list[tuple[float, float | None]]] = {"on": [], "off": []}
+
+
+async def _chat_first_reply(memory: bool, env: dict[str, str]) -> tuple[float, float | None]:
+    """Seconds from spawn to the reply to a line typed as soon as the greeting is printed
+    (the greeting is the prompt), with the wait after the line and when memory said ready."""
+    cmd = [sys.executable, "-m", "memory.chat", f"bench-startup-{uuid.uuid4().hex[:6]}"] if memory else [
+        sys.executable, "-c", PLAIN_CHAT]  # fmt: skip
+    started = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env=env, cwd=str(ROOT),
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdin is not None
+    seen: list[str] = []
+    prompt = sent = ready = None
+    try:
+        async with asyncio.timeout(300):
+            while line := (await proc.stdout.readline()).decode(errors="replace"):
+                seen.append(line)
+                now = time.perf_counter()
+                if line.startswith("· memory is ready") and prompt is not None:
+                    ready = now - prompt
+                if not line.startswith("agent: "):
+                    continue
+                if sent is None:  # the greeting: the prompt is there, the user types at once
+                    prompt = sent = now
+                    proc.stdin.write(f"{FIRST_LINE}\n".encode())
+                    await proc.stdin.drain()
+                    continue
+                first_reply_parts["on" if memory else "off"].append((now - sent, ready))
+                return now - started, None
+    except TimeoutError:
+        pass
+    finally:
+        await _end(proc)
+    raise SystemExit(f"bench.startup: {cmd[1:3]} never replied to the first line:\n{''.join(seen[-15:])}")
+
+
+MEASURES = {"import": _import, "chat_prompt": _chat, "chat_first_reply": _chat_first_reply, "dev_registered": _dev}
 
 
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
@@ -205,6 +254,13 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             on, off = statistics.median(cpu[name]["on"]), statistics.median(cpu[name]["off"])
             out[f"{name}_cpu_memory_s"], out[f"{name}_cpu_plain_s"] = round(on, 2), round(off, 2)
             out[f"{name}_cpu_added_s"] = round(on - off, 2)
+    if first_reply_parts["on"] and first_reply_parts["off"]:
+        waits_on = [w for w, _ in first_reply_parts["on"]]
+        out["chat_first_reply_wait_memory_s"] = round(statistics.median(waits_on), 2)
+        out["chat_first_reply_wait_plain_s"] = round(statistics.median(w for w, _ in first_reply_parts["off"]), 2)
+        ready = [r for _, r in first_reply_parts["on"] if r is not None]
+        out["chat_memory_ready_after_prompt_s"] = round(statistics.median(ready), 2) if ready else None
+        out["first_reply_runs"] = first_reply_parts
     out["runs"] = runs
     out["cpu_runs"] = {name: r for name, r in cpu.items() if r["on"]}
     out["load_average_1m"] = {"min": round(min(loads), 2), "max": round(max(loads), 2)} if loads else None
@@ -222,6 +278,10 @@ def print_table(out: dict[str, Any]) -> None:
         if f"{name}_cpu_added_s" in out:
             print(f"{name + ' CPU':>15} {out[f'{name}_cpu_memory_s']:>7.2f} s {out[f'{name}_cpu_plain_s']:>7.2f} s "
                   f"{out[f'{name}_cpu_added_s']:>7.2f} s")  # fmt: skip
+    if "chat_first_reply_wait_memory_s" in out:
+        print(f"the first typed line's reply waited {out['chat_first_reply_wait_memory_s']:.2f} s with memory "
+              f"({out['chat_first_reply_wait_plain_s']:.2f} s plain); memory said ready "
+              f"{out['chat_memory_ready_after_prompt_s']} s after the prompt")  # fmt: skip
     print(f"load average (1 min) during the run: {out['load_average_1m']}")
 
 
