@@ -265,7 +265,13 @@ def main() -> None:
         finally:
             await runner.cleanup()
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except OSError as exc:  # the port taken (another stand-in still running), the address not this machine's
+        where = f"{args.host}:{args.port}"
+        raise SystemExit(f"{ap.prog}: cannot listen on {where}: {exc.strerror or exc} (--port)") from None
+    except KeyboardInterrupt:
+        pass
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import socket
 import subprocess
 import sys
 import tempfile
@@ -107,6 +108,16 @@ def test_with_neither_a_key_nor_a_server_the_refusal_names_the_stand_in(tmp_path
     helped = subprocess.run([sys.executable, "-m", "bench.local_llm_server", "--help"], capture_output=True,
                             text=True, cwd=ROOT, timeout=60)  # fmt: skip
     assert helped.stdout.startswith("usage: python -m bench.local_llm_server ")
+    with socket.socket() as taken:  # a stand-in still running from before: one line, not a traceback
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        again = subprocess.run([sys.executable, "-m", "bench.local_llm_server", "--port", str(port)],
+                               capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+    assert again.returncode == 1 and again.stderr.startswith(
+        f"python -m bench.local_llm_server: cannot listen on 127.0.0.1:{port}: "
+    ), again.stderr
+    assert len(again.stderr.splitlines()) == 1 and "Traceback" not in again.stderr
 
 
 OWN_AGENT = '''
