@@ -71,7 +71,17 @@ async def _chat(python: Path, cwd: Path, env: dict[str, str], user: str, line: s
 async def test_the_installed_wheel_runs_the_integration_example_and_the_next_session_remembers(tmp_path: Path) -> None:
     """docs/integrate.md's steps, with only what it documents: the wheel, the example agent
     typed with `memory-chat --agent`, a local model server and no OpenAI key."""
-    python = await asyncio.to_thread(_install, tmp_path)
+    # The virtualenv outside pytest's tree too: the embedded server runs as its own system
+    # user and loads pgvector from the installed package (pytest's tree is private to root).
+    home = Path(tempfile.mkdtemp(prefix="memory-tests-venv-"))
+    home.chmod(0o755)
+    try:
+        await _two_sessions(await asyncio.to_thread(_install, home), tmp_path)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+async def _two_sessions(python: Path, tmp_path: Path) -> None:
     # A data directory of the installed package's own (its embedded Postgres, started by the
     # first session, stopped by the last): outside pytest's tree, which is private to root.
     data_dir = Path(tempfile.mkdtemp(prefix="memory-tests-installed-"))
