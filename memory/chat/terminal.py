@@ -11,6 +11,9 @@ there (`conversation_item_added`), and every reply's request gets the user's mem
 `llm_node` (`on_user_turn_completed`, which typed input skips, is used for neither). So
 what a chat remembers, a call recalls, and the other way round.
 
+`--agent my_agent.py` puts an integrator's own Agent class in the worker's agent's place (its
+instructions and tools; memory attached the same way): their integration, seen working typed.
+
 Needs only an OpenAI key, or `OPENAI_BASE_URL` pointing at any OpenAI-compatible server
 (Ollama, vLLM, llama.cpp's server): no LiveKit server, no sound card. The configuration
 and the store are checked before LiveKit and the models load.
