@@ -209,3 +209,39 @@ def test_what_a_developer_prints_reads_in_one_short_line() -> None:
     assert repr(turn) == (
         "TurnLog(text=\"What's my sister's name?\", injected=1, profile=False, recall=(1 found, waited 12 ms))"
     )
+
+
+async def test_a_job_process_with_memory_logs_a_model_servers_page_by_its_title(
+    store: Any, user_id: str, caplog: Any
+) -> None:
+    """A worker's job process (where the LLM's errors happen): `memory.attach` puts the filter
+    on LiveKit's loggers, so LiveKit's retry warnings and errors carry the page's title only."""
+    import dataclasses
+
+    from livekit.agents import Agent, APIStatusError
+
+    import memory
+    from harness.scripted import RecordingLLM, VoiceHarness
+    from memory import api
+
+    before = api.runtime()
+    api.use(dataclasses.replace(store.settings), store)
+    try:
+        harness = VoiceHarness(Agent(instructions="You are an assistant."), llm=RecordingLLM(lambda _r: "ok"))
+        mem = memory.attach(harness.session, user_id=user_id)
+        error = APIStatusError("Error code: 404", status_code=404, body=PAGE)
+        with caplog.at_level(logging.WARNING, logger="livekit.agents"):
+            logging.getLogger("livekit.agents").warning("failed to generate LLM completion: %s", error)
+            try:
+                raise error
+            except APIStatusError:
+                logging.getLogger("livekit.agents").exception("Error in _llm_inference_task")
+        await mem.aclose()
+    finally:
+        if before is not None:
+            api.use(before.settings, before.store, before.retriever)
+        else:
+            api.forget_runtime()
+    said = caplog.text
+    assert "page text" not in said and "<html" not in said.lower(), said[-2000:]
+    assert said.count("[an HTML page titled 'Welcome to nginx!', not shown]") == 2, said[-2000:]
