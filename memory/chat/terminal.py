@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -192,8 +193,10 @@ def _announce_loading(loop: asyncio.AbstractEventLoop, loading: Future[None]) ->
         _say("· memory is loading (the embedder, Mem0, a first look-up); a message sent now waits for it")
 
     def ready(future: Future[None]) -> None:
-        if future.exception() is None:
-            line = f"· memory is ready ({time.perf_counter() - started:.1f} s)"
+        if future.exception() is not None or loop.is_closed():  # a failed load is said by the chat; gone: nobody
+            return
+        line = f"· memory is ready ({time.perf_counter() - started:.1f} s)"
+        with contextlib.suppress(RuntimeError):  # the chat closed its loop meanwhile (left before memory was ready)
             loop.call_soon_threadsafe(_say, f"\n{line}\nyou: " if sys.stdin.isatty() else line)
 
     loading.add_done_callback(ready)
