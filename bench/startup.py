@@ -228,6 +228,8 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             for memory in (True, False):  # unmeasured: a warm install, the data directory made
                 await measure(memory, env)
+            for parts in first_reply_parts.values():
+                parts.clear()  # the unmeasured runs' parts are not figures either
             for round_ in range(args.rounds):
                 for memory in (True, False) if round_ % 2 == 0 else (False, True):
                     seconds, cpu_s = await measure(memory, env)
