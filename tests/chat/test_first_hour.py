@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import shutil
 import socket
 import subprocess
 import sys
@@ -153,6 +154,7 @@ async def test_the_chat_runs_an_integrators_own_agent_with_memory_attached(tmp_p
                                      env, tmp_path)  # fmt: skip
     finally:
         await runner.cleanup()
+        shutil.rmtree(data_dir, ignore_errors=True)  # its server stopped with the chat
     assert code == 0, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     assert f"· chatting with your Concierge as {user!r}" in out, out
