@@ -20,15 +20,35 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from memory.language.secret_rules import MARK, RULES, Rule, apply
+from memory.language.secret_rules import MARK, RULES, Rule, apply, find_spans
+from memory.language.spoken import spoken_digits
 
 __all__ = ["MARK", "is_secret_field", "redact_document", "redact_secrets"]
 
 
 def redact_secrets(text: str, rules: Iterable[Rule] = RULES) -> tuple[str, list[str]]:
     """The text with every secret found replaced by `MARK`, and the kinds found (for
-    logs and metrics: never the values)."""
-    return apply(text, rules)
+    logs and metrics: never the values).
+
+    The rules read the text as it is, then its digit form (`spoken.py`: "four four seven
+    one" -> 4471, 幺三八 -> 138): what they find there is replaced in the words the user
+    said."""
+    rules = tuple(rules)
+    text, found = apply(text, rules)
+    spoken = spoken_digits(text)
+    if not spoken.pieces:
+        return text, found
+    spans, kinds = find_spans(spoken.text, rules)
+    merged: list[list[int]] = []
+    for start, end in sorted(spoken.to_original(s, e) for s, e in spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    for start, end in reversed(merged):
+        if MARK not in text[start:end]:
+            text = text[:start] + MARK + text[end:]
+    return text, found + kinds
 
 
 # Field names (keys) whose value is a secret whatever it looks like: {"password": "sunshine"}.
