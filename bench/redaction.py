@@ -30,8 +30,7 @@ from pathlib import Path
 from bench.evaldata import MissingEvalFile, eval_file, file_kind, known_files, load_gate, load_retrieval
 from bench.hostile_probes import PLAIN, PLAIN_SAID, SECRETS, SECRETS_HELD_OUT, SECRETS_ISSUE30, SECRETS_SAID
 from bench.stats import mean_interval
-from memory.language.redact import redact_secrets
-from memory.language.secret_rules import RULES
+from memory.language.redact import RULES, redact_secrets
 
 
 def texts_of(path: Path) -> list[str]:

@@ -20,10 +20,16 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from memory.language.secret_rules import MARK, RULES, Rule, apply, find_spans
+from memory.language.purpose_rules import PURPOSE_RULES
+from memory.language.secret_rules import MARK, Rule, apply, find_spans
+from memory.language.secret_rules import RULES as SHAPE_RULES
 from memory.language.spoken import spoken_digits
 
-__all__ = ["MARK", "is_secret_field", "redact_document", "redact_secrets"]
+__all__ = ["MARK", "RULES", "is_secret_field", "redact_document", "redact_secrets"]
+
+# Secrets by their shape and keyword, then by what they are for (a security answer, a
+# recovery phrase, a one-time or door code, a tax or travel document's number).
+RULES: tuple[Rule, ...] = (*SHAPE_RULES, *PURPOSE_RULES)
 
 
 def redact_secrets(text: str, rules: Iterable[Rule] = RULES) -> tuple[str, list[str]]:

@@ -127,7 +127,9 @@ def _after_keyword(
     12345678"). Each gap length is tried in turn, so that a first verb whose value is no
     secret ("password *to my* bank is X") does not hide the one after it."""
     key = re.compile(keyword, flags)
-    tails = [re.compile(rf"(?:\s+{_EN_GAP}){{{g}}}{verb}[\"'“‘]?({value})", flags) for g in range(gap + 1)]
+    # "is just sunflowerseeds": a softener between the verb and the value
+    tails = [re.compile(rf"(?:\s+{_EN_GAP}){{{g}}}{verb}(?:(?:just|simply|literally)\s+)?[\"'“‘]?({value})", flags)
+             for g in range(gap + 1)]  # fmt: skip
 
     def find(text: str) -> Iterator[Span]:
         for k in key.finditer(text):
