@@ -74,7 +74,9 @@ def secret_left(original: str, redacted: str, secret: str) -> bool:
 
 def sentence_set(name: str) -> dict[str, object]:
     """Share caught and look-alikes changed on one set of `bench/data/redaction/`."""
-    doc = json.loads((SETS / f"{name}.json").read_text(encoding="utf-8"))
+    path = Path(name) if name.endswith(".json") else SETS / f"{name}.json"
+    name = path.stem
+    doc = json.loads(path.read_text(encoding="utf-8"))
     out: dict[str, object] = {}
     missed: list[str] = []
     for lang in ("en", "zh", "all"):
@@ -150,7 +152,8 @@ def main() -> None:
     ap.add_argument("--data", nargs="*", help="eval files (default: every one found, bench/data/eval/README.md)")
     ap.add_argument("--show", type=int, default=20, help="texts changed to print")
     ap.add_argument("--sets", nargs="*", default=["held_apart", "tuning"],
-                    help="sets of bench/data/redaction/ to measure (held_apart: once, at the end)")  # fmt: skip
+                    help="sets of bench/data/redaction/ to measure (held_apart: once, at the end), or a .json "
+                         "path of that format (bench/data/blind/redaction_tuning.json)")  # fmt: skip
     args = ap.parse_args()
     paths = [Path(p) for p in args.data] if args.data else _default_paths()
     result = probes()

@@ -29,7 +29,12 @@ __all__ = ["MARK", "RULES", "is_secret_field", "redact_document", "redact_secret
 
 # Secrets by their shape and keyword, then by what they are for (a security answer, a
 # recovery phrase, a one-time or door code, a tax or travel document's number).
-RULES: tuple[Rule, ...] = (*SHAPE_RULES, *PURPOSE_RULES)
+# A password spelled out goes first: the shape rules would take its first word alone.
+RULES: tuple[Rule, ...] = (
+    *(r for r in PURPOSE_RULES if r.name == "spelled_password"),
+    *SHAPE_RULES,
+    *(r for r in PURPOSE_RULES if r.name != "spelled_password"),
+)
 
 
 def redact_secrets(text: str, rules: Iterable[Rule] = RULES) -> tuple[str, list[str]]:

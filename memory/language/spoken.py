@@ -26,23 +26,37 @@ _REPEAT = {"double": 2, "triple": 3, "treble": 3}
 _ALTERNATIVES = "|".join(sorted(set(_UNITS) | set(_DIGIT_WORD), key=len, reverse=True))
 _WORD = rf"(?:{_ALTERNATIVES})"
 _TOKEN = rf"(?:(?:double|triple|treble)[ -]+{_WORD}|{_WORD}(?:-{_WORD})?)"
-# A run of two number words or more ("four four seven one", "double four seven"),
-# with spaces, commas or dashes between them (a pause said or typed).
-_EN_RUN = re.compile(rf"(?<![\w'’]){_TOKEN}(?:(?:\s*[,-]\s*|\s+)(?:dash\s+)?{_TOKEN})+(?![\w'’])", re.IGNORECASE)
+_FILLER = r"(?:uh|um|er|erm|like)"
+# Between two number words: a space, a comma or a dash (a pause said or typed), "dash",
+# or a filler ("four four, uh, seven one").
+_GAP = rf"(?:\s*[,-]\s*|\s+)(?:(?:dash|{_FILLER})\s*,?\s*)?"
+# A run of two number words or more ("four four seven one", "double four seven"), or one
+# repeated digit ("triple three").
+_EN_RUN = re.compile(
+    rf"(?<![\w'’])(?:{_TOKEN}(?:{_GAP}{_TOKEN})+|(?:double|triple|treble)[ -]+{_WORD})(?![\w'’])", re.IGNORECASE
+)
 _EN_NEEDS = re.compile(
     r"\b(?:zero|one|two|three|four|five|six|seven|eight|nine|double|triple|treble|oh|nought|naught)\b", re.IGNORECASE
 )
-_SPLIT = re.compile(r"(\s*,\s*|\s*-\s*|\s+dash\s+|\s+)", re.IGNORECASE)
+_SPLIT = re.compile(rf"(\s*,\s*|\s*-\s*|\s+dash\s+|\s*,?\s+{_FILLER}\s*,?\s*|\s+)", re.IGNORECASE)
 
 _ZH_DIGIT = {"零": "0", "〇": "0", "一": "1", "幺": "1", "二": "2", "两": "2", "兩": "2", "三": "3", "四": "4",
              "五": "5", "六": "6", "七": "7", "八": "8", "九": "9"}  # fmt: skip
 _ZH_UNIT = "十百千万萬"
-# Three numerals or more read one by one (八三九二, 幺三八), or a number with units
-# (四千七百一十一); single numerals and two (一一, 三四) are words as often as numbers.
-_ZH_RUN = re.compile(rf"[{''.join(_ZH_DIGIT)}][{''.join(_ZH_DIGIT)}{_ZH_UNIT}]{{2,}}")
-_ZH_NEEDS = re.compile(rf"[{''.join(_ZH_DIGIT)}]")
+_ZH_CHARS = "".join(_ZH_DIGIT)
+# "三个六" is 666 (a digit said that many times).
+_ZH_REPEAT = rf"[两兩二三四五]个[{_ZH_CHARS}]"
+_ZH_GROUP = rf"(?:{_ZH_REPEAT}|[{_ZH_CHARS}])(?:{_ZH_REPEAT}|[{_ZH_CHARS}{_ZH_UNIT}])*"
+# Groups of numerals with spaces, commas or dashes between them (三二零一零二 一九八七,
+# 九 八 七 六, 幺二，三四，五六), three numerals or more in all; one or two alone (一一,
+# 三四) are words as often as numbers.
+_ZH_RUN = re.compile(rf"{_ZH_GROUP}(?:\s*[ ，,、-]\s*(?:[呃嗯]\s*[，,]?\s*)?{_ZH_GROUP})*")
+_ZH_NEEDS = re.compile(rf"[{_ZH_CHARS}]")
 # Single digits spaced or dashed ("4 4 7 1", "4-4-7-1"): three or more, joined.
-_SPACED = re.compile(r"(?<![\d.,])\d(?:[ -]\d(?![\d.,]))?(?:[ -]\d(?![\d.,])){2,}")
+_SPACED = re.compile(r"(?<![\d.,])\d(?:[ -]\d(?!\d|[.,]\d))?(?:[ -]\d(?!\d|[.,]\d)){2,}")
+# A word spelled out, letters and digits one by one ("X A 1 2 3", "G R E E N 7",
+# "d, r, a, g, o, n"): four or more, joined.
+_SPELLED = re.compile(r"(?<![\w'’])[A-Za-z0-9](?:(?:\s*,\s*|\s+)[A-Za-z0-9](?![\w'’])){3,}")
 
 
 @dataclass(frozen=True)
@@ -117,20 +131,38 @@ def _english(run: str) -> str | None:
         if not re.fullmatch(r"[\d ]+", digits):
             return None
         out.append(digits.replace(" ", ""))
-    if sum(len(g) for g in out) < 2 or any(not g for g in out):
+    if any(not g for g in out) or (len(out) == 1 and len(out[0]) < 2 and not _REPEAT.keys() & set(groups[0])):
         return None
-    return "-".join(out)
+    return _join(out)
 
 
-def _chinese(run: str) -> str | None:
-    if not any(ch in _ZH_UNIT for ch in run):
-        return "".join(_ZH_DIGIT[ch] for ch in run)
+def _join(groups: list[str]) -> str:
+    """Groups said one digit at a time ("six, oh, six") are one number; longer groups
+    keep a dash between them (555-123-4567)."""
+    return "".join(groups) if all(len(g) == 1 for g in groups) else "-".join(groups)
+
+
+def _chinese_group(group: str) -> str | None:
+    group = re.sub(rf"([两兩二三四五])个([{_ZH_CHARS}])", lambda m: m.group(2) * int(_ZH_DIGIT[m.group(1)]), group)
+    if not any(ch in _ZH_UNIT for ch in group):
+        return "".join(_ZH_DIGIT[ch] for ch in group)
     import cn2an
 
     try:
-        return str(cn2an.cn2an(run.replace("幺", "一"), "smart"))
+        return str(cn2an.cn2an(group.replace("幺", "一"), "smart"))
     except (ValueError, KeyError):
         return None
+
+
+def _chinese(run: str) -> str | None:
+    """Digits for a run of Chinese numerals, groups kept apart as said."""
+    groups = re.findall(_ZH_GROUP, run)
+    if sum(len(g) for g in groups) < 3:
+        return None
+    out = [_chinese_group(g) for g in groups]
+    if any(g is None for g in out):
+        return None
+    return _join([g for g in out if g is not None])
 
 
 def spoken_digits(text: str) -> Spoken:
@@ -149,6 +181,9 @@ def spoken_digits(text: str) -> Spoken:
                 found.append((m.start(), m.end(), digits))
     for m in _SPACED.finditer(text):
         found.append((m.start(), m.end(), re.sub(r"\D", "", m.group())))
+    for m in _SPELLED.finditer(text):
+        if not _SPACED.fullmatch(m.group()):
+            found.append((m.start(), m.end(), re.sub(r"[\s,]", "", m.group())))
     if not found:
         return Spoken(text, text)
     found.sort()
