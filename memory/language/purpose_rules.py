@@ -315,7 +315,8 @@ def _travel_document(text: str) -> Iterator[Span]:
 # mastercard, uh, 5522-4188-0303-7612": the word names the secret, the digits come a few
 # words later (fillers, a question and its answer); how many digits each needs.
 _CLAUSE_KEYS: tuple[tuple[re.Pattern[str], int, int], ...] = (
-    (re.compile(r"\b(?:pin|cvv2?|cvc2?|csc)\b|(?<![A-Za-z])(?:CVV|CVC|PIN)", re.IGNORECASE), 3, 6),
+    (re.compile(r"\b(?:cvv2?|cvc2?|csc)\b|(?<![A-Za-z])(?:CVV|CVC)", re.IGNORECASE), 3, 4),
+    (re.compile(r"\bpin\b|(?<![A-Za-z])PIN", re.IGNORECASE), 4, 8),
     (
         re.compile(
             r"\b(?:passcode|password|pass\s*code|(?:security|login|log-in|verification|access|backup|recovery|auth"
