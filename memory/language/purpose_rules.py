@@ -145,9 +145,10 @@ def _recovery_shape(text: str) -> Iterator[Span]:
 
 
 def _random_words(run: str) -> bool:
-    """Drawn from the list at random, not speech: at most two function words ("about",
-    "again", "all" are on the list; a sentence has one every few words)."""
-    return sum(w in STOP_EN for w in re.findall(r"[a-z]+", run)) <= 2
+    """Drawn from the list at random, not speech: at most four function words ("about",
+    "again", "all" are on the list; a sentence has one every other word, and "the", "a",
+    "to", "of", "and", "I" are not on it)."""
+    return sum(w in STOP_EN for w in re.findall(r"[a-z]+", run)) <= 4
 
 
 def _recovery(text: str) -> Iterator[Span]:

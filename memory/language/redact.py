@@ -41,15 +41,14 @@ def redact_secrets(text: str, rules: Iterable[Rule] = RULES) -> tuple[str, list[
     """The text with every secret found replaced by `MARK`, and the kinds found (for
     logs and metrics: never the values).
 
-    The rules read the text as it is, then its digit form (`spoken.py`: "four four seven
+    The rules read the text's digit form, then the text as it is (`spoken.py`: "four four seven
     one" -> 4471, 幺三八 -> 138): what they find there is replaced in the words the user
     said."""
     rules = tuple(rules)
-    text, found = apply(text, rules)
     spoken = spoken_digits(text)
     if not spoken.pieces:
-        return text, found
-    spans, kinds = find_spans(spoken.text, rules)
+        return apply(text, rules)
+    spans, found = find_spans(spoken.text, rules)
     merged: list[list[int]] = []
     for start, end in sorted(spoken.to_original(s, e) for s, e in spans):
         if merged and start <= merged[-1][1]:
@@ -57,8 +56,8 @@ def redact_secrets(text: str, rules: Iterable[Rule] = RULES) -> tuple[str, list[
         else:
             merged.append([start, end])
     for start, end in reversed(merged):
-        if MARK not in text[start:end]:
-            text = text[:start] + MARK + text[end:]
+        text = text[:start] + MARK + text[end:]
+    text, kinds = apply(text, rules)  # what only the words show ("Hunter two")
     return text, found + kinds
 
 

@@ -113,8 +113,8 @@ def _english(run: str) -> str | None:
                 groups[-1].append(word)
             elif word:
                 groups[-1].append(word)
-    if groups[0] in (["oh"], ["o"]):  # "oh, one more thing": an interjection
-        return None
+    if groups[0] in (["oh"], ["o"]) and sum(len(g) for g in groups[1:]) < 3:
+        return None  # "oh, one more thing": an interjection
     out: list[str] = []
     for group in groups:
         words: list[str] = []
@@ -186,7 +186,7 @@ def spoken_digits(text: str) -> Spoken:
             found.append((m.start(), m.end(), re.sub(r"[\s,]", "", m.group())))
     if not found:
         return Spoken(text, text)
-    found.sort()
+    found.sort(key=lambda f: (f[0], -f[1]))  # at one place, the longest reading
     pieces: list[Piece] = []
     out: list[str] = []
     pos = 0

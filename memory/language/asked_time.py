@@ -1,0 +1,131 @@
+"""Which time a question asks about, read from its grammar rather than from a list of
+cue words: the tense ("where did I live", "which flat did I share"), an event it names
+("when I got Nova", "before we bought the house", 我换工作前, 住在杭州的时候), an
+ordinal ("my first job", 第一份工作), an explicit date (`dates`), or now ("still",
+现在). `memory/retrieval/validity.py` ranks a fact's values by how well their spans fit.
+
+Also the words of a text to compare a question's parts with a fact's: content words
+(a crude stem: "lived", "lives", "living" -> "liv") and Chinese character pairs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from memory.language.lexical import STOP_EN
+
+__all__ = ["AskedTime", "asked_time", "words"]
+
+
+@dataclass(frozen=True)
+class AskedTime:
+    """`past`: the question asks about a time before now; `now`: it says so ("still");
+    `event`: the clause that names an event, `relation` to it ("at", "before", "after");
+    `main`: the question without that clause; `first`: an ordinal asks for the earliest."""
+
+    past: bool
+    now: bool
+    event: str | None
+    relation: str
+    main: str
+    first: bool
+
+
+# Past tense: an auxiliary, or a verb in the past after its subject ("I lived", "we bought").
+_PAST_AUX = re.compile(
+    r"\b(?:did|didn't|was|wasn't|were|weren't|had|hadn't|used\s+to|use\s+to|would\s+(?:always|usually))\b"
+)
+_SUBJECT = r"(?:i|we|you|he|she|they|my\s+\w+|our\s+\w+)"
+_IRREGULAR = (
+    "went got had made took came saw left gave bought thought taught brought found kept felt met sold told drove rode "
+    "ran grew knew wore wrote spoke chose began became sat stood lost won paid sent spent built heard held led slept "
+    "swam sang broke fell flew forgot hid hung lay meant rose shook shut stole threw understood woke did was were "
+    "dated studied married moved lived worked played joined owned rented shared adopted"
+)
+_PAST_VERB = re.compile(rf"\b{_SUBJECT}\s+(?:\w+ly\s+)?(?:{'|'.join(_IRREGULAR.split())}|[a-z]{{3,}}ed)\b")
+_ORDINAL_EN = re.compile(r"\b(?:first|original|earliest|initial|very\s+first|oldest)\b")
+_NOW_EN = re.compile(r"\b(?:still|now|currently|these\s+days|nowadays|at\s+the\s+moment|right\s+now|today)\b")
+_PREVIOUS_EN = re.compile(r"\b(?:previous|former|old|ex|last|prior|earlier|back\s+then|originally)\b")
+# An event clause: "when I got Nova", "before we bought the house", "back when I lived in Leeds".
+_EVENT_EN = re.compile(
+    r"\b(?P<rel>back\s+when|when|while|whilst|before|after|until|till|since|by\s+the\s+time|at\s+the\s+time"
+    r"|during|prior\s+to)\s+(?P<event>[^?.!,;]+)"
+)
+
+_NOW_ZH = re.compile(r"现在|現在|目前|如今|眼下|这会儿|這會兒|最近|还在|還在|还是|還是|仍然|依然|至今")
+_PAST_ZH = re.compile(
+    r"以前|之前|原来|原來|原先|过去|過去|曾经|曾經|当时|當時|那时|那時|那会|那會|当初|當初|起初|一开始|一開始|早先|从前|從前"
+    r"|上一|前一|前任|前男友|前女友|前夫|前妻|前同事|前老板|前公司|[住做待干幹养養读讀上开開用学學带帶谈談交]过|[住做待干幹养養读讀上开開用学學]過"
+)
+_ORDINAL_ZH = re.compile(r"第一|最早|最初|头一|頭一|首个|首個")
+# 换工作前 / 搬到上海之前 / 住在杭州的时候 / 结婚以后: the clause before the relation word.
+_EVENT_ZH = re.compile(
+    r"(?P<event>[\u3400-\u9fffA-Za-z0-9]{2,}?)(?P<rel>的时候|的時候|时候|時候|那会儿|那會兒|那阵子|那陣子|期间|期間"
+    r"|之前|以前|之后|之後|以后|以後|时|時|前|后|後)"
+)
+_ZH_BEFORE = {"之前", "以前", "前"}
+_ZH_AFTER = {"之后", "之後", "以后", "以後", "后", "後"}
+_ZH_NOT_EVENT = re.compile(r"^(?:以|之|目|从|從|提|年|月|天|周|週|星期|小|多|很|好|几|幾|最|午|睡|饭|飯|眼|面|门|門)")
+
+
+def asked_time(text: str) -> AskedTime:
+    """What time `text` asks about, read from its grammar (both languages)."""
+    low = " ".join(text.lower().replace("’", "'").split())
+    event, relation, main = None, "at", low
+    m = _EVENT_EN.search(low)
+    if m and m.start() > 0:
+        rel = m.group("rel")
+        relation = "before" if rel in ("before", "prior to", "until", "till", "by the time") else (
+            "after" if rel in ("after", "since") else "at"
+        )
+        event, main = m.group("event").strip(), (low[: m.start()] + " " + low[m.end() :]).strip()
+    else:
+        for z in _EVENT_ZH.finditer(text):
+            if _ZH_NOT_EVENT.match(z.group("event")[-2:]) or len(z.group("event")) < 2:
+                continue
+            rel = z.group("rel")
+            if rel in ("前", "后", "後") and z.end() < len(text) and text[z.end()] in "天年月任夫妻男女":
+                continue  # 前男友: a title, not an event
+            if z.group("event")[-1] in "年月天周週钟鐘":
+                continue  # 三年前: a time (`dates` reads it)
+            relation = "before" if rel in _ZH_BEFORE else ("after" if rel in _ZH_AFTER else "at")
+            event, main = z.group("event"), text[: z.start()] + text[z.end() :]
+            break
+    now = bool(_NOW_EN.search(low) or _NOW_ZH.search(text))
+    first = bool(_ORDINAL_EN.search(low) or _ORDINAL_ZH.search(text))
+    past = bool(
+        event is not None
+        or first
+        or _PAST_AUX.search(main)
+        or _PAST_VERB.search(main)
+        or _PREVIOUS_EN.search(low)
+        or _PAST_ZH.search(text)
+    )
+    if now and event is None and not first and not _PREVIOUS_EN.search(low) and not _PAST_ZH.search(text):
+        past = False  # "am I still at Grind?", 我现在住哪
+    return AskedTime(past=past, now=now and not past, event=event, relation=relation, main=main, first=first)
+
+
+_EN_WORD = re.compile(r"[a-z0-9]+")
+_HAN = re.compile(r"[\u3400-\u9fff]+")
+_STOP_MORE = frozenset("user users what which where who when how do does did was were is are am i me my we our".split())
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s", "e"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def words(text: str) -> frozenset[str]:
+    """Content words (stemmed) and Chinese character pairs of `text`."""
+    low = text.lower().replace("'s", " ")
+    out = {_stem(w) for w in _EN_WORD.findall(low) if w not in STOP_EN and w not in _STOP_MORE}
+    for run in _HAN.findall(text):
+        run = run.replace("用户", "").replace("用戶", "")
+        out.update(run[i : i + 2] for i in range(len(run) - 1))
+        if len(run) == 1:
+            out.add(run)
+    return frozenset(out)
