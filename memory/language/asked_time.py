@@ -30,6 +30,7 @@ class AskedTime:
     relation: str
     main: str
     first: bool
+    lasting: bool = False  # the event is a state that lasted ("when I lived in Leeds"), not a moment
 
 
 # Past tense: an auxiliary, or a verb in the past after its subject ("I lived", "we bought").
@@ -50,18 +51,30 @@ _PREVIOUS_EN = re.compile(r"\b(?:previous|former|old|ex|last|prior|earlier|back\
 # An event clause: "when I got Nova", "before we bought the house", "back when I lived in Leeds".
 _EVENT_EN = re.compile(
     r"\b(?P<rel>back\s+when|when|while|whilst|before|after|until|till|since|by\s+the\s+time|at\s+the\s+time"
-    r"|during|prior\s+to)\s+(?P<event>[^?.!,;]+)"
+    r"|during|prior\s+to|as\s+an?|in\s+my|at\s+my|growing\s+up\s+in)\s+(?P<event>[^?.!,;]+)"
 )
 
+# A state that lasts (its whole span is the time asked), not a change at a moment ("when
+# I got Nova", "when we moved in": the day it happened).
+_LASTING_EN = re.compile(
+    r"^(?:i|we|he|she|they)\s+(?:was|were|lived|was\s+living|were\s+living|worked|was\s+working|stayed|studied"
+    r"|was\s+studying|had|owned|dated|was\s+dating)\b|^(?:student|kid|child|teenager)"
+)
+_LASTING_ZH = re.compile(r"^我?(?:还)?(?:在|住在|住|读|上学|念书|当)")
 _NOW_ZH = re.compile(r"现在|現在|目前|如今|眼下|这会儿|這會兒|最近|还在|還在|还是|還是|仍然|依然|至今")
 _PAST_ZH = re.compile(
     r"以前|之前|原来|原來|原先|过去|過去|曾经|曾經|当时|當時|那时|那時|那会|那會|当初|當初|起初|一开始|一開始|早先|从前|從前"
     r"|上一|前一|前任|前男友|前女友|前夫|前妻|前同事|前老板|前公司|[住做待干幹养養读讀上开開用学學带帶谈談交]过|[住做待干幹养養读讀上开開用学學]過"
 )
-_ORDINAL_ZH = re.compile(r"第一|最早|最初|头一|頭一|首个|首個")
+# 是在哪儿读的: the 是…的 frame tells of a thing done, in the past.
+_SHI_DE = re.compile(r"是[^，。？?！!]{1,10}的[？?。]?$")
+_ORDINAL_ZH = re.compile(
+    r"第一|最早|最初|头一|頭一|首个|首個|最开始|最開始|刚开始|剛開始|一开始|一開始|刚工作|剛工作|刚毕业|剛畢業"
+)
 # 换工作前 / 搬到上海之前 / 住在杭州的时候 / 结婚以后: the clause before the relation word.
 _EVENT_ZH = re.compile(
     r"(?P<event>[\u3400-\u9fffA-Za-z0-9]{2,}?)(?P<rel>的时候|的時候|时候|時候|那会儿|那會兒|那阵子|那陣子|期间|期間"
+    r"|那一年|那年|那时|那時|那会|那會"
     r"|之前|以前|之后|之後|以后|以後|时|時|前|后|後)"
 )
 _ZH_BEFORE = {"之前", "以前", "前"}
@@ -76,8 +89,10 @@ def asked_time(text: str) -> AskedTime:
     m = _EVENT_EN.search(low)
     if m and m.start() > 0:
         rel = m.group("rel")
-        relation = "before" if rel in ("before", "prior to", "until", "till", "by the time") else (
-            "after" if rel in ("after", "since") else "at"
+        relation = (
+            "before"
+            if rel in ("before", "prior to", "until", "till", "by the time")
+            else ("after" if rel in ("after", "since") else "at")
         )
         event, main = m.group("event").strip(), (low[: m.start()] + " " + low[m.end() :]).strip()
     else:
@@ -101,10 +116,13 @@ def asked_time(text: str) -> AskedTime:
         or _PAST_VERB.search(main)
         or _PREVIOUS_EN.search(low)
         or _PAST_ZH.search(text)
+        or _SHI_DE.search(text.strip())
     )
+    lasting = bool(event) and bool(_LASTING_EN.search(event or "") or _LASTING_ZH.search(event or ""))
     if now and event is None and not first and not _PREVIOUS_EN.search(low) and not _PAST_ZH.search(text):
         past = False  # "am I still at Grind?", 我现在住哪
-    return AskedTime(past=past, now=now and not past, event=event, relation=relation, main=main, first=first)
+    return AskedTime(past=past, now=now and not past, event=event, relation=relation, main=main, first=first,
+                     lasting=lasting)  # fmt: skip
 
 
 _EN_WORD = re.compile(r"[a-z0-9]+")
@@ -119,13 +137,17 @@ def _stem(word: str) -> str:
     return word
 
 
-def words(text: str) -> frozenset[str]:
-    """Content words (stemmed) and Chinese character pairs of `text`."""
+_HAN_STOP = frozenset("用户戶我你他她的了是在和有个個吗嗎呢什么麼啥哪儿兒时時候那年前后後")
+
+
+def words(text: str, *, chars: bool = False) -> frozenset[str]:
+    """Content words (stemmed) and Chinese character pairs of `text`; `chars`: single
+    characters too (an event said in other words: 摆摊 / 摆炸串摊)."""
     low = text.lower().replace("'s", " ")
     out = {_stem(w) for w in _EN_WORD.findall(low) if w not in STOP_EN and w not in _STOP_MORE}
     for run in _HAN.findall(text):
         run = run.replace("用户", "").replace("用戶", "")
         out.update(run[i : i + 2] for i in range(len(run) - 1))
-        if len(run) == 1:
-            out.add(run)
+        if len(run) == 1 or chars:
+            out.update(ch for ch in run if ch not in _HAN_STOP)
     return frozenset(out)

@@ -17,6 +17,7 @@ which of its values answers it is a matter of time, not of words):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import date, timedelta
 from typing import Any, Protocol
@@ -110,25 +111,23 @@ def _overlapping(members: list[Ranked], start: date, end: date, today: date) -> 
 
 
 def _event_fact(cands: Sequence[Ranked], event: frozenset[str]) -> Ranked | None:
-    """The fact the question's event clause names: the most words in common (two at
-    least, or one for a short clause), the earlier value on a tie."""
+    """The fact the question's event clause names: the most words in common, the best
+    scored on a tie."""
     if not event:
         return None
-    scored = [(_overlap(event, words(c.text)), c) for c in cands if c.payload.get("category") is not None]
+    scored = [(_overlap(event, words(c.text, chars=True)), c) for c in cands if c.payload.get("category") is not None]
     scored = [(n, c) for n, c in scored if n > 0]
     if not scored:
         return None
     top = max(n for n, _ in scored)
-    if top < min(2, len(event)):
-        return None
-    return min((c for n, c in scored if n == top), key=_chronological)
+    return max((c for n, c in scored if n == top), key=lambda c: c.score)
 
 
 def _value_named(members: list[Ranked], asked: frozenset[str]) -> Ranked | None:
     """The one value of a line the question names by its own words ("which flat did I
-    share with my mates"), when it has more of them than any other value of the line."""
+    share with my mates"), when it has two of them or more, more than any other value."""
     counts = sorted(((_overlap(asked, words(m.text)), i) for i, m in enumerate(members)), reverse=True)
-    if len(counts) > 1 and counts[0][0] > counts[1][0] and counts[0][0] >= 1:
+    if len(counts) > 1 and counts[0][0] > counts[1][0] and counts[0][0] >= 2:
         return members[counts[0][1]]
     return None
 
@@ -137,10 +136,10 @@ def _key(cand: Ranked) -> str:
     return str(cand.payload.get("superseded_by") or cand.id)
 
 
-def for_its_time(ranked: list[Ranked], query: str, today: date) -> list[Ranked]:
+def for_its_time(ranked: list[Ranked], query: str, today: date, *, past: bool = False) -> list[Ranked]:
     """`ranked` (best first, past values among them) ordered for the time the question
-    asks about (`asked_time`): for a question about now each fact's current value first
-    and no past value above a current one; for one about the past, in the line of values
+    asks about (`asked_time`): for a question about now each fact's current value at its
+    line's best score and no past value; for one about the past, in the line of values
     the question is about, the value that fits its time first: the days it names, the
     span of an event it names ("when I got Nova": the day that fact began), the value
     before or after the one it names, the first, the one it names by its own words, else
@@ -149,11 +148,19 @@ def for_its_time(ranked: list[Ranked], query: str, today: date) -> list[Ranked]:
     if not lines:
         return ranked
     asked = asked_time(query)
+    if past and not asked.past:
+        asked = dataclasses.replace(asked, past=True)
     span = dates.query_span(query, today)
     dated = span is not None and span.start <= today
     if not (asked.past or dated):
+        if not asked.now:  # no tense either way: a past value the question names by its words
+            asked_words = words(query)
+            for members in lines:
+                named = _value_named(members, asked_words)
+                if named is not None and held(named.payload).end is not None:
+                    return for_its_time(ranked, query, today, past=True)
         return _now_first(ranked, lines)
-    event = _event_fact(ranked, words(asked.event)) if asked.event else None
+    event = _event_fact(ranked, words(asked.event, chars=True)) if asked.event else None
     main = words(asked.main)
     chosen_by_line: dict[str, Ranked] = {}
     for members in lines:
@@ -172,12 +179,30 @@ def for_its_time(ranked: list[Ranked], query: str, today: date) -> list[Ranked]:
         chosen = chosen_by_line[_key(target[0])]
         if chosen.score < best:
             chosen.score = best + _LIFT
-    if event is not None and (target is None or _key(event) != _key(target[0])):
+    # The event's own line answers "before"/"after" a value of it (unless the question's
+    # main part names another line), and "at" when the main part names it.
+    event_line = False
+    if event is not None:
+        own = next((m for m in lines if any(x is event for x in m)), None)
+        if own is not None:
+            named_other = target is not None and target is not own
+            at = own.index(event)
+            if asked.relation == "before":
+                event_line = at > 0 and not named_other
+            elif asked.relation == "after":
+                event_line = at + 1 < len(own) and not named_other
+            else:
+                event_line = target is own
+    if event is not None and event_line and _key(event) in chosen_by_line:
+        chosen = chosen_by_line[_key(event)]
+        chosen.score = max(c.score for c in ranked) + _LIFT
+    elif event is not None and (target is None or _key(event) != _key(target[0])):
         first = max(ranked, key=lambda c: c.score)
-        if first is event or _key(first) == _key(event):
-            runner = max((c for c in ranked if _key(c) != _key(event)), key=lambda c: c.score, default=None)
-            if runner is not None:
-                runner.score = first.score + _LIFT  # the event is the question's time, not its answer
+        if first is event or _key(first) == _key(event):  # the event is the question's time, not its answer
+            others = [c for k, c in chosen_by_line.items() if k != _key(event)]
+            others = others or [c for c in ranked if _key(c) != _key(event)]
+            if others:
+                max(others, key=lambda c: c.score).score = first.score + _LIFT
     return sorted(ranked, key=lambda c: (-c.score, c.id))
 
 
@@ -197,12 +222,14 @@ def _chosen(members: list[Ranked], event: Ranked | None, asked: AskedTime, main:
                 return members[at - 1]
             if asked.relation == "after" and at + 1 < len(members):
                 return members[at + 1]
+            if asked.relation == "at":
+                return event  # "my job when I started at Western Power": the value named
         elif when.start is not None:
             if asked.relation == "before":
                 found = _at(members, when.start - timedelta(days=1))
             elif asked.relation == "after":
                 found = _at(members, when.start)
-            elif when.end is not None:
+            elif when.end is not None and asked.lasting:
                 found = _overlapping(members, when.start, when.end - timedelta(days=1), today)
             else:
                 found = _at(members, when.start)
@@ -223,12 +250,18 @@ def _chosen(members: list[Ranked], event: Ranked | None, asked: AskedTime, main:
     return past[-1] if past else None
 
 
+def _line_words(cand: Ranked) -> frozenset[str]:
+    """A value's words and its slot's name ("job", "home_city")."""
+    slot = str(cand.payload.get("slot") or cand.payload.get("was_slot") or "").replace("_", " ")
+    return words(f"{cand.text} {slot}")
+
+
 def _target_line(lines: list[list[Ranked]], main: frozenset[str], event: Ranked | None) -> list[Ranked] | None:
     """The line of values the question asks about: the most words of the question
     (the event clause left out) in its values; None on a tie or none."""
     scored = []
     for members in lines:
-        n = max(_overlap(main, words(m.text)) for m in members)
+        n = max(_overlap(main, _line_words(m)) for m in members)
         scored.append((n, members))
     scored.sort(key=lambda x: -x[0])
     if not scored or scored[0][0] == 0 or (len(scored) > 1 and scored[1][0] == scored[0][0]):
@@ -237,17 +270,14 @@ def _target_line(lines: list[list[Ranked]], main: frozenset[str], event: Ranked 
 
 
 def _now_first(ranked: list[Ranked], lines: list[list[Ranked]]) -> list[Ranked]:
-    """A question about now: in each line the current value at the line's best score,
-    the past values under it and under every current value."""
+    """A question about now: in each line the current value at the line's best score
+    (the line is what the question is about, "am I still at Grind?"), and no past value:
+    what no longer holds does not answer it."""
+    gone: set[int] = set()
     for members in lines:
         current = [m for m in members if held(m.payload).end is None]
         top = max(m.score for m in members)
         if current and current[-1].score < top:
             current[-1].score = top + _LIFT
-    now_scores = [c.score for c in ranked if not (c.payload.get("category") and c.payload.get("valid_until"))]
-    floor = min(now_scores) if now_scores else 0.0
-    for members in lines:
-        for m in members:
-            if held(m.payload).end is not None:
-                m.score = min(m.score * 0.5, floor - _LIFT)
-    return sorted(ranked, key=lambda c: (-c.score, c.id))
+        gone.update(id(m) for m in members if held(m.payload).end is not None)
+    return sorted((c for c in ranked if id(c) not in gone), key=lambda c: (-c.score, c.id))
