@@ -51,7 +51,7 @@ _PREVIOUS_EN = re.compile(r"\b(?:previous|former|old|ex|last|prior|earlier|back\
 # An event clause: "when I got Nova", "before we bought the house", "back when I lived in Leeds".
 _EVENT_EN = re.compile(
     r"\b(?P<rel>back\s+when|when|while|whilst|before|after|until|till|since|by\s+the\s+time|at\s+the\s+time"
-    r"|during|prior\s+to|as\s+an?|in\s+my|at\s+my|growing\s+up\s+in)\s+(?P<event>[^?.!,;]+)"
+    r"|during|prior\s+to|as\s+an?|in\s+my|at\s+my|growing\s+up\s+in|back\s+in|back\s+at)\s+(?P<event>[^?.!,;]+)"
 )
 
 # A state that lasts (its whole span is the time asked), not a change at a moment ("when
@@ -61,6 +61,7 @@ _LASTING_EN = re.compile(
     r"|was\s+studying|had|owned|dated|was\s+dating)\b|^(?:student|kid|child|teenager)"
 )
 _LASTING_ZH = re.compile(r"^我?(?:还)?(?:在|住在|住|读|上学|念书|当)")
+_LASTING_REL = re.compile(r"(?:while|whilst|during|as\s|in\s+my|at\s+my|growing|back\s+in|back\s+at)")
 _NOW_ZH = re.compile(r"现在|現在|目前|如今|眼下|这会儿|這會兒|最近|还在|還在|还是|還是|仍然|依然|至今")
 _PAST_ZH = re.compile(
     r"以前|之前|原来|原來|原先|过去|過去|曾经|曾經|当时|當時|那时|那時|那会|那會|当初|當初|起初|一开始|一開始|早先|从前|從前"
@@ -79,7 +80,7 @@ _EVENT_ZH = re.compile(
 )
 _ZH_BEFORE = {"之前", "以前", "前"}
 _ZH_AFTER = {"之后", "之後", "以后", "以後", "后", "後"}
-_ZH_NOT_EVENT = re.compile(r"^(?:以|之|目|从|從|提|年|月|天|周|週|星期|小|多|很|好|几|幾|最|午|睡|饭|飯|眼|面|门|門)")
+_ZH_NOT_EVENT = re.compile(r"^(?:以|之|目|从|從|提|几|幾|多|很|好|最)$|^(?:不久|很久|好久|多久)")
 
 
 def asked_time(text: str) -> AskedTime:
@@ -97,8 +98,12 @@ def asked_time(text: str) -> AskedTime:
         event, main = m.group("event").strip(), (low[: m.start()] + " " + low[m.end() :]).strip()
     else:
         for z in _EVENT_ZH.finditer(text):
-            if _ZH_NOT_EVENT.match(z.group("event")[-2:]) or len(z.group("event")) < 2:
-                continue
+            if (
+                _ZH_NOT_EVENT.match(z.group("event"))
+                or z.group("event")[-1] in "以之"
+                or len(z.group("event").lstrip("我")) < 2
+            ):
+                continue  # 以前, 之前, 目前: a time word, not an event
             rel = z.group("rel")
             if rel in ("前", "后", "後") and z.end() < len(text) and text[z.end()] in "天年月任夫妻男女":
                 continue  # 前男友: a title, not an event
@@ -118,7 +123,11 @@ def asked_time(text: str) -> AskedTime:
         or _PAST_ZH.search(text)
         or _SHI_DE.search(text.strip())
     )
-    lasting = bool(event) and bool(_LASTING_EN.search(event or "") or _LASTING_ZH.search(event or ""))
+    lasting = bool(event) and bool(
+        _LASTING_EN.search(event or "")
+        or _LASTING_ZH.search(event or "")
+        or _LASTING_REL.match(m.group("rel") if m else "")
+    )
     if now and event is None and not first and not _PREVIOUS_EN.search(low) and not _PAST_ZH.search(text):
         past = False  # "am I still at Grind?", 我现在住哪
     return AskedTime(past=past, now=now and not past, event=event, relation=relation, main=main, first=first,

@@ -159,7 +159,7 @@ def for_its_time(ranked: list[Ranked], query: str, today: date, *, past: bool = 
                 named = _value_named(members, asked_words)
                 if named is not None and held(named.payload).end is not None:
                     return for_its_time(ranked, query, today, past=True)
-        return _now_first(ranked, lines)
+        return _now_first(ranked, lines, words(query))
     event = _event_fact(ranked, words(asked.event, chars=True)) if asked.event else None
     main = words(asked.main)
     chosen_by_line: dict[str, Ranked] = {}
@@ -269,15 +269,15 @@ def _target_line(lines: list[list[Ranked]], main: frozenset[str], event: Ranked 
     return scored[0][1]
 
 
-def _now_first(ranked: list[Ranked], lines: list[list[Ranked]]) -> list[Ranked]:
+def _now_first(ranked: list[Ranked], lines: list[list[Ranked]], asked: frozenset[str]) -> list[Ranked]:
     """A question about now: in each line the current value at the line's best score
     (the line is what the question is about, "am I still at Grind?"), and no past value:
     what no longer holds does not answer it."""
     gone: set[int] = set()
     for members in lines:
         current = [m for m in members if held(m.payload).end is None]
-        top = max(m.score for m in members)
-        if current and current[-1].score < top:
-            current[-1].score = top + _LIFT
+        best = max(members, key=lambda m: m.score)
+        if current and current[-1].score < best.score and _overlap(asked, words(best.text)):
+            current[-1].score = best.score + _LIFT  # the question named an old value
         gone.update(id(m) for m in members if held(m.payload).end is not None)
     return sorted((c for c in ranked if id(c) not in gone), key=lambda c: (-c.score, c.id))
