@@ -14,6 +14,8 @@
   gatekeeper turns and facts; bench/data/eval/README.md): none of them holds a
   secret, so each text the redaction changes is one ordinary memory damaged. Per file
   and per rule, with the texts changed (`--show`).
+- Cost: microseconds per text of the speech-form pass (`spoken.py`, number words to
+  digits, run on every turn before the rules) and of the whole redaction.
 
 Prints a table and, last, one JSON line.
 """
@@ -31,6 +33,7 @@ from bench.evaldata import MissingEvalFile, eval_file, file_kind, known_files, l
 from bench.hostile_probes import PLAIN, PLAIN_SAID, SECRETS, SECRETS_HELD_OUT, SECRETS_ISSUE30, SECRETS_SAID
 from bench.stats import mean_interval
 from memory.language.redact import RULES, redact_secrets
+from memory.language.spoken import spoken_digits
 
 
 def texts_of(path: Path) -> list[str]:
@@ -136,6 +139,33 @@ def false_positives(paths: list[Path], show: int) -> dict[str, object]:
     }
 
 
+def speech_form_cost(paths: list[Path]) -> dict[str, object]:
+    """What the speech-form pass (`spoken_digits`, run on every turn before the rules)
+    costs per text, and what the whole redaction costs, over the evaluation texts."""
+    texts = [t for path in paths for t in texts_of(path)]
+    if not texts:
+        return {}
+    spoken, whole = [], []
+    changed = 0
+    for text in texts:
+        started = time.perf_counter()
+        form = spoken_digits(text)
+        spoken.append((time.perf_counter() - started) * 1e6)
+        changed += bool(form.pieces)
+        started = time.perf_counter()
+        redact_secrets(text)
+        whole.append((time.perf_counter() - started) * 1e6)
+    spoken.sort()
+    whole.sort()
+    return {
+        "spoken_us_per_text_mean": round(sum(spoken) / len(spoken), 1),
+        "spoken_us_per_text_p95": round(spoken[int(0.95 * (len(spoken) - 1))], 1),
+        "spoken_texts_with_numbers_said": changed,
+        "redact_us_per_text_mean": round(sum(whole) / len(whole), 1),
+        "redact_us_per_text_p95": round(whole[int(0.95 * (len(whole) - 1))], 1),
+    }
+
+
 def _default_paths() -> list[Path]:
     """Every evaluation file found; one line for each that is not, saying where it comes from."""
     found = []
@@ -161,6 +191,7 @@ def main() -> None:
         result.update(sentence_set(name))
     if paths:
         result.update(false_positives(paths, args.show))
+        result.update(speech_form_cost(paths))
     for key, value in result.items():
         if key.endswith("_list"):
             for line in value:  # type: ignore[attr-defined]

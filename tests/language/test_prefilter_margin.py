@@ -12,7 +12,19 @@ from memory.language.prefilter import GateAction
 
 
 @pytest.mark.parametrize(
-    "text", ["把灯关了", "打开收音机", "谢了", "晚安啦", "稍等", "有点冷", "眼睛有点干", "外面阴沉沉的", "昨晚没睡好", "对就是它"]
+    "text",
+    [
+        "把灯关了",
+        "打开收音机",
+        "谢了",
+        "晚安啦",
+        "稍等",
+        "有点冷",
+        "眼睛有点干",
+        "外面阴沉沉的",
+        "昨晚没睡好",
+        "对就是它",
+    ],
 )
 def test_chinese_turns_that_hold_nothing_lasting_are_skipped(text: str) -> None:
     assert gate(text, ()).action is GateAction.SKIP, text

@@ -16,7 +16,18 @@ from memory.language.redact import MARK, redact_secrets
 from memory.language.spoken import spoken_digits
 
 EN = "zero one two three four five six seven eight nine".split()
-ZH = {"0": "零〇", "1": "一幺", "2": "二两", "3": "三", "4": "四", "5": "五", "6": "六", "7": "七", "8": "八", "9": "九"}
+ZH = {
+    "0": "零〇",
+    "1": "一幺",
+    "2": "二两",
+    "3": "三",
+    "4": "四",
+    "5": "五",
+    "6": "六",
+    "7": "七",
+    "8": "八",
+    "9": "九",
+}
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 digits = st.text(alphabet=string.digits, min_size=4, max_size=8)
