@@ -117,31 +117,38 @@ _recovery_after_word = _pattern(
     r"[\"'“‘]?((?:[A-Za-z]+|[\u4e00-\u9fff])(?:[\s,，、]+(?:[A-Za-z]+|[\u4e00-\u9fff])){3,})",
     group=1,
 )
-_WORD_RUN = re.compile(r"[a-z]+(?:[\s,]+[a-z]+){11,}")
 PHRASE_WORDS = 12  # the shortest recovery phrase BIP-39 defines
 
 
 def _recovery_shape(text: str) -> Iterator[Span]:
-    """Twelve words or more in a row from the BIP-39 list ("abandon ability able ..."): plain
-    speech runs out of such words in four or five."""
+    """Twelve words or more in a row from the BIP-39 list ("abandon ability able ..."):
+    plain speech runs out of such words in four or five. A count over the text's words
+    (a trailing comma allowed); positions are looked up only for a run that qualifies."""
+    tokens = text.lower().split()
+    if len(tokens) < PHRASE_WORDS:
+        return
     english, _ = _bip39()
-    low = text.lower()
-    for m in _WORD_RUN.finditer(low):
-        start = None
-        count = 0
-        last = m.start()
-        for w in re.finditer(r"[a-z]+", m.group()):
-            if w.group() in english:
-                if start is None:
-                    start = m.start() + w.start()
-                count += 1
-                last = m.start() + w.end()
-                continue
-            if start is not None and count >= PHRASE_WORDS and _random_words(low[start:last]):
-                yield start, last
-            start, count = None, 0
-        if start is not None and count >= PHRASE_WORDS and _random_words(low[start:last]):
-            yield start, last
+    runs: list[tuple[int, int]] = []
+    start = count = 0
+    for i, token in enumerate(tokens):
+        if token.rstrip(",.!?;") in english and (count == 0 or not tokens[i - 1].endswith((".", "!", "?", ";"))):
+            if count == 0:
+                start = i
+            count += 1
+            continue
+        if count >= PHRASE_WORDS:
+            runs.append((start, start + count))
+        count = 1 if token.rstrip(",.!?;") in english else 0  # a sentence's end starts a new run
+        start = i
+    if count >= PHRASE_WORDS:
+        runs.append((start, start + count))
+    if not runs:
+        return
+    spans = [m.span() for m in re.finditer(r"\S+", text)]
+    for first, end in runs:
+        lo, hi = spans[first][0], spans[end - 1][1]
+        if _random_words(text[lo:hi].lower()):
+            yield lo, hi - (1 if text[hi - 1] in ",.!?;" else 0)
 
 
 def _random_words(run: str) -> bool:
@@ -281,7 +288,12 @@ _tax_zh = _pattern(
 )
 
 
+_FIVE_DIGITS = re.compile(r"\d(?:\D{0,3}\d){4}")
+
+
 def _tax_number(text: str) -> Iterator[Span]:
+    if not _FIVE_DIGITS.search(text):
+        return
     yield from _tax_en(text)
     yield from _tax_zh(text)
 
@@ -307,6 +319,8 @@ _travel_zh = _pattern(
 
 
 def _travel_document(text: str) -> Iterator[Span]:
+    if not _FIVE_DIGITS.search(text):
+        return
     yield from _travel_en(text)
     yield from _travel_zh(text)
 
