@@ -22,6 +22,7 @@ Default data: the three gate files (bench/data/eval/README.md says where they co
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import re
@@ -183,6 +184,23 @@ def evaluate(gate: GateFile, methods: dict[str, Decide] | None = None) -> dict[s
 # ------------------------------------------------------------------------ output
 
 
+def by_language(gate: GateFile) -> list[GateFile]:
+    """A file whose items say their language ("lang": en / zh) split by it; none for a
+    file of one language."""
+    langs = sorted({str(it.extra.get("lang")) for it in gate.items if it.extra.get("lang")})
+    if len(langs) < 2:
+        return []
+    return [
+        dataclasses.replace(
+            gate,
+            name=f"{gate.name}.{lang}",
+            language=lang,
+            items=tuple(it for it in gate.items if it.extra.get("lang") == lang),
+        )  # fmt: skip
+        for lang in langs
+    ]
+
+
 def _fmt(x: float | None) -> str:
     return "  -  " if x is None else f"{x:.3f}"
 
@@ -295,6 +313,11 @@ def main(argv: Iterable[str] | None = None) -> int:
         print()
         key = gate.name if gate.name not in results else str(path)
         results[key] = report_json(gate, reports, args.by_reason)
+        for part in by_language(gate):  # a mixed file (bench/data/blind/): each language apart too
+            part_reports = evaluate(part)
+            print(format_table(part, part_reports, False))
+            print()
+            results[part.name] = report_json(part, part_reports, False)
         if args.cv:
             if args.cv < 2:
                 print(f"error: --cv needs at least 2 folds, got {args.cv}", file=sys.stderr)

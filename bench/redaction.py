@@ -14,6 +14,8 @@
   gatekeeper turns and facts; bench/data/eval/README.md): none of them holds a
   secret, so each text the redaction changes is one ordinary memory damaged. Per file
   and per rule, with the texts changed (`--show`).
+- Cost: microseconds per text of the speech-form pass (`spoken.py`, number words to
+  digits, run on every turn before the rules) and of the whole redaction.
 
 Prints a table and, last, one JSON line.
 """
@@ -30,8 +32,8 @@ from pathlib import Path
 from bench.evaldata import MissingEvalFile, eval_file, file_kind, known_files, load_gate, load_retrieval
 from bench.hostile_probes import PLAIN, PLAIN_SAID, SECRETS, SECRETS_HELD_OUT, SECRETS_ISSUE30, SECRETS_SAID
 from bench.stats import mean_interval
-from memory.language.redact import redact_secrets
-from memory.language.secret_rules import RULES
+from memory.language.redact import RULES, redact_secrets
+from memory.language.spoken import spoken_digits
 
 
 def texts_of(path: Path) -> list[str]:
@@ -75,7 +77,9 @@ def secret_left(original: str, redacted: str, secret: str) -> bool:
 
 def sentence_set(name: str) -> dict[str, object]:
     """Share caught and look-alikes changed on one set of `bench/data/redaction/`."""
-    doc = json.loads((SETS / f"{name}.json").read_text(encoding="utf-8"))
+    path = Path(name) if name.endswith(".json") else SETS / f"{name}.json"
+    name = path.stem
+    doc = json.loads(path.read_text(encoding="utf-8"))
     out: dict[str, object] = {}
     missed: list[str] = []
     for lang in ("en", "zh", "all"):
@@ -135,6 +139,33 @@ def false_positives(paths: list[Path], show: int) -> dict[str, object]:
     }
 
 
+def speech_form_cost(paths: list[Path]) -> dict[str, object]:
+    """What the speech-form pass (`spoken_digits`, run on every turn before the rules)
+    costs per text, and what the whole redaction costs, over the evaluation texts."""
+    texts = [t for path in paths for t in texts_of(path)]
+    if not texts:
+        return {}
+    spoken, whole = [], []
+    changed = 0
+    for text in texts:
+        started = time.perf_counter()
+        form = spoken_digits(text)
+        spoken.append((time.perf_counter() - started) * 1e6)
+        changed += bool(form.pieces)
+        started = time.perf_counter()
+        redact_secrets(text)
+        whole.append((time.perf_counter() - started) * 1e6)
+    spoken.sort()
+    whole.sort()
+    return {
+        "spoken_us_per_text_mean": round(sum(spoken) / len(spoken), 1),
+        "spoken_us_per_text_p95": round(spoken[int(0.95 * (len(spoken) - 1))], 1),
+        "spoken_texts_with_numbers_said": changed,
+        "redact_us_per_text_mean": round(sum(whole) / len(whole), 1),
+        "redact_us_per_text_p95": round(whole[int(0.95 * (len(whole) - 1))], 1),
+    }
+
+
 def _default_paths() -> list[Path]:
     """Every evaluation file found; one line for each that is not, saying where it comes from."""
     found = []
@@ -151,7 +182,8 @@ def main() -> None:
     ap.add_argument("--data", nargs="*", help="eval files (default: every one found, bench/data/eval/README.md)")
     ap.add_argument("--show", type=int, default=20, help="texts changed to print")
     ap.add_argument("--sets", nargs="*", default=["held_apart", "tuning"],
-                    help="sets of bench/data/redaction/ to measure (held_apart: once, at the end)")  # fmt: skip
+                    help="sets of bench/data/redaction/ to measure (held_apart: once, at the end), or a .json "
+                         "path of that format (bench/data/blind/redaction_tuning.json)")  # fmt: skip
     args = ap.parse_args()
     paths = [Path(p) for p in args.data] if args.data else _default_paths()
     result = probes()
@@ -159,6 +191,7 @@ def main() -> None:
         result.update(sentence_set(name))
     if paths:
         result.update(false_positives(paths, args.show))
+        result.update(speech_form_cost(paths))
     for key, value in result.items():
         if key.endswith("_list"):
             for line in value:  # type: ignore[attr-defined]

@@ -1011,6 +1011,34 @@ _ADVICE_ZH = re.compile(
     r"|同时|总之|首先|其次|最后|人们|很多人|每个人)"
 )
 _GENERIC_ZH = re.compile(r"是一(?:种|件|项|门|类|道|部)|是一个(?:非常|很)")
+# Said to a voice agent and gone by tomorrow: a request to do something now (把灯关了,
+# 打开收音机, 说点有意思的), a courtesy (谢了, 晚安啦, 稍等), how the body or the weather
+# feels now (有点冷, 眼睛有点干, 外面阴沉沉的), tonight's or last night's plans and
+# troubles (今晚想吃麻辣烫, 昨晚没睡好), and a bare reply of a few characters (对就是它).
+_REQUEST_ZH = re.compile(
+    r"^(?:请|麻烦|把|帮忙|打开|关掉?|关上|开一下|放首?|播放?|来点|来首|来个|说点|讲个|讲点|唱首|加个|加一?下|查一?下|搜一?下"
+    r"|设个|定个|调到|调高|调低|声音|音量|下一首|上一首|暂停|继续|再来)"
+)
+_COURTESY_ZH = re.compile(
+    r"^(?:谢了|谢谢|多谢|晚安|早安|午安|拜拜|再见|稍等|等一下|等等|好的|行吧|算了|没事|下次|改天)"
+)
+_NOW_STATE_ZH = re.compile(
+    r"有点(?:冷|热|累|困|饿|渴|干|疼|痛|晕|烦|闷)|好(?:冷|热|累|困|饿)|阴沉沉|下雨了|下雪了|又晚点|堵车|^(?:今晚|今天|昨晚|昨天"
+    r"|刚才|刚刚|这会儿|一会儿|待会儿?|等会儿?|外面)"
+)
+_HAN_CHAR = re.compile(r"[\u3400-\u9fff]")
+
+
+def _passing_zh(clause: str) -> bool:
+    """A Chinese statement with no 我 that holds nothing lasting (see above); a change or
+    a correction was read before this."""
+    hanzi = len(_HAN_CHAR.findall(clause))
+    if "我" in clause or hanzi > 10:
+        return False
+    return bool(
+        hanzi <= 4 or _REQUEST_ZH.match(clause) or _COURTESY_ZH.match(clause) or _NOW_STATE_ZH.search(clause)
+        or re.search(r"再说吧$", clause)
+    )  # fmt: skip
 
 
 # ==================================================================================
@@ -1142,6 +1170,37 @@ def _repairs(t: str, statements: Sequence[str], prev: str) -> bool:
     if _CONTEXT_REPAIR_EN.search(t):
         return True
     return any(re.search(rf"\b{re.escape(m.group(1))}\b", prev) for m in _NOT_THAT.finditer(t))
+
+
+# "no York", "oh wait he's seven now", "no sorry it's Katie with a K": a short repair of
+# what the turn before (the assistant's echo) said, with a new value after the opener.
+_ECHO_OPENER = re.compile(
+    r"^(?:(?:oh|um|uh|er|erm|hmm|well|ah)[\s,]+)*(?:no|nope|nah|wait|sorry)\b[\s,.!]*"
+    r"(?:(?:no|sorry|wait)\b[\s,.!]*)*"
+)
+_NOT_VALUE = re.compile(r"\bnot\s+(?:a\s+|an\s+|the\s+|in\s+|at\s+)?([a-z]{3,})")
+_NO_NEW_VALUE = frozenset(
+    """thanks thank worries problem okay fine good sure bother way matter idea clue worry need want mind hurry rush
+    sorry wait actually really thats that's never forget""".split()
+)
+
+
+_ECHO_OPENER_ZH = re.compile(r"^(?:不是|不对|错了|搞错了|说错了)[^，,。？?]{0,8}[，,]\s*[\u3400-\u9fff]{2,}")
+
+
+def _echo_repair(t: str, prev: str) -> bool:
+    if not prev or "?" in t or "？" in t:
+        return False
+    if _ECHO_OPENER_ZH.match(t):  # 不是北京，上海
+        return True
+    if len(t.split()) > 14:
+        return False
+    m = _ECHO_OPENER.match(t)
+    if m and m.end() < len(t):
+        rest = [w for w in re.findall(r"[a-z']{3,}", t[m.end() :]) if w not in _NO_NEW_VALUE and w not in _STOP_EN]
+        return bool(rest)
+    p = prev.lower()
+    return any(re.search(rf"\b{re.escape(v.group(1).rstrip('s'))}", p) for v in _NOT_VALUE.finditer(t))
 
 
 def _changes(statements: Sequence[str]) -> bool:
@@ -1372,7 +1431,7 @@ def prefilter(text: str, context: Sequence[str] = (), *, off: frozenset[str] = f
     prev = _prev(context)
     # Chinese 这/那 open a reaction and a definite subject alike ("这个会议改到周五了").
     said = [c for c, r in zip(statements, readings, strict=True) if r.content or (_CJK.search(c) and not _is_ack(c))]
-    if "correction" not in off and _repairs(t, said, prev):
+    if "correction" not in off and (_repairs(t, said, prev) or _echo_repair(t, prev)):
         return GateDecision(GateAction.EXTRACT, "correction")
     unanchored = False
     if "change" not in off and _changes(said):
@@ -1405,7 +1464,7 @@ def prefilter(text: str, context: Sequence[str] = (), *, off: frozenset[str] = f
     if (
         "default" not in off
         and zh_content
-        and any(not (_ADVICE_ZH.match(c) or _GENERIC_ZH.search(c)) for c in zh_content)
+        and any(not (_ADVICE_ZH.match(c) or _GENERIC_ZH.search(c) or _passing_zh(c)) for c in zh_content)
     ):
         return GateDecision(GateAction.EXTRACT, "default")
 

@@ -20,15 +20,45 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from memory.language.secret_rules import MARK, RULES, Rule, apply
+from memory.language.purpose_rules import PURPOSE_RULES
+from memory.language.secret_rules import MARK, Rule, apply, find_spans
+from memory.language.secret_rules import RULES as SHAPE_RULES
+from memory.language.spoken import spoken_digits
 
-__all__ = ["MARK", "is_secret_field", "redact_document", "redact_secrets"]
+__all__ = ["MARK", "RULES", "is_secret_field", "redact_document", "redact_secrets"]
+
+# Secrets by their shape and keyword, then by what they are for (a security answer, a
+# recovery phrase, a one-time or door code, a tax or travel document's number).
+# A password spelled out goes first: the shape rules would take its first word alone.
+RULES: tuple[Rule, ...] = (
+    *(r for r in PURPOSE_RULES if r.name == "spelled_password"),
+    *SHAPE_RULES,
+    *(r for r in PURPOSE_RULES if r.name != "spelled_password"),
+)
 
 
 def redact_secrets(text: str, rules: Iterable[Rule] = RULES) -> tuple[str, list[str]]:
     """The text with every secret found replaced by `MARK`, and the kinds found (for
-    logs and metrics: never the values)."""
-    return apply(text, rules)
+    logs and metrics: never the values).
+
+    The rules read the text's digit form, then the text as it is (`spoken.py`: "four four seven
+    one" -> 4471, 幺三八 -> 138): what they find there is replaced in the words the user
+    said."""
+    rules = tuple(rules)
+    spoken = spoken_digits(text)
+    if not spoken.pieces:
+        return apply(text, rules)
+    spans, found = find_spans(spoken.text, rules)
+    merged: list[list[int]] = []
+    for start, end in sorted(spoken.to_original(s, e) for s, e in spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    for start, end in reversed(merged):
+        text = text[:start] + MARK + text[end:]
+    text, kinds = apply(text, rules)  # what only the words show ("Hunter two")
+    return text, found + kinds
 
 
 # Field names (keys) whose value is a secret whatever it looks like: {"password": "sunshine"}.

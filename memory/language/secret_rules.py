@@ -127,7 +127,9 @@ def _after_keyword(
     12345678"). Each gap length is tried in turn, so that a first verb whose value is no
     secret ("password *to my* bank is X") does not hide the one after it."""
     key = re.compile(keyword, flags)
-    tails = [re.compile(rf"(?:\s+{_EN_GAP}){{{g}}}{verb}[\"'“‘]?({value})", flags) for g in range(gap + 1)]
+    # "is just sunflowerseeds": a softener between the verb and the value
+    tails = [re.compile(rf"(?:\s+{_EN_GAP}){{{g}}}{verb}(?:(?:just|simply|literally)\s+)?[\"'“‘]?({value})", flags)
+             for g in range(gap + 1)]  # fmt: skip
 
     def find(text: str) -> Iterator[Span]:
         for k in key.finditer(text):
@@ -740,3 +742,43 @@ def apply(text: str, rules: Iterable[Rule] = RULES) -> tuple[str, list[str]]:
             text = text[:start] + MARK + text[end:]
         found += [rule.kind] * len(merged)
     return text, found
+
+
+def find_spans(text: str, rules: Iterable[Rule] = RULES) -> tuple[list[Span], list[str]]:
+    """What `apply` would replace, as spans of `text` itself (not of the text with the
+    marks of earlier rules in it), and the kinds found: for a digit form of the text
+    whose spans are mapped back to what the user said."""
+    found: list[str] = []
+    marks: list[list[int]] = []  # [start, end] in the working text, [start, end] in `text`
+
+    def original(pos: int) -> int:
+        shift = 0
+        for cur_start, cur_end, start, end in marks:
+            if cur_end <= pos:
+                shift += (end - start) - (cur_end - cur_start)
+        return pos + shift
+
+    work = text
+    for rule in rules:
+        if rule.needs is not None and not rule.needs.search(work):
+            continue
+        spans = sorted({s for s in rule.find(work) if s[1] > s[0] and not _inside_mark(work, *s)})
+        if not spans:
+            continue
+        merged: list[list[int]] = []
+        for start, end in spans:
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        for start, end in reversed(merged):
+            orig = [original(start), original(end)]
+            delta = len(MARK) - (end - start)
+            for mark in marks:
+                if mark[0] >= end:
+                    mark[0] += delta
+                    mark[1] += delta
+            marks.append([start, start + len(MARK), *orig])
+            work = work[:start] + MARK + work[end:]
+        found += [rule.kind] * len(merged)
+    return sorted((m[2], m[3]) for m in marks), found

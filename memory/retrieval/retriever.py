@@ -273,7 +273,7 @@ class Retriever:
         k = top_k or s.recall_top_k
         if not s.retrieval.lexical:  # Mem0's dense search alone
             hits = self.store.search(user_id, query, top_k=k, categories=categories, threshold=s.recall_threshold)
-            past = self._scope(user_id, categories, exclude_session, query, now).past
+            past = asks_about_past(query, self._today(now))
             return [h for h in hits if (exclude_session is None or h.metadata.get("session_id") != exclude_session)
                     and (past or not h.metadata.get("valid_until"))]  # fmt: skip
         ranked, floor, _ = self._ranked(self._scope(user_id, categories, exclude_session, query, now), query, k,
@@ -330,8 +330,8 @@ class Retriever:
         now: datetime | None,
     ) -> Scope:  # fmt: skip
         """Whose memories a look-up reads: the values a GATED fact held before it changed
-        only for a question about the past ("before", "used to", 以前, 去年)."""
-        return Scope(user_id, categories, exclude_session, past=asks_about_past(query, self._today(now)))
+        too, for every question (`validity.for_its_time` ranks them by the time asked)."""
+        return Scope(user_id, categories, exclude_session, past=True)
 
     def _today(self, now: datetime | None) -> date:
         return (now or datetime.now(self._zone)).astimezone(self._zone).date()
@@ -343,7 +343,7 @@ class Retriever:
         s = self.settings
         cands, q, turns = self._candidates(scope, query, top_k=k, context=context)
         ranked = self.with_structure(self.rank(cands), q, query, now)
-        if scope.past:  # a question about the past: each fact's value for its time
+        if scope.past:  # each fact's value for the time the question asks about
             ranked = validity.for_its_time(ranked, self.embedding_text(query), self._today(now))
         if self._neighbours_count:
             ranked = self.with_neighbours(scope, ranked, q, top_k=k, fetched=turns)
