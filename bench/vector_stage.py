@@ -93,8 +93,10 @@ def load(url: str, real: np.ndarray, rng: np.random.Generator) -> dict[str, np.n
                         copy.write_row([uuid.uuid4(), vecs[n], Jsonb(payload), uid])
             conn.commit()
             t = sql.Identifier(TABLE)
-            for col, expr in (("vector_half", "vector::halfvec(384)"), ("vector_bits", "binary_quantize(vector)::bit(384)")):
-                kind = "halfvec(384)" if col == "vector_half" else "bit(384)"
+            for col, kind, expr in (
+                ("vector_half", "halfvec(384)", "vector::halfvec(384)"),
+                ("vector_bits", "bit(384)", "binary_quantize(vector)::bit(384)"),
+            ):
                 conn.execute(
                     sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {} GENERATED ALWAYS AS ({}) STORED").format(
                         t, sql.Identifier(col), sql.SQL(kind), sql.SQL(expr)
@@ -260,8 +262,11 @@ def main() -> None:
                     times[name].append((time.perf_counter() - t0) * 1000)
                     recalls[name].append(recall5(got, exact))
             results[str(size)] = {
-                name: {"p50_ms": round(pct(times[name], 50), 2), "p95_ms": round(pct(times[name], 95), 2),
-                       "recall5": round(statistics.mean(recalls[name]), 4)}  # fmt: skip
+                name: {
+                    "p50_ms": round(pct(times[name], 50), 2),
+                    "p95_ms": round(pct(times[name], 95), 2),
+                    "recall5": round(statistics.mean(recalls[name]), 4),
+                }  # fmt: skip
                 for name in options
             }
             print(f"memories per user {size:,}", flush=True)

@@ -52,8 +52,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from functools import cached_property
 from datetime import date, datetime
+from functools import cached_property
 from typing import Any
 from zoneinfo import ZoneInfo
 

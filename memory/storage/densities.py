@@ -87,7 +87,8 @@ class DensityStore:
         """Store (or replace) the user's densities, unless the user has no memories any more."""
         query = sql.SQL(
             "INSERT INTO {} (user_id, computed_at, k, mean, ids, densities) SELECT %s, now(), %s, %s, %s, %s "
-            "WHERE EXISTS (SELECT 1 FROM {} WHERE user_id = %s) ON CONFLICT (user_id) DO UPDATE SET computed_at = EXCLUDED.computed_at, k = EXCLUDED.k, "
+            "WHERE EXISTS (SELECT 1 FROM {} WHERE user_id = %s) "
+            "ON CONFLICT (user_id) DO UPDATE SET computed_at = EXCLUDED.computed_at, k = EXCLUDED.k, "
             "mean = EXCLUDED.mean, ids = EXCLUDED.ids, densities = EXCLUDED.densities"
         ).format(self._t, self._memories)
         payload = np.asarray(values, dtype="<f4").tobytes()
