@@ -67,13 +67,13 @@ def load(url: str, real: np.ndarray, rng: np.random.Generator) -> dict[str, np.n
     """The users' rows (COPY), made once; their vectors by user, read back."""
     from pgvector.psycopg import register_vector
 
-    from memory.storage.mem0_table import create_table
+    from memory.storage.mem0_table import create_table, vector_array
 
     users = [(user_name(s), s) for s in SIZES] + [(f"vs-other-{k}", OTHERS // 40) for k in range(40)]
     with psycopg.connect(url) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-        create_table(conn, TABLE, DIMS)
+        create_table(conn, TABLE, DIMS, indexes=False)  # the indexes after the rows: one bulk build each
         (have,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(TABLE))).fetchone()
         if have != sum(n for _, n in users):
             register_vector(conn)
@@ -102,6 +102,8 @@ def load(url: str, real: np.ndarray, rng: np.random.Generator) -> dict[str, np.n
                         t, sql.Identifier(col), sql.SQL(kind), sql.SQL(expr)
                     )
                 )
+            conn.execute("SET maintenance_work_mem = '512MB'")
+            create_table(conn, TABLE, DIMS)
             conn.commit()
             conn.autocommit = True
             conn.execute(sql.SQL("VACUUM ANALYZE {}").format(t))
@@ -114,7 +116,7 @@ def load(url: str, real: np.ndarray, rng: np.random.Generator) -> dict[str, np.n
                 ).fetchall()
                 out[user_name(size)] = (
                     [r[0] for r in rows],
-                    np.stack([np.frombuffer(r[1], dtype=">f4", offset=4).astype(np.float32) for r in rows]),
+                    np.stack([vector_array(r[1]).astype(np.float32) for r in rows]),
                 )
         return out
 
