@@ -70,7 +70,12 @@ def async_memory(store: Any) -> Any:
     """Mem0's `AsyncMemory` on the store's own Mem0 configuration (same table and pool)."""
     from mem0 import AsyncMemory
 
-    return AsyncMemory(store.mem0.config)
+    memory = AsyncMemory(store.mem0.config)
+    # The table is partitioned by user: Mem0's own pgvector store inserts no `user_id` (the
+    # partition key) and fails; the store's Mem0 uses the user-scoped one (`store._build_mem0`).
+    memory.vector_store.connection_pool = None  # its `__del__` would close the shared pool
+    memory.vector_store = store.mem0.vector_store
+    return memory
 
 
 @contextmanager
