@@ -63,7 +63,7 @@ HNSW_SETTINGS = (("hnsw.iterative_scan", "relaxed_order"), ("hnsw.ef_search", "1
 # each size; below 1,000 rows the walk is the slower (3 ms against 1 at 100 rows) and a
 # small user among many in a partition is where a filtered walk can stop short.
 WALK_FROM = 2_000
-_SIZE_TTL_S = 60.0  # how long a user's "walk or scan" stands before it is counted again
+_SIZE_TTL_S = 600.0  # how long a user's "walk or scan" stands before it is counted again
 _OLDER_THAN = sql.SQL("payload->>'created_at' ~ {iso} AND (payload->>'created_at')::timestamptz < %s").format(
     iso=sql.Literal(_ISO)
 )
@@ -697,7 +697,8 @@ class Mem0Table:
 
     def walks(self, user_id: str) -> bool:
         """Does the user's vector stage walk the HNSW graph (`WALK_FROM` rows or more)? Counted
-        (up to WALK_FROM, no row read) at most once per `_SIZE_TTL_S` per user."""
+        (up to WALK_FROM, no row read) at most once per `_SIZE_TTL_S` per user; session start
+        counts it (`MemoryStore.open_session_index`), so a call's look-ups do not."""
         now = time.monotonic()
         held = self._walks.get(user_id)
         if held is not None and now - held[0] < _SIZE_TTL_S:

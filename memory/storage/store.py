@@ -972,7 +972,12 @@ class MemoryStore:
         return snap.rows > n if snap is not None else self.rows.user_has_more_than(user_id, n)
 
     def open_session_index(self, user_id: str) -> None:
-        """Session start: read the user's rows into this process (`session_index.py`); blocks."""
+        """Session start: read the user's rows into this process (`session_index.py`), and
+        learn whether the user's SQL vector stage walks the HNSW graph; blocks."""
+        try:
+            self.rows.walks(user_id)
+        except Exception as exc:  # noqa: BLE001 - counted again by the first look-up
+            logger.warning("the caller's memories not counted: %r", exc)
         self.session_index.open(user_id)
 
     def _record_by_write_id(self, user_id: str, write_id: str) -> MemoryRecord | None:
