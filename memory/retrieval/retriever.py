@@ -633,7 +633,11 @@ class Retriever:
             r = self.settings.retrieval
             # Past the bound there is no correction: counted first, not found out by reading the vectors.
             too_many = self.store.user_has_more_than(user_id, _DENSITY_MAX)
-            stored = None if too_many else self._stored_density(user_id)
+            # A process's first densities of the user are the stored ones when still good; a
+            # process that held them past the TTL (a long call) computes them with what was added.
+            with self._densities_lock:
+                held = user_id in self._densities
+            stored = None if too_many or held else self._stored_density(user_id)
             rows = [] if too_many or stored is not None else self.store.user_vectors(user_id, _DENSITY_MAX + 1)
             if stored is not None:  # computed by an earlier process: no vector read, no k-NN
                 density = _Density(dict(zip(stored.ids, stored.values.tolist(), strict=True)), stored.mean, r.density)
