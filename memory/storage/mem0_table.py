@@ -685,7 +685,7 @@ class Mem0Table:
         p50 53 ms on 2 busy cores); the subquery fence (`OFFSET 0`) keeps the planner off
         the HNSW index.
         """
-        walk = self.walks(scope.user_id)
+        walk = self.walks(scope.user_id, count=False)  # counted at session start, never on the reply's path
         query, args = self.nearest_statement(scope, vector, limit, ids, neighbours=neighbours, walk=walk)
         rows = self._lookup(scope.user_id, lambda conn: conn.execute(query, args).fetchall())
         if walk and sum(1 for r in rows if r[3] == "vector") < limit:
@@ -695,14 +695,16 @@ class Mem0Table:
             rows = self._lookup(scope.user_id, lambda conn: conn.execute(query, args).fetchall())
         return rows
 
-    def walks(self, user_id: str) -> bool:
+    def walks(self, user_id: str, *, count: bool = True) -> bool:
         """Does the user's vector stage walk the HNSW graph (`WALK_FROM` rows or more)? Counted
-        (up to WALK_FROM, no row read) at most once per `_SIZE_TTL_S` per user; session start
-        counts it (`MemoryStore.open_session_index`), so a call's look-ups do not."""
+        (up to WALK_FROM, no row read) at session start (`MemoryStore.open_session_index`) and
+        held `_SIZE_TTL_S`; a look-up (`count=False`) takes what is held, else the exact scan."""
         now = time.monotonic()
         held = self._walks.get(user_id)
-        if held is not None and now - held[0] < _SIZE_TTL_S:
+        if held is not None and (now - held[0] < _SIZE_TTL_S or not count):
             return held[1]
+        if not count:
+            return False
         big = self.user_has_more_than(user_id, WALK_FROM - 1)
         if len(self._walks) > 1000:  # a process serving many users keeps only the recent ones
             self._walks = {u: v for u, v in self._walks.items() if now - v[0] < _SIZE_TTL_S}
