@@ -4,6 +4,7 @@ reaped children)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import psycopg
@@ -18,7 +19,14 @@ def test_a_backends_work_is_counted_after_its_connection_closed(data_dir: Path, 
     before = postgres_cpu_s(pgdata)
     assert before is not None
     with psycopg.connect(embedded_server_url) as conn:
+        (backend,) = conn.execute("SELECT pg_backend_pid()").fetchone()
         conn.execute(BUSY).fetchone()
+    gone = Path(f"/proc/{backend}")
+    for _ in range(2000):  # until the postmaster has reaped it: its time is then only in cutime/cstime
+        if not gone.exists():
+            break
+        time.sleep(0.005)
+    assert not gone.exists()
     after = postgres_cpu_s(pgdata)
     assert after is not None
     assert after - before >= 0.2  # 3,000,000 md5s: about a second of CPU on this machine, a backend's
