@@ -22,12 +22,14 @@ def test_a_big_users_walk_finds_the_exact_scans_nearest(
     table._walks.pop(user_id, None)
     assert table.walks(user_id)
     vector = store.embedder.embed("which garden has tulips on the roof", "search")
-    walked = table.nearest_and_ids(Scope(user_id), vector, 10, [])
-    query, args = table.nearest_statement(Scope(user_id), vector, 10, [])  # the exact scan
+    walked = table.nearest_and_ids(Scope(user_id), vector, 5, [])
     with store.pool.connection() as conn:
-        exact = conn.execute(query, args).fetchall()
-    assert [r[0] for r in walked] == [r[0] for r in exact]
-    assert [r[1] for r in walked] == pytest.approx([r[1] for r in exact], abs=1e-6)
+        exact = conn.execute(*table.nearest_statement(Scope(user_id), vector, 5, [])).fetchall()
+        walk_only = conn.execute(*table.nearest_statement(Scope(user_id), vector, 5, [], walk=True)).fetchall()
+    assert len(exact) == 5
+    for got in (walked, walk_only):  # the stage as a look-up runs it, and the walk's statement alone
+        assert [r[0] for r in got] == [r[0] for r in exact]
+        assert [r[1] for r in got] == pytest.approx([r[1] for r in exact], abs=1e-6)
 
 
 def test_a_small_user_is_scanned_exactly(store: MemoryStore, user_id: str) -> None:
