@@ -70,20 +70,26 @@ def async_memory(store: Any) -> Any:
     """Mem0's `AsyncMemory` on the store's own Mem0 configuration (same table and pool)."""
     from mem0 import AsyncMemory
 
-    return AsyncMemory(store.mem0.config)
+    memory = AsyncMemory(store.mem0.config)
+    # The table is partitioned by user: Mem0's own pgvector store inserts no `user_id` (the
+    # partition key) and fails; the store's Mem0 uses the user-scoped one (`store._build_mem0`).
+    memory.vector_store.connection_pool = None  # its `__del__` would close the shared pool
+    memory.vector_store = store.mem0.vector_store
+    return memory
 
 
 @contextmanager
 def mem0_pattern(memory: Any, user_id: str, session_id: str, times: HookTimes, top_k: int) -> Iterator[None]:
     """`agent.entrypoint` with Mem0's pattern as its memory: the product's memory taken
     out as for memory off (`bench.latency._memory_off`), and the first agent Mem0's."""
-    import agent
+    import memory as product
     from bench.latency import _memory_off
 
+    # `agent.entrypoint` calls `memory.first_agent` (the package's), which `_memory_off` replaces too.
     with _memory_off():
-        real_first = agent.first_agent
-        agent.first_agent = lambda *_a, **_kw: Mem0PatternAgent(memory, user_id, session_id, times, top_k)
+        real_first = product.first_agent
+        product.first_agent = lambda *_a, **_kw: Mem0PatternAgent(memory, user_id, session_id, times, top_k)
         try:
             yield
         finally:
-            agent.first_agent = real_first
+            product.first_agent = real_first

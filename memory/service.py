@@ -199,6 +199,11 @@ class MemoryService:
                 await run_upkeep(self.store.open_session_index, user_id)
             except Exception as exc:  # noqa: BLE001 - look-ups take the SQL path
                 logger.warning("the caller's memories not loaded into the process: %r", exc)
+        else:  # whether the user's SQL vector stage walks the HNSW graph (mem0_table.WALK_FROM)
+            try:
+                await run_upkeep(self.store.rows.walks, user_id)
+            except Exception as exc:  # noqa: BLE001 - the exact scan meanwhile
+                logger.warning("the caller's memories not counted: %r", exc)
         await asyncio.shield(asyncio.wrap_future(self.retriever.prepare_future(user_id)))
         try:
             count = await run_upkeep(self.store.reindex_lex, user_id)

@@ -32,6 +32,7 @@ from memory.ops.printable import terminal_json
 from memory.settings import MemorySettings
 from memory.storage.archive import ArchiveStore, archive_for
 from memory.storage.contexts import ContextStore
+from memory.storage.densities import DensityStore
 from memory.storage.locate import where
 from memory.storage.store import MemoryStore
 from memory.types import MemoryRecord, describe_error, parse_time
@@ -218,6 +219,12 @@ PLACES: list[Place] = [
         count=lambda data, user_id: data.contexts.count_user(user_id),
     ),
     Place(
+        "densities",
+        "the user's memory densities (how crowded each memory's neighbourhood is), computed from the memories",
+        lambda data, user_id: iter(data.densities.rows(user_id)),
+        lambda data, user_id: data.densities.delete_user(user_id),
+    ),
+    Place(
         "spilled",
         "this machine's spill files: turns a full journal disk refused, on their way to the store",
         _spilled,
@@ -315,6 +322,10 @@ class UserData:
     @functools.cached_property
     def archive(self) -> ArchiveStore:
         return archive_for(self.store)
+
+    @functools.cached_property
+    def densities(self) -> DensityStore:
+        return DensityStore(self.store.pool, self.store.table)
 
     @functools.cached_property
     def contexts(self) -> ContextStore:

@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from functools import cached_property
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -65,6 +66,7 @@ from memory.language.validity import asks_about_past
 from memory.ops.threads import DENSITY_POOL, RETRIEVAL_POOL
 from memory.retrieval import ranking, structure, validity
 from memory.settings import EmbedderKind, MemorySettings
+from memory.storage.densities import DensityStore, Stored
 from memory.storage.embedder import local_model
 from memory.storage.mem0_table import Scope
 from memory.storage.store import MemoryStore
@@ -631,8 +633,15 @@ class Retriever:
             r = self.settings.retrieval
             # Past the bound there is no correction: counted first, not found out by reading the vectors.
             too_many = self.store.user_has_more_than(user_id, _DENSITY_MAX)
-            rows = [] if too_many else self.store.user_vectors(user_id, _DENSITY_MAX + 1)
-            if 2 <= len(rows) <= _DENSITY_MAX:
+            # A process's first densities of the user are the stored ones when still good; a
+            # process that held them past the TTL (a long call) computes them with what was added.
+            with self._densities_lock:
+                held = user_id in self._densities
+            stored = None if too_many or held else self._stored_density(user_id)
+            rows = [] if too_many or stored is not None else self.store.user_vectors(user_id, _DENSITY_MAX + 1)
+            if stored is not None:  # computed by an earlier process: no vector read, no k-NN
+                density = _Density(dict(zip(stored.ids, stored.values.tolist(), strict=True)), stored.mean, r.density)
+            elif 2 <= len(rows) <= _DENSITY_MAX:
                 vectors = np.stack([v for _, v in rows]).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
                 of: dict[str, float] = {}
@@ -641,6 +650,7 @@ class Retriever:
                     values = knn_density(vectors, _DENSITY_K)
                     of = {mem_id: float(d) for (mem_id, _), d in zip(rows, values, strict=True)}
                     mean = float(values.mean())
+                    self._store_density(user_id, [m for m, _ in rows], values, mean)
                 kept = r.near_copies > 0  # half the floats' size: a near-copy is 0.97 or more alike
                 index = {mem_id: i for i, (mem_id, _) in enumerate(rows)} if kept else {}
                 density = _Density(of, mean, r.density, index, vectors.astype(np.float16) if kept else None)
@@ -661,6 +671,32 @@ class Retriever:
         finally:
             with self._densities_lock:
                 self._refreshing.pop(user_id, None)
+
+    def _stored_density(self, user_id: str) -> Stored | None:
+        """The user's densities as an earlier process stored them, if still good for the
+        user's rows now (`densities.Stored.fresh`) and nothing else needs the vectors."""
+        r = self.settings.retrieval
+        if r.density <= 0 or r.near_copies > 0:
+            return None
+        try:
+            stored = self._density_store.read(user_id)
+            if stored is None or stored.k != _DENSITY_K:
+                return None
+            return stored if stored.fresh(self._density_store.memories(user_id)) else None
+        except Exception as exc:  # noqa: BLE001 - computed here instead
+            logger.warning("stored memory densities not read: %r", exc)
+            return None
+
+    def _store_density(self, user_id: str, ids: list[str], values: np.ndarray, mean: float) -> None:
+        """Keep what was computed for the user's next process (`memory/storage/densities.py`)."""
+        try:
+            self._density_store.write(user_id, ids, values, mean, _DENSITY_K)
+        except Exception as exc:  # noqa: BLE001 - the next process computes them again
+            logger.warning("memory densities not stored: %r", exc)
+
+    @cached_property
+    def _density_store(self) -> DensityStore:
+        return DensityStore(self.store.pool, self.store.table)
 
     # ---------------------------------------------------------------- stages
     def _lexical_recall(self, scope: Scope, words: Sequence[str], pool: int, top_k: int) -> dict[str, Candidate]:

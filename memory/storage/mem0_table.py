@@ -22,6 +22,7 @@ Table names are `sql.Identifier`s.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -52,8 +53,17 @@ _HOLDS_NOW = sql.SQL("NOT (payload ? 'valid_until')")
 # (MEMORY_RETRIEVAL_LEXICAL=off). An HNSW scan returns at most `ef_search` rows before the
 # user filter is applied, so a user with 1% of the rows would get almost nothing back:
 # pgvector 0.8's iterative scan keeps walking the graph until enough rows pass. The
-# product's own vector stage is exact (`nearest_and_ids`).
+# product's own vector stage is exact for a user of fewer than `WALK_FROM` rows and walks
+# the user's partition's graph above (`nearest_and_ids`).
 HNSW_SETTINGS = (("hnsw.iterative_scan", "relaxed_order"), ("hnsw.ef_search", "100"))
+# From this many rows of a user the SQL vector stage walks the partition's HNSW graph
+# (iterative scan) instead of scanning every row of the user: `python -m bench.vector_stage`
+# (docs/latency.md) measured the exact scan at 15 ms for 1,000 rows, 98 ms for 10,000 and
+# 535 ms for 50,000, the walk at 8-18, 10 and 19 ms, with recall@5 1.000 against exact at
+# each size; below 1,000 rows the walk is the slower (3 ms against 1 at 100 rows) and a
+# small user among many in a partition is where a filtered walk can stop short.
+WALK_FROM = 2_000
+_SIZE_TTL_S = 600.0  # how long a user's "walk or scan" stands before it is counted again
 _OLDER_THAN = sql.SQL("payload->>'created_at' ~ {iso} AND (payload->>'created_at')::timestamptz < %s").format(
     iso=sql.Literal(_ISO)
 )
@@ -321,6 +331,7 @@ class Mem0Table:
         self.name = table
         self.reads = reads  # where a look-up reads: a replica or the primary (replicas.py)
         self._t = sql.Identifier(table)
+        self._walks: dict[str, tuple[float, bool]] = {}  # user -> (when counted, has WALK_FROM rows or more)
 
     @contextmanager
     def _conn(self, conn: Connection | None) -> Iterator[Connection]:
@@ -674,23 +685,66 @@ class Mem0Table:
         p50 53 ms on 2 busy cores); the subquery fence (`OFFSET 0`) keeps the planner off
         the HNSW index.
         """
-        query, args = self.nearest_statement(scope, vector, limit, ids, neighbours=neighbours)
-        return self._lookup(scope.user_id, lambda conn: conn.execute(query, args).fetchall())
+        walk = self.walks(scope.user_id, count=False)  # counted at session start, never on the reply's path
+        query, args = self.nearest_statement(scope, vector, limit, ids, neighbours=neighbours, walk=walk)
+        rows = self._lookup(scope.user_id, lambda conn: conn.execute(query, args).fetchall())
+        if walk and sum(1 for r in rows if r[3] == "vector") < limit:
+            # The walk stopped short (a pooler's connection without the iterative scan, a
+            # scope that few of the rows pass): the exact scan.
+            query, args = self.nearest_statement(scope, vector, limit, ids, neighbours=neighbours)
+            rows = self._lookup(scope.user_id, lambda conn: conn.execute(query, args).fetchall())
+        return rows
+
+    def walks(self, user_id: str, *, count: bool = True) -> bool:
+        """Does the user's vector stage walk the HNSW graph (`WALK_FROM` rows or more)? Counted
+        (up to WALK_FROM, no row read) at session start (`MemoryStore.open_session_index`) and
+        held `_SIZE_TTL_S`; a look-up (`count=False`) takes what is held, else the exact scan."""
+        now = time.monotonic()
+        held = self._walks.get(user_id)
+        if held is not None and (now - held[0] < _SIZE_TTL_S or not count):
+            return held[1]
+        if not count:
+            return False
+        big = self.user_has_more_than(user_id, WALK_FROM - 1)
+        if len(self._walks) > 1000:  # a process serving many users keeps only the recent ones
+            self._walks = {u: v for u, v in self._walks.items() if now - v[0] < _SIZE_TTL_S}
+        self._walks[user_id] = (now, big)
+        return big
 
     def nearest_statement(
-        self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str], *, neighbours: bool = False
+        self,
+        scope: Scope,
+        vector: Sequence[float],
+        limit: int,
+        ids: Sequence[str],
+        *,
+        neighbours: bool = False,
+        walk: bool = False,
     ) -> tuple[sql.Composable, list[Any]]:
-        """The statement `nearest_and_ids` runs, and its arguments (for EXPLAIN)."""
+        """The statement `nearest_and_ids` runs, and its arguments (for EXPLAIN). `walk`: the
+        nearest by the partition's HNSW graph, filtered to the scope (pgvector's iterative
+        scan, `HNSW_SETTINGS`), twice `limit` taken in the walk's relaxed order and the best
+        `limit` of them by exact distance; else every row of the scope (the user index) ranked."""
         where, params = self._where(scope)
         literal = vector_literal(vector)
+        if walk:
+            nearest = sql.SQL(
+                "(SELECT id, vector, payload, 'vector' AS stage FROM (SELECT id, vector, payload FROM {t} WHERE {w} "
+                " ORDER BY vector <=> %s::vector LIMIT %s) walked ORDER BY vector <=> %s::vector LIMIT %s)"
+            ).format(t=self._t, w=where)
+            near_args: list[Any] = [*params, literal, 2 * limit, literal, limit]
+        else:
+            nearest = sql.SQL(
+                "(SELECT id, vector, payload, 'vector' AS stage FROM (SELECT id, vector, payload FROM {t} WHERE {w} "
+                " OFFSET 0) mine ORDER BY vector <=> %s::vector LIMIT %s)"
+            ).format(t=self._t, w=where)
+            near_args = [*params, literal, limit]
         query = sql.SQL(
-            "WITH c AS MATERIALIZED ("
-            "(SELECT id, vector, payload, 'vector' AS stage FROM (SELECT id, vector, payload FROM {t} WHERE {w} "
-            " OFFSET 0) mine ORDER BY vector <=> %s::vector LIMIT %s) "
+            "WITH c AS MATERIALIZED ({nearest} "
             "UNION ALL (SELECT id, vector, payload, 'id' FROM {t} WHERE user_id = %s AND id = ANY(%s::uuid[]))) "
             "SELECT id::text, 1 - (vector <=> %s::vector), payload, stage FROM c"
-        ).format(t=self._t, w=where)
-        args: list[Any] = [*params, literal, limit, scope.user_id, list(ids), literal]
+        ).format(nearest=nearest, t=self._t)
+        args: list[Any] = [*near_args, scope.user_id, list(ids), literal]
         if neighbours:
             query = sql.SQL("{} UNION ALL {}").format(query, self._neighbours_of_c())
             args += [literal, scope.user_id]

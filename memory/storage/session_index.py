@@ -18,8 +18,10 @@ Kept current by
   user wrote, updated, redacted or deleted arrive within a turn; a forget in this process
   is a write like any other.
 
-Above `MEMORY_SESSION_INDEX_MAX_ROWS` rows, or before the first load has finished, or
-when the last refresh is older than `_STALE_S`, look-ups take the SQL path.
+Above `MEMORY_SESSION_INDEX_MAX_ROWS` rows (a bound on the process's RAM), or before the
+first load has finished, or when the last refresh is older than `_STALE_S`, look-ups take
+the SQL path. Otherwise a look-up takes the path measured faster for this user
+(`lookup_paths.py`: session start times both, every look-up times the one it took).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from memory.ops.threads import INDEX_POOL
+from memory.storage.lookup_paths import INDEX, SQL, PathTimes
 from memory.storage.mem0_table import Mem0Table, Scope
 
 logger = logging.getLogger(__name__)
@@ -393,6 +396,7 @@ class SessionIndexes:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self.refreshes = 0  # how many refreshes ran (tests, benchmarks)
+        self.paths = PathTimes()  # what each path's look-ups took, per user: which one a look-up takes
 
     # ------------------------------------------------------------ the store's hooks
     def open(self, user_id: str) -> None:
@@ -404,7 +408,42 @@ class SessionIndexes:
             for old in sorted(self._opened, key=self._opened.__getitem__)[: -self.keep]:
                 self._opened.pop(old, None)
                 self._snapshots.pop(old, None)
-        self.refresh(user_id)
+                self.paths.forget(old)
+        snap = self.refresh(user_id)
+        if snap is not None:
+            try:
+                self.calibrate(user_id, snap)
+            except Exception as exc:  # noqa: BLE001 - the look-ups' own times decide then
+                logger.warning("memory index: the paths were not timed: %r", exc)
+
+    def calibrate(self, user_id: str, snap: Snapshot, rounds: int = 2) -> None:
+        """Time both paths' stages for this user (session start, beside the greeting), with one
+        of the user's own rows as the query: its vector, the words of its lexical form."""
+        place = next((p for _, p in snap.versions.values() if snap.lex[p]), None)
+        if place is None or snap.matrix.shape[1] == 0:
+            return
+        vector = snap.matrix[place].tolist()
+        terms = sorted(_tokens(snap.lex[place] or ""))[:6]
+        scope = Scope(user_id)
+        for n in range(rounds):
+            for path, source in ((INDEX, snap), (SQL, self.table))[:: 1 if n % 2 == 0 else -1]:
+                t0 = time.perf_counter()
+                source.lexical_hits(scope, terms, [], scan=500, limit=20, substring_below=0)
+                t1 = time.perf_counter()
+                source.nearest_and_ids(scope, vector, 20, [], neighbours=True)
+                t2 = time.perf_counter()
+                self.paths.add(user_id, path, "lexical", (t1 - t0) * 1000)
+                self.paths.add(user_id, path, "vector", (t2 - t1) * 1000)
+
+    def choose(self, user_id: str) -> Snapshot | None:
+        """The snapshot when it may be read (`usable`) and has measured faster than SQL for this user."""
+        snap = self.usable(user_id)
+        return snap if snap is not None and self.paths.prefers_index(user_id) else None
+
+    def timed(self, user_id: str, stage: str, indexed: bool, seconds: float) -> None:
+        """A look-up's stage took this long on the path it took."""
+        if self.enabled:
+            self.paths.add(user_id, INDEX if indexed else SQL, stage, seconds * 1000)
 
     def wrote(self, user_id: str) -> None:
         """A write of the user committed in this process: look-ups take the SQL path until a

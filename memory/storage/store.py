@@ -912,8 +912,14 @@ class MemoryStore:
         limit: int,
         substring_below: float,
     ) -> tuple[list[tuple[str, str | None]], list[str]]:
-        source: Any = self.session_index.usable(scope.user_id) or self.rows
-        return source.lexical_hits(scope, terms, patterns, scan=scan, limit=limit, substring_below=substring_below)
+        snap = self.session_index.choose(scope.user_id)  # the path measured faster for this user
+        t0 = time.perf_counter()
+        try:
+            return (snap or self.rows).lexical_hits(
+                scope, terms, patterns, scan=scan, limit=limit, substring_below=substring_below
+            )
+        finally:
+            self.session_index.timed(scope.user_id, "lexical", snap is not None, time.perf_counter() - t0)
 
     def payloads(self, user_id: str, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], str]]:
         snap = self.session_index.usable(user_id)
@@ -925,10 +931,12 @@ class MemoryStore:
     def nearest_and_ids(
         self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str], *, neighbours: bool = False
     ) -> list[tuple[str, float, dict[str, Any], str]]:
-        source: Any = self.session_index.usable(scope.user_id) or self.rows
+        snap = self.session_index.choose(scope.user_id)
+        t0 = time.perf_counter()
         try:
-            return source.nearest_and_ids(scope, vector, limit, ids, neighbours=neighbours)
+            return (snap or self.rows).nearest_and_ids(scope, vector, limit, ids, neighbours=neighbours)
         finally:
+            self.session_index.timed(scope.user_id, "vector", snap is not None, time.perf_counter() - t0)
             self.session_index.looked_up(scope.user_id)  # other sessions' writes, for the next turn
 
     def candidates(
@@ -964,7 +972,12 @@ class MemoryStore:
         return snap.rows > n if snap is not None else self.rows.user_has_more_than(user_id, n)
 
     def open_session_index(self, user_id: str) -> None:
-        """Session start: read the user's rows into this process (`session_index.py`); blocks."""
+        """Session start: read the user's rows into this process (`session_index.py`), and
+        learn whether the user's SQL vector stage walks the HNSW graph; blocks."""
+        try:
+            self.rows.walks(user_id)
+        except Exception as exc:  # noqa: BLE001 - counted again by the first look-up
+            logger.warning("the caller's memories not counted: %r", exc)
         self.session_index.open(user_id)
 
     def _record_by_write_id(self, user_id: str, write_id: str) -> MemoryRecord | None:

@@ -35,6 +35,7 @@ EXPECTED = {
     "messages": 7,
     "summaries": 2,
     "shared_contexts": 2,
+    "densities": 0,  # fewer than 20 memories: no hubness densities computed, none stored
     "spilled": 0,
     "journal": 1,
 }
