@@ -1,15 +1,15 @@
 """`remember` of the same thing twice, by a client that retried, stores it once.
 
 An MCP client whose call timed out (or whose connection dropped before the answer) sends
-the call again; both arrive and, without this, the memory is stored twice. A call is
-known by what it asks: the principal (the HTTP key, or the local user over stdio), the
-identity and the text, and the client's own `request_id` when it sends one (an id reused
-for other words is another call). The same call within `WINDOW_S` gets the first call's
-answer (also while the first is still running) and stores nothing; a call that failed is
-not remembered, so its retry runs; forgetting a user forgets their calls (the same words
-after a forget are stored again). A client that means to store the same words twice on
-purpose sends two different `request_id`s. Per server process, bounded (`MAX_KEYS`,
-oldest dropped first)."""
+the call again; both arrive and, without this, the memory is stored twice. A call is known
+by what it asks: the principal (the HTTP key, or the local user over stdio), the identity
+and the text, and the client's own `request_id` when it sends one (an id reused for other
+words is another call). The same call within `WINDOW_S` gets the first call's answer (also
+while the first is still running) and stores nothing; a call that failed or was cancelled
+is not remembered, so its retry runs (also one that was waiting for it); forgetting a user
+forgets their calls (the same words after a forget are stored again). A client that means
+to store the same words twice on purpose sends two different `request_id`s. Per server
+process, bounded (`MAX_KEYS`, oldest dropped first)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,11 @@ class Repeats:
             self._calls.popitem(last=False)
         seen = self._calls.get(key)
         if seen is not None:
-            return await asyncio.shield(seen[1]), True
+            first = seen[1]
+            await asyncio.wait([first])  # this call's own cancellation ends it; the first's does not
+            if not first.cancelled() and first.exception() is None:
+                return first.result(), True
+            return await self.once(key, call, user_id)  # the first failed: this retry is a call of its own
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._calls[key] = (now, future, user_id)
         while len(self._calls) > self.max_keys:
@@ -60,8 +64,11 @@ class Repeats:
             answer = await call()
         except BaseException as exc:
             self._calls.pop(key, None)  # a failed call is not a result: its retry runs
-            future.set_exception(exc)
-            future.exception()  # retrieved: a failure nobody waited for is not logged as lost
+            if isinstance(exc, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(exc)
+                future.exception()  # retrieved: a failure nobody waited for is not logged as lost
             raise
         future.set_result(answer)
         return answer, False
