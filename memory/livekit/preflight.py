@@ -203,6 +203,9 @@ def llm_problems(base_url: str, api_key: str, models: list[tuple[str, str]]) -> 
             return [f"OPENAI_API_KEY: the LLM server at {where} does not accept it (HTTP {listing.status})"]
         if listing.status in (404, 405):  # no model list here: one token instead
             return _completion_problems(root, api_key, where, models)
+        if listing.status >= 500:  # the URL may be right: the server (or a proxy's upstream) failed
+            return [f"{where}: the server answers with an error ({listing.described()}): is the model server "
+                    "behind it running? (Ollama: `ollama serve`)"]  # fmt: skip
         body = listing.json()
         if listing.status != 200 or body is None or not isinstance(body.get("data"), list):
             return [_not_the_api(where, "/models", listing)]

@@ -89,3 +89,23 @@ async def test_a_url_that_names_an_endpoint_is_named_as_the_url(endpoint: str) -
         assert f"without {endpoint}" in line and not line.startswith("OPENAI_LLM_MODEL")
     finally:
         await runner.cleanup()
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+async def test_a_server_error_is_named_as_one_not_as_a_wrong_url(status: int) -> None:
+    """A proxy in front of a model server that is down (502, 503), or the server failing (500):
+    the URL may be right; the line says the server failed, never the page."""
+
+    async def failing(_request: web.Request) -> web.Response:
+        return web.Response(text="<html><title>Bad Gateway</title>upstream secret</html>", status=status,
+                            content_type="text/html")  # fmt: skip
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", failing)
+    runner, url = await _serve(app)
+    try:
+        (line,) = await asyncio.to_thread(llm_problems, url + "/v1", "", MODELS)
+        assert line.startswith(f"OPENAI_BASE_URL='{url}/v1': the server answers with an error (HTTP {status}")
+        assert "'Bad Gateway'" in line and "upstream secret" not in line and "not an OpenAI-compatible" not in line
+    finally:
+        await runner.cleanup()
