@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import logging
 import re
+from typing import Any
 
 _MARKUP = re.compile(r"<(?:!doctype|html|head|body|title|meta|div|p|h1|pre)\b", re.IGNORECASE)
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
@@ -52,9 +53,25 @@ class NoResponseBodies(logging.Filter):
 
 
 def install(*loggers: str) -> None:
-    """`NoResponseBodies` on these loggers (the root's handlers do not see a child logger's
-    filters), once each."""
+    """`NoResponseBodies` on these loggers, once each, and on every record made in this
+    process: a logger's filter does not see its children's records (`memory.journal.queue`,
+    `mem0.memory.main`, `livekit.agents.voice`), so the cut also runs where records are made."""
     for name in loggers:
         target = logging.getLogger(name)
         if not any(isinstance(f, NoResponseBodies) for f in target.filters):
             target.addFilter(NoResponseBodies())
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "cuts_bodies", False):
+        return
+    cut = NoResponseBodies()
+
+    def make(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            cut.filter(record)
+        except Exception:  # noqa: BLE001, S110 - a message that cannot be formatted: logging reports it
+            pass
+        return record
+
+    make.cuts_bodies = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(make)

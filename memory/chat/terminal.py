@@ -100,7 +100,7 @@ def agent_factory(spec: str) -> Callable[[], Any]:
         found = getattr(module, name, None)
         if not (isinstance(found, type) and issubclass(found, Agent)):
             raise ValueError(f"--agent {spec!r}: {where} has no Agent class {name!r}")
-        return found
+        return _made_bare(spec, found)
     own = [
         v
         for v in vars(module).values()
@@ -111,7 +111,28 @@ def agent_factory(spec: str) -> Callable[[], Any]:
         raise ValueError(
             f"--agent {spec!r}: name the class (FILE:CLASS): {where} defines {len(own)} Agent classes ({named})"
         )
-    return own[0]
+    return _made_bare(spec, own[0])
+
+
+def _made_bare(spec: str, cls: type) -> type:
+    """`cls` when it can be made with no arguments (as the chat makes it); else ValueError naming them."""
+    import inspect
+
+    try:
+        inspect.signature(cls).bind()
+    except TypeError:
+        needed = [
+            p.name
+            for p in inspect.signature(cls).parameters.values()
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        raise ValueError(
+            f"--agent {spec!r}: {cls.__name__} needs arguments ({', '.join(map(repr, needed))}); the chat makes "
+            "it with no arguments: give them defaults, or name a class that needs none (FILE:CLASS)"
+        ) from None
+    except ValueError:  # no signature to read (a builtin's): the chat tries it
+        pass
+    return cls
 
 
 def chat_problems(env: dict[str, str]) -> list[str]:

@@ -132,10 +132,32 @@ class _Answer:
 
 
 _BODY_CAP = 65_536
+_ENDPOINTS = ("/chat/completions", "/completions", "/models", "/embeddings", "/responses")
 
 
 def _ask(url: str, api_key: str, payload: dict[str, Any] | None = None) -> _Answer:
-    """One bounded request (GET, or POST with a JSON payload); an HTTP error is an answer too."""
+    """One request (GET, or POST with a JSON payload) whose whole answer comes within
+    `LLM_TIMEOUT_S` (a socket timeout bounds each read, not a server that sends a byte at a
+    time): else TimeoutError. An HTTP error is an answer too."""
+    done: list[_Answer | BaseException] = []
+
+    def ask() -> None:
+        try:
+            done.append(_ask_once(url, api_key, payload))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            done.append(exc)
+
+    thread = threading.Thread(target=ask, name="llm-check", daemon=True)
+    thread.start()
+    thread.join(LLM_TIMEOUT_S)
+    if not done:
+        raise TimeoutError(f"no whole answer in {LLM_TIMEOUT_S:g} s")
+    if isinstance(done[0], BaseException):
+        raise done[0]
+    return done[0]
+
+
+def _ask_once(url: str, api_key: str, payload: dict[str, Any] | None) -> _Answer:
     import json
     import urllib.error
     import urllib.request
@@ -171,14 +193,21 @@ def llm_problems(base_url: str, api_key: str, models: list[tuple[str, str]]) -> 
 
     where = f"OPENAI_BASE_URL={base_url!r}" if base_url else f"{OPENAI_API} (OPENAI_BASE_URL is not set)"
     root = (base_url or OPENAI_API).rstrip("/")
+    endpoint = next((e for e in _ENDPOINTS if root.endswith(e)), None)
+    if endpoint is not None:  # copied from a request example: the client adds the endpoint itself
+        return [f"{where}: this names an endpoint, not the API's base: give the URL without {endpoint} "
+                f"(e.g. {root[: -len(endpoint)]})"]  # fmt: skip
     try:
         listing = _ask(root + "/models", api_key)
         if listing.status in REJECTED:
             return [f"OPENAI_API_KEY: the LLM server at {where} does not accept it (HTTP {listing.status})"]
         if listing.status in (404, 405):  # no model list here: one token instead
             return _completion_problems(root, api_key, where, models)
+        if listing.status >= 500:  # the URL may be right: the server (or a proxy's upstream) failed
+            return [f"{where}: the server answers with an error ({listing.described()}): is the model server "
+                    "behind it running? (Ollama: `ollama serve`)"]  # fmt: skip
         body = listing.json()
-        if listing.status != 200 or body is None or not isinstance(body.get("data", []), list):
+        if listing.status != 200 or body is None or not isinstance(body.get("data"), list):
             return [_not_the_api(where, "/models", listing)]
     except (urllib.error.URLError, OSError, TimeoutError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc

@@ -157,7 +157,7 @@ def build(settings: McpSettings | None = None, *, http: bool = False) -> MCPServ
         `request_id`."""
         _allowed(user_id)
         key = Repeats.key(_principal(), user_id, text, request_id)
-        answer, repeated = await repeats.once(key, lambda: _remember(user_id, text))
+        answer, repeated = await repeats.once(key, lambda: _remember(user_id, text), user_id)
         return quote({**answer, "repeated": True} if repeated else answer)
 
     @server.tool()
@@ -181,6 +181,8 @@ def build(settings: McpSettings | None = None, *, http: bool = False) -> MCPServ
             gone = await api.forget_user(user_id)
         except InvalidInput as exc:
             raise ToolError(str(exc)) from None
+        finally:
+            repeats.forget(user_id)  # the same words said again after a forget are stored again
         if not gone.complete:
             raise ToolError(gone.problem(user_id))
         return quote(gone.as_dict())
