@@ -24,13 +24,14 @@ from memory.admin.args import PROG, parse
 from memory.admin.tables import table, to_json
 from memory.commands import confirm_forget, exit_status, open_store, quiet_logs
 from memory.commands import report as report_forget
+from memory.errors import InvalidIdentity
 from memory.journal.queue import DEAD, PENDING, journal_rows, replay_dead
 from memory.ops.printable import printable
 from memory.settings import ConfigError, MemorySettings, load_settings
 from memory.storage.archive import ArchiveStore
 from memory.storage.locate import where
 from memory.storage.store import MemoryStore
-from memory.types import InvalidMemoryText, memory_user_id, validate_user_id
+from memory.types import InvalidMemoryText, memory_user_id
 from memory.userdata import SPAN_KEYS, UnknownUser, UserData, count_names, counts_line
 
 if TYPE_CHECKING:  # loaded by the command that recalls, not by those that list
@@ -229,8 +230,8 @@ def run(args: argparse.Namespace) -> int:
     user_id = None
     if getattr(args, "user", None) is not None:
         try:
-            user_id = validate_user_id(args.user) if args.stored_id else memory_user_id(args.user)
-        except InvalidMemoryText as exc:
+            user_id = memory_user_id(args.user, stored=args.stored_id)
+        except InvalidIdentity as exc:
             print(f"{PROG}: {exc}", file=sys.stderr)
             return 2
     try:

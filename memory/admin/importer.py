@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from memory.archive.writer import archive_turn, write_archived
-from memory.errors import InvalidInput
+from memory.errors import InvalidIdentity, InvalidInput
 from memory.gatekeeper.gatekeeper import Gatekeeper, admit_facts
 from memory.journal.queue import DurableWriteQueue
 from memory.language.redact import redact_document, redact_secrets
@@ -371,7 +371,11 @@ def plan_export(doc: ExportDocument, user_id: str | None, refused: list[str]) ->
     if user_id is None:
         if not isinstance(exported, str) or not exported:
             raise ImportRefused(["the export names no user_id: pass --user USER"])
-        user_id = exported  # as the store keeps it
+        try:
+            memory_user_id(exported)  # the identity rule's refusals (the id itself is kept as stored)
+            user_id = memory_user_id(exported, stored=True)
+        except InvalidIdentity as exc:
+            raise ImportRefused([f"the export's user_id: {exc}"]) from None
     asked = now_iso()
     items: list[_Item] = []
     history: dict[str, list[dict[str, Any]]] = {}  # memory id -> its Mem0 history, in order
@@ -572,8 +576,8 @@ def plan_lines(
                 mode=settings.mode.value,
             )
             items.append(_Item(turn, "turn" if settings.mode is MemoryMode.NORMAL else "extract", dates))
-        except InvalidMemoryText as exc:
-            refused.append(str(exc))
+        except (InvalidMemoryText, InvalidIdentity) as exc:
+            refused.append(f"{where}: {exc}" if isinstance(exc, InvalidIdentity) else str(exc))
     return users, items
 
 
