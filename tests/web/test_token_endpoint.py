@@ -257,6 +257,7 @@ async def test_the_room_prefix_matches_whole_segments_in_every_room_the_request_
     running = await start_web(store, tmp_path, token_key=TOKEN_KEY, token_room_prefix="team-a")
     url = f"{running.url}/api/token"
     who = {"participant_identity": "alice"}
+    EGRESS = {"room": {"room_name": "team-a-1"}}  # noqa: N806
     try:
         for extra, status, room in (
             ({"room_name": "team-a"}, 201, "team-a"),
@@ -268,8 +269,11 @@ async def test_the_room_prefix_matches_whole_segments_in_every_room_the_request_
             ({"room_config": {"name": "team-a-2"}}, 201, "team-a-2"),
             ({"room_name": "team-a-1", "room_config": {"name": "team-ab"}}, 400, None),
             ({"room_name": "team-a-1", "room_config": {"egress": {"room": {"room_name": "team-ab"}}}}, 403, None),
-            ({"room_name": "team-a-1", "room_config": {"agents": [{"agent_name": "x"}],
-                                                       "egress": {"room": {"room_name": "team-a-1"}}}}, 201, "team-a-1"),  # fmt: skip
+            (
+                {"room_name": "team-a-1", "room_config": {"agents": [{"agent_name": "x"}], "egress": EGRESS}},
+                201,
+                "team-a-1",
+            ),
             ({}, 201, "team-a-"),  # a new room: the prefix as a segment of its own
         ):
             async with http.post(url, json=who | extra, headers=TOKEN_AUTH) as resp:
