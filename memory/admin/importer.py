@@ -676,6 +676,10 @@ async def import_text(
         raise ImportRefused(sorted(refused, key=_line_of))
     started = time.monotonic()
     if items:
-        await write_items(store, settings, items, report)
+        try:
+            await write_items(store, settings, items, report)
+        finally:
+            for uid in report.user_ids:  # every process's held rows of these users: read again
+                await run_write(store.changed_elsewhere_too, uid)
     report.seconds = round(time.monotonic() - started, 2)
     return report
