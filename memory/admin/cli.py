@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -408,13 +409,22 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
     return 0
 
 
+def _progress(done: int, of: int, seconds: float) -> None:
+    """The import's progress line, on standard error (the report is standard output)."""
+    rate = done / seconds if seconds > 0 else 0.0
+    end = "\n" if done >= of else "\r"
+    print(f"{PROG}: imported {done:,} of {of:,} turns ({rate:,.0f} a second)", end=end, file=sys.stderr, flush=True)
+
+
 def _import(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
     """`import FILE`: what it wrote, and what it refused (exit 1); exit 2 when the file
     is not one it reads (nothing written)."""
     from memory.admin.importer import ImportRefused, import_file
 
     try:
-        report = asyncio.run(import_file(admin.store, admin.settings, args.file, user_id=user_id))
+        # A command serves no call: the embeddings may take every core.
+        report = asyncio.run(import_file(admin.store, admin.settings, args.file, user_id=user_id,
+                                         progress=_progress, cores=os.cpu_count() or 1))  # fmt: skip
     except ImportRefused as exc:  # the whole file was checked: one line per problem, nothing written
         for problem in exc.problems:
             print(f"{PROG}: {printable(problem)}", file=sys.stderr)
