@@ -414,7 +414,7 @@ async def memories(user_id: str, *, limit: int = 1000) -> list[MemoryRecord]:
 
 async def remember(user_id: str, text: str) -> dict[str, Any]:
     """Store `text` as something the user said, the way a spoken turn is stored: secrets
-    redacted, bounded (one memory's length), through the write journal; NORMAL keeps it
+    redacted, bounded (one memory's length), through the operator's import; NORMAL keeps it
     as said, GATED keeps the durable facts its gatekeeper finds (its extraction model:
     `MEMORY_LLM_MODEL`). Returns what was written (`ImportReport.as_dict()`: turns, facts,
     dropped, refused). Raises `InvalidMemoryText` for empty or oversized text."""

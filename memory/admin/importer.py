@@ -13,9 +13,11 @@ gatekeeper decides what a turn holds, with its extraction model (`MEMORY_LLM_MOD
 
 The way in is the session's: every text is redacted (`redact_secrets`), a fact must pass
 the gatekeeper's rules (`admit_facts`: a durable category, no instruction to the
-assistant), a turn the store's bounds; and every item goes through the write journal, so
-an import cut short is finished by the next worker on this machine, and running it again
-adds nothing (every write has an id). The whole file is checked before anything is
+assistant), a turn the store's bounds. NORMAL's turns are written a page at a time
+(`write_pages`, `memory/storage/bulk.py`: one batch of embeddings, one transaction); every
+other item goes through the write journal (an import cut short is finished by the next
+worker on this machine). Running it again adds nothing (every write has an id), and
+finishes an import cut short. The whole file is checked before anything is
 written (types, times no later than now and a small clock skew, nesting, sizes, the
 gatekeeper's rules for facts), and then all of it is written or none: every problem is
 one line naming the line of the file and the reason (`ImportRefused`).
