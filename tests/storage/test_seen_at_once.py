@@ -110,3 +110,25 @@ def test_the_check_is_one_small_statement_per_look_up(store: MemoryStore, user_i
     # On the look-up's own threads (the index's refresh after it runs on its own thread).
     ours = [s for thread, s in statements if not thread.startswith("memory-index")]
     assert len(ours) == 1 and "_generations" in ours[0], ours
+
+
+def test_a_forget_by_the_operators_command_in_another_process_is_not_served_by_the_next_look_up(
+    store: MemoryStore, user_id: str, indexes
+) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    retriever = Retriever(store, store.settings.tuned(density=0.0))
+    store.add_raw(user_id, "My sister Anna lives in Lisbon")
+    _held(store, indexes, user_id)
+    assert "My sister Anna lives in Lisbon" in _texts(retriever, user_id, "where does Anna live")
+    assert indexes.wait_idle(user_id)
+    env = {**os.environ, "MEMORY_DATABASE_URL": store.url, "MEMORY_DATA_DIR": str(store.settings.data_dir),
+           "MEMORY_COLLECTION": store.settings.collection}  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "memory.admin", "forget", user_id, "--yes"], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert _texts(retriever, user_id, "where does Anna live") == []
