@@ -549,12 +549,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "login-not-throttled",
         "web page",
-        "memory/web/security.py",
+        "memory/ops/pacing.py",
         "        if len(tries.failures) < self.attempts:\n",
         "        if True:\n",
         "wrong secrets from one address are never slowed",
         (
             "tests/web/test_limits_and_proxy.py::test_wrong_bearer_secrets_are_limited_like_logins_and_the_right_one_still_gets_in",
+            "tests/mcp/test_mcp_hardening.py::test_wrong_keys_are_paced_per_address_as_the_web_page_paces_secrets",
         ),
         (GUARD + "test_wrong_secrets_from_one_address_are_slowed",),
     ),

@@ -380,10 +380,9 @@ def _close_with_session(session: AgentSession, memory: MemorySession) -> None:
 
 
 def _user(user_id: str) -> str:
-    try:
-        return memory_user_id(user_id)
-    except InvalidMemoryText as exc:
-        raise InvalidMemoryText(f"user_id: {exc}") from None
+    """The stored id, by the one identity rule; each function calls it once, on what its
+    caller gave (`InvalidIdentity` in the same words as every other door)."""
+    return memory_user_id(user_id)
 
 
 def _bounded(text: str, what: str, limit: int) -> str:
@@ -418,7 +417,7 @@ async def memories(user_id: str, *, limit: int = 1000) -> list[MemoryRecord]:
 
 async def remember(user_id: str, text: str) -> dict[str, Any]:
     """Store `text` as something the user said, the way a spoken turn is stored: secrets
-    redacted, bounded (one memory's length), through the write journal; NORMAL keeps it
+    redacted, bounded (one memory's length), through the operator's import; NORMAL keeps it
     as said, GATED keeps the durable facts its gatekeeper finds (its extraction model:
     `MEMORY_LLM_MODEL`). Returns what was written (`ImportReport.as_dict()`: turns, facts,
     dropped, refused). Raises `InvalidMemoryText` for empty or oversized text."""
@@ -426,7 +425,7 @@ async def remember(user_id: str, text: str) -> dict[str, Any]:
     uid = _user(user_id)
     _bounded(text, "text", runtime.settings.max_turn_chars)
     line = {"text": text, "said_at": datetime.now(UTC).isoformat()}  # a new turn, also when said before
-    return await import_user([line], user_id=uid)
+    return await _import(runtime, [line], uid)
 
 
 async def forget_user(user_id: str) -> Forgotten:
@@ -462,10 +461,16 @@ async def import_user(
     `user_id`: the user to import into (default: the document's own). Returns the report
     (`turns`, `facts`, `unchanged`, `dropped`, ...). Raises `InvalidInput` (`ImportRefused`:
     every problem, one a line), naming what was wrong, before anything is written."""
+    runtime = _get_runtime(cold_warning=False)
+    return await _import(runtime, document, None if user_id is None else _user(user_id))
+
+
+async def _import(
+    runtime: _Runtime, document: dict[str, Any] | Sequence[dict[str, Any]] | str, uid: str | None
+) -> dict[str, Any]:
+    """`import_user` for a stored id already made (`uid`): never hashed again."""
     from memory.admin.importer import import_text
 
-    runtime = _get_runtime(cold_warning=False)
-    uid = None if user_id is None else _user(user_id)
     if isinstance(document, str):
         text = document
     elif isinstance(document, dict):

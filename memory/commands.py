@@ -14,7 +14,7 @@ from memory.settings import ConfigError, MemorySettings
 from memory.storage.locate import missing_store
 from memory.storage.postgres import storage_problems
 from memory.storage.store import MemoryStore
-from memory.types import describe_error, memory_user_id, validate_user_id
+from memory.types import describe_error, memory_user_id
 from memory.userdata import Forgotten
 
 EXIT_NOTHING_STORED = 1
@@ -31,7 +31,7 @@ def quiet_logs() -> None:
 
 def store_ids(identities: Sequence[str], *, stored: bool) -> list[str]:
     """The ids the store keeps these users under, all checked before any is used."""
-    return [validate_user_id(i) if stored else memory_user_id(i) for i in identities]
+    return [memory_user_id(i, stored=stored) for i in identities]
 
 
 def open_store(settings: MemorySettings, *, load_mem0: bool = False) -> tuple[MemoryStore | None, list[str]]:

@@ -7,6 +7,7 @@ the tree where they enter it (the store's: `memory/storage/faults.py`).
 
     AgentMemoryError
     ├── InvalidInput             bad input, named; never succeeds (also a ValueError)
+    │   ├── InvalidIdentity      a user identity no door takes            (memory.types.memory_user_id)
     │   ├── InvalidMemoryText    text or an id the store cannot keep      (memory.types)
     │   │   └── RefusedByStore   the database refused the row's content   (memory.storage.faults)
     │   ├── ConfigError          a variable to fix                        (memory.settings)
@@ -44,6 +45,12 @@ class AgentMemoryError(Exception):
 class InvalidInput(AgentMemoryError, ValueError):
     """Input that can never be accepted as it is; the message names what was wrong.
     Also a `ValueError`, as the errors it replaced were."""
+
+
+class InvalidIdentity(InvalidInput):
+    """A user identity that no way in accepts (empty; a control, bidi or zero-width
+    character; a stored id the store could not index). Every door raises this one class
+    with the same words, from the one rule (`memory.types.memory_user_id`)."""
 
 
 class Unavailable(AgentMemoryError, RuntimeError):

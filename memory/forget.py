@@ -26,11 +26,11 @@ import sys
 from collections.abc import Sequence
 
 from memory.commands import confirm_forget, open_store, quiet_logs, report, store_ids
+from memory.errors import InvalidIdentity
 from memory.ops.printable import printable
 from memory.progname import program_name
 from memory.settings import ConfigError, load_settings
 from memory.storage.locate import where
-from memory.types import InvalidMemoryText
 from memory.userdata import UserData
 
 # Names code imported from here before `memory.commands` and `memory.storage.locate` held them.
@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         ids = store_ids(args.user_ids, stored=args.stored_id)
-    except InvalidMemoryText as exc:
+    except InvalidIdentity as exc:
         print(f"{PROG}: nothing was forgotten: {printable(str(exc))}", file=sys.stderr)
         return 2
     try:

@@ -625,6 +625,7 @@ def _networks(name: str, raw: str) -> tuple[str, ...]:
 
 # The MCP server (`memory-mcp`, memory/mcp/).
 MCP_KEY_MIN_CHARS = 16
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 @dataclass(frozen=True)
@@ -635,6 +636,17 @@ class McpSettings:
     keys: dict[str, frozenset[str] | None]
     host: str = "127.0.0.1"
     port: int = 8766
+    # Host headers and browser origins the server answers (the SDK's DNS-rebinding check,
+    # on every listen address): beyond loopback the hosts must be named.
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    sessions_per_key: int = 16  # sessions one key may hold open at once
+    session_idle_s: float = 600.0  # a session with no request for this long is closed
+
+    @property
+    def loopback(self) -> bool:
+        """Does the server listen on this machine only?"""
+        return self.host in LOOPBACK_HOSTS or self.host.startswith("127.")
 
     def identities(self, key: str) -> frozenset[str] | None:
         """The identities `key` may touch (None: all); KeyError for a key that is not one,
@@ -677,7 +689,31 @@ def mcp_settings(env: Mapping[str, str] | None = None, *, http: bool = True) -> 
             'it may touch, e.g. MEMORY_MCP_KEYS=$(python -c "import secrets; print(secrets.token_urlsafe(24))"):alice'
         )
     host, port = _listen(env.get("MEMORY_MCP_LISTEN", "").strip() or "127.0.0.1:8766", "MEMORY_MCP_LISTEN")
-    return McpSettings(keys=keys, host=host, port=port)
+    hosts = tuple(h for h in env.get("MEMORY_MCP_ALLOWED_HOSTS", "").replace(",", " ").split() if h)
+    for h in hosts:
+        if "/" in h or "@" in h:
+            raise ConfigError(f"MEMORY_MCP_ALLOWED_HOSTS: {h!r} is not HOST or HOST:PORT (mcp.example.com:443, name:*)")
+    origins = tuple(
+        _origin("MEMORY_MCP_ALLOWED_ORIGINS", o)
+        for o in env.get("MEMORY_MCP_ALLOWED_ORIGINS", "").split(",")
+        if o.strip()
+    )
+    settings = McpSettings(
+        keys=keys,
+        host=host,
+        port=port,
+        allowed_hosts=hosts,
+        allowed_origins=origins,
+        sessions_per_key=_integer(env, "MEMORY_MCP_SESSIONS_PER_KEY", 16, lo=1, hi=10_000),
+        session_idle_s=_number(env, "MEMORY_MCP_SESSION_IDLE_S", 600.0, lo=1.0, hi=86_400.0),
+    )
+    if http and not settings.loopback and not hosts:
+        raise ConfigError(
+            f"MEMORY_MCP_LISTEN={host}:{port} listens beyond this machine: set MEMORY_MCP_ALLOWED_HOSTS to the "
+            "names clients reach it by (mcp.example.com, memory-mcp:8766), so that a request for another host "
+            "(DNS rebinding) is refused"
+        )
+    return settings
 
 
 def _listen(raw: str, variable: str = "MEMORY_WEB_LISTEN") -> tuple[str, int]:
@@ -728,7 +764,8 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_RETRIEVAL_ONE_TRIP MEMORY_SESSION_INDEX MEMORY_SESSION_INDEX_MAX_ROWS
     MEMORY_WEB_PUBLIC_ORIGIN MEMORY_WEB_TRUSTED_PROXIES
     MEMORY_WEB_TOKEN_KEY MEMORY_WEB_TOKEN_IDENTITIES MEMORY_WEB_TOKEN_ROOM_PREFIX MEMORY_WEB_TOKEN_OPERATOR
-    MEMORY_LLM_CHECK MEMORY_MCP_KEYS MEMORY_MCP_LISTEN
+    MEMORY_LLM_CHECK MEMORY_MCP_KEYS MEMORY_MCP_LISTEN MEMORY_MCP_ALLOWED_HOSTS MEMORY_MCP_ALLOWED_ORIGINS
+    MEMORY_MCP_SESSIONS_PER_KEY MEMORY_MCP_SESSION_IDLE_S
     MEMORY_RETRIEVAL_QUESTION_WEIGHT MEMORY_RETRIEVAL_ECHO_WEIGHT MEMORY_RETRIEVAL_NEAR_COPIES
     MEMORY_RETRIEVAL_UNIT_SCORE""".split()
 )

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from memory.bodies import without_body
-from memory.errors import AgentMemoryError, InvalidInput, Unavailable
+from memory.errors import AgentMemoryError, InvalidIdentity, InvalidInput, Unavailable
 
 MAX_TEXT_CHARS = 4000
 
@@ -133,20 +133,50 @@ def parse_time(value: object) -> datetime | None:
 _HASHED_ID = re.compile(r"lk-[0-9a-f]{40}")
 
 
-def memory_user_id(identity: str) -> str:
-    """The id a participant's memories are kept under: the identity itself, or, for one
-    the store could not keep as it is, a hash of it ("lk-" and 40 hex digits).
+# Controls (escape sequences, newlines, NUL), format characters (bidi overrides, zero-width
+# spaces and joiners), line and paragraph separators, surrogates, private use, unassigned.
+_HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"))
 
-    Mem0 trims ids and refuses those with whitespace inside, while our own SQL reads the
-    id as given: "alice " would write under "alice" and read under "alice ", and
-    participant "alice" would be shown alice 's memories. Identities with whitespace, a
-    NUL, a broken surrogate, or over `MAX_USER_ID_BYTES` are therefore hashed; so is
-    one that has the form of a hash itself, or participant "lk-<that hash>" would be
-    shown the memories of the identity that hashes to it. Every other identity is used
-    unchanged. Raises `InvalidMemoryText` for a blank one.
+EMPTY_IDENTITY = "user id is empty: use the participant identity"
+
+
+def hidden_character(text: str) -> str | None:
+    """The first character of `text` that shows as nothing or as something else (a name
+    that reads "alice" and is not, a log line split in two), as "U+202E at 3"."""
+    for i, ch in enumerate(text):
+        if unicodedata.category(ch) in _HIDDEN:
+            return f"U+{ord(ch):04X} at {i}"
+    return None
+
+
+def memory_user_id(identity: object, *, stored: bool = False) -> str:
+    """The one identity rule: the id a user's memories are kept under, for every way in
+    (the spoken turn, `memory.api`, MCP, the admin commands, the web page, the token
+    endpoint). Each door calls it once, on what its caller gave.
+
+    An identity is refused (`InvalidIdentity`, the same words at every door) when it is
+    empty or holds a control, bidi or zero-width character: "alice\u200b" would be a
+    look-alike user nobody can tell from "alice". Otherwise it is used unchanged, or, when
+    the store could not keep it as it is, hashed ("lk-" and 40 hex digits): Mem0 trims ids
+    and refuses those with whitespace inside while our own SQL reads the id as given, so
+    "alice " would write under "alice" and read under "alice "; an id over
+    `MAX_USER_ID_BYTES` cannot be indexed; and one with the form of a hash is hashed again,
+    or participant "lk-<that hash>" would be shown the memories of the identity that
+    hashes to it.
+
+    `stored`: the caller gives the id as the store keeps it (an operator's `--stored-id`,
+    the web page's `?id=`): it is checked, never hashed; it may name a row stored before
+    this rule (one holding a hidden character) so that it can still be read and forgotten.
     """
     if not isinstance(identity, str) or not identity.strip():
-        raise InvalidMemoryText("user id is empty: use the participant identity")
+        raise InvalidIdentity(EMPTY_IDENTITY)
+    if stored:
+        try:
+            return validate_user_id(identity)
+        except InvalidMemoryText as exc:
+            raise InvalidIdentity(str(exc)) from None
+    if where := hidden_character(identity):
+        raise InvalidIdentity(f"user id must not hold control, bidi or zero-width characters ({where})")
     try:
         validate_user_id(identity)
         if not any(ch.isspace() for ch in identity) and not _HASHED_ID.fullmatch(identity):

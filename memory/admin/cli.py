@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -24,13 +25,14 @@ from memory.admin.args import PROG, parse
 from memory.admin.tables import table, to_json
 from memory.commands import confirm_forget, exit_status, open_store, quiet_logs
 from memory.commands import report as report_forget
+from memory.errors import InvalidIdentity
 from memory.journal.queue import DEAD, PENDING, journal_rows, replay_dead
 from memory.ops.printable import printable
 from memory.settings import ConfigError, MemorySettings, load_settings
 from memory.storage.archive import ArchiveStore
 from memory.storage.locate import where
 from memory.storage.store import MemoryStore
-from memory.types import InvalidMemoryText, memory_user_id, validate_user_id
+from memory.types import InvalidMemoryText, memory_user_id
 from memory.userdata import SPAN_KEYS, UnknownUser, UserData, count_names, counts_line
 
 if TYPE_CHECKING:  # loaded by the command that recalls, not by those that list
@@ -232,8 +234,8 @@ def run(args: argparse.Namespace) -> int:
     user_id = None
     if getattr(args, "user", None) is not None:
         try:
-            user_id = validate_user_id(args.user) if args.stored_id else memory_user_id(args.user)
-        except InvalidMemoryText as exc:
+            user_id = memory_user_id(args.user, stored=args.stored_id)
+        except InvalidIdentity as exc:
             print(f"{PROG}: {exc}", file=sys.stderr)
             return 2
     try:
@@ -410,13 +412,22 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
     return 0
 
 
+def _progress(done: int, of: int, seconds: float) -> None:
+    """The import's progress line, on standard error (the report is standard output)."""
+    rate = done / seconds if seconds > 0 else 0.0
+    end = "\n" if done >= of else "\r"
+    print(f"{PROG}: imported {done:,} of {of:,} turns ({rate:,.0f} a second)", end=end, file=sys.stderr, flush=True)
+
+
 def _import(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
     """`import FILE`: what it wrote, and what it refused (exit 1); exit 2 when the file
     is not one it reads (nothing written)."""
     from memory.admin.importer import ImportRefused, import_file
 
     try:
-        report = asyncio.run(import_file(admin.store, admin.settings, args.file, user_id=user_id))
+        # A command serves no call: the embeddings may take every core.
+        report = asyncio.run(import_file(admin.store, admin.settings, args.file, user_id=user_id,
+                                         progress=_progress, cores=os.cpu_count() or 1))  # fmt: skip
     except ImportRefused as exc:  # the whole file was checked: one line per problem, nothing written
         for problem in exc.problems:
             print(f"{PROG}: {printable(problem)}", file=sys.stderr)

@@ -13,9 +13,11 @@ gatekeeper decides what a turn holds, with its extraction model (`MEMORY_LLM_MOD
 
 The way in is the session's: every text is redacted (`redact_secrets`), a fact must pass
 the gatekeeper's rules (`admit_facts`: a durable category, no instruction to the
-assistant), a turn the store's bounds; and every item goes through the write journal, so
-an import cut short is finished by the next worker on this machine, and running it again
-adds nothing (every write has an id). The whole file is checked before anything is
+assistant), a turn the store's bounds. NORMAL's turns are written a page at a time
+(`write_pages`, `memory/storage/bulk.py`: one batch of embeddings, one transaction); every
+other item goes through the write journal (an import cut short is finished by the next
+worker on this machine). Running it again adds nothing (every write has an id), and
+finishes an import cut short. The whole file is checked before anything is
 written (types, times no later than now and a small clock skew, nesting, sizes, the
 gatekeeper's rules for facts), and then all of it is written or none: every problem is
 one line naming the line of the file and the reason (`ImportRefused`).
@@ -31,14 +33,14 @@ import json
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from memory.archive.writer import archive_turn, write_archived
-from memory.errors import InvalidInput
+from memory.errors import InvalidIdentity, InvalidInput
 from memory.gatekeeper.gatekeeper import Gatekeeper, admit_facts
 from memory.journal.queue import DurableWriteQueue
 from memory.language.redact import redact_document, redact_secrets
@@ -371,7 +373,11 @@ def plan_export(doc: ExportDocument, user_id: str | None, refused: list[str]) ->
     if user_id is None:
         if not isinstance(exported, str) or not exported:
             raise ImportRefused(["the export names no user_id: pass --user USER"])
-        user_id = exported  # as the store keeps it
+        try:
+            memory_user_id(exported)  # the identity rule's refusals (the id itself is kept as stored)
+            user_id = memory_user_id(exported, stored=True)
+        except InvalidIdentity as exc:
+            raise ImportRefused([f"the export's user_id: {exc}"]) from None
     asked = now_iso()
     items: list[_Item] = []
     history: dict[str, list[dict[str, Any]]] = {}  # memory id -> its Mem0 history, in order
@@ -572,8 +578,8 @@ def plan_lines(
                 mode=settings.mode.value,
             )
             items.append(_Item(turn, "turn" if settings.mode is MemoryMode.NORMAL else "extract", dates))
-        except InvalidMemoryText as exc:
-            refused.append(str(exc))
+        except (InvalidMemoryText, InvalidIdentity) as exc:
+            refused.append(f"{where}: {exc}" if isinstance(exc, InvalidIdentity) else str(exc))
     return users, items
 
 
@@ -596,10 +602,80 @@ def _extraction_llm() -> Any:
     )
 
 
-async def write_items(
-    store: MemoryStore, settings: MemorySettings, items: Sequence[_Item], report: ImportReport
+# NORMAL's turns are written this many at a time (`memory/storage/bulk.py`): one batch of
+# embeddings, one transaction.
+PAGE = 256
+Progress = Callable[[int, int, float], None]  # (written, of, seconds so far)
+
+
+def _bulk(item: _Item) -> bool:
+    """A NORMAL turn as said: written a page at a time, not through the journal."""
+    return item.kind == "turn" and item.turn.kind == "memory" and item.turn.verdict is None
+
+
+async def write_pages(
+    store: MemoryStore,
+    settings: MemorySettings,
+    items: Sequence[_Item],
+    report: ImportReport,
+    progress: Progress | None = None,
+    cores: int = 1,
 ) -> None:
-    """Enqueue every item in the journal, then write them (the journal's own consumer)."""
+    """NORMAL's turns, a page at a time: as `MemoryService.remember` stores each (redacted
+    already, cut to `MEMORY_MAX_TURN_CHARS`, indexed with the turn it answers), with the
+    dates the import restores; an import run again finds each by its write id. Not through
+    the journal: a page is one transaction, and an import cut short is finished by running it
+    again."""
+    from memory.storage.bulk import RawTurn, add_raw_page
+
+    started = time.monotonic()
+    asked = min((it.turn.created_at for it in items), default=now_iso())
+    by_user: dict[str, list[_Item]] = {}
+    for item in items:
+        by_user.setdefault(item.turn.user_id, []).append(item)
+    done = 0
+    for uid, mine in by_user.items():
+        for start in range(0, len(mine), PAGE):
+            page = [
+                RawTurn(
+                    text=it.turn.text[: settings.max_turn_chars],
+                    write_id=it.turn.turn_id,
+                    metadata={
+                        "session_id": it.turn.session_id,
+                        "turn_id": it.turn.turn_id,
+                        "timestamp": it.turn.created_at,
+                        **({"seq": it.turn.seq} if it.turn.seq is not None else {}),
+                    },  # fmt: skip
+                    context=[redact_secrets(clean_text(t))[0] for t in it.turn.context[-1:]],
+                    created_at=it.dates.get("created_at"),
+                    updated_at=it.dates.get("updated_at"),
+                    said_at=it.dates.get("said_at"),
+                )
+                for it in mine[start : start + PAGE]
+            ]
+            for result in await run_write(add_raw_page, store, uid, page, asked_at=asked, cores=cores):
+                report.count("unchanged" if result.event == "NOOP" else "turn")
+            done += len(page)
+            if progress is not None:
+                progress(done, len(items), time.monotonic() - started)
+
+
+async def write_items(
+    store: MemoryStore,
+    settings: MemorySettings,
+    items: Sequence[_Item],
+    report: ImportReport,
+    progress: Progress | None = None,
+    cores: int = 1,
+) -> None:
+    """NORMAL's turns a page at a time (`write_pages`); every other item enqueued in the
+    journal, then written (the journal's own consumer)."""
+    pages = [it for it in items if _bulk(it)]
+    if pages:
+        await write_pages(store, settings, pages, report, progress, cores)
+    items = [it for it in items if not _bulk(it)]
+    if not items:
+        return
     extracting = any(it.kind == "extract" for it in items)
     gatekeeper = Gatekeeper(_extraction_llm(), learned=settings.gate_model) if extracting else None
     service = MemoryService(store, settings, gatekeeper=gatekeeper, reads=False)
@@ -648,15 +724,29 @@ async def write_items(
 
 
 async def import_file(
-    store: MemoryStore, settings: MemorySettings, path: str, *, user_id: str | None = None
+    store: MemoryStore,
+    settings: MemorySettings,
+    path: str,
+    *,
+    user_id: str | None = None,
+    progress: Progress | None = None,
+    cores: int = 1,
 ) -> ImportReport:
     """Read, check and write `path` (see the module doc). Raises `InvalidMemoryText`,
-    naming what was wrong, before anything is written when the file cannot be read."""
-    return await import_text(store, settings, await run_text(read_source, path), user_id=user_id)
+    naming what was wrong, before anything is written when the file cannot be read.
+    `progress` is told after each page of turns; `cores`: the embeddings' (`write_pages`)."""
+    text = await run_text(read_source, path)
+    return await import_text(store, settings, text, user_id=user_id, progress=progress, cores=cores)
 
 
 async def import_text(
-    store: MemoryStore, settings: MemorySettings, text: str, *, user_id: str | None = None
+    store: MemoryStore,
+    settings: MemorySettings,
+    text: str,
+    *,
+    user_id: str | None = None,
+    progress: Progress | None = None,
+    cores: int = 1,
 ) -> ImportReport:
     """Check the whole of `text`, then write all of it: `ImportRefused`, with one line for
     every problem found, before anything is written."""
@@ -672,6 +762,10 @@ async def import_text(
         raise ImportRefused(sorted(refused, key=_line_of))
     started = time.monotonic()
     if items:
-        await write_items(store, settings, items, report)
+        try:
+            await write_items(store, settings, items, report, progress, cores)
+        finally:
+            for uid in report.user_ids:  # every process's held rows of these users: read again
+                await run_write(store.changed_elsewhere_too, uid)
     report.seconds = round(time.monotonic() - started, 2)
     return report

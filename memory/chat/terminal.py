@@ -33,9 +33,10 @@ from concurrent.futures import Future
 from typing import Any
 
 from memory import bodies
+from memory.errors import InvalidIdentity
 from memory.livekit import startup
 from memory.settings import cloud_models, env_file_note, load_env_file, load_settings, process_env, startup_problems
-from memory.types import InvalidMemoryText, describe_error, memory_user_id
+from memory.types import describe_error, memory_user_id
 
 PROG = "memory-chat"
 QUIT = ("/quit", "/exit", "quit", "exit", "/bye")
@@ -321,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         identity = args.user
         memory_user_id(identity)
-    except InvalidMemoryText as exc:
+    except InvalidIdentity as exc:
         problems.append(f"USER: {exc}")
     if problems:
         _cannot_start(problems)

@@ -13,43 +13,30 @@ import argparse
 import json
 import secrets
 import sys
-import unicodedata
 from datetime import timedelta
 from urllib.parse import urlencode
 
 from livekit import api
 
 from memory.progname import program_name
+from memory.errors import InvalidIdentity
 from memory.settings import ConfigError, LiveKitCredentials, livekit_credentials
+from memory.types import memory_user_id
 
 MEET_URL = "https://meet.livekit.io/custom"
 DEFAULT_TTL_HOURS = 24.0
 
 
-# Controls (escape sequences, newlines, NUL), format characters (bidi overrides, zero-width
-# spaces and joiners), line and paragraph separators, surrogates, private use, unassigned.
-_HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"))
-
-
-def hidden_character(text: str) -> str | None:
-    """The first character of `text` that shows as nothing or as something else (a name
-    that reads "alice" and is not, a log line split in two), as "U+202E at 3"."""
-    for i, ch in enumerate(text):
-        if unicodedata.category(ch) in _HIDDEN:
-            return f"U+{ord(ch):04X} at {i}"
-    return None
-
-
 def identity_problem(identity: object) -> str | None:
     """Why `identity` cannot be a participant identity memory is kept under, if it cannot:
-    empty, padded with spaces (which the store would keep apart from the unpadded one), or
-    holding a character that is invisible or changes how the rest reads."""
-    if not isinstance(identity, str) or not identity.strip():
-        return "must be a non-empty string"
-    if identity != identity.strip():
-        return "must not start or end with spaces"
-    if where := hidden_character(identity):
-        return f"must not hold control, bidi or zero-width characters ({where})"
+    what the one identity rule refuses (`memory_user_id`, in its words), or padded with
+    spaces (a token minted for " alice" would be another user than "alice")."""
+    try:
+        memory_user_id(identity)
+    except InvalidIdentity as exc:
+        return str(exc)
+    if isinstance(identity, str) and identity != identity.strip():
+        return "user id must not start or end with spaces"
     return None
 
 

@@ -56,12 +56,3 @@ def clear_refusals(app: ASGIApp) -> ASGIApp:
         await app(scope, receive, sending)
 
     return wrapped
-
-
-def run_http(server: Any, host: str, port: int) -> None:
-    """The SDK's streamable-HTTP transport (`MCPServer.run("streamable-http")`: its app under
-    uvicorn), with refusals a client can read."""
-    import uvicorn
-
-    app = clear_refusals(server.streamable_http_app(host=host))
-    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -505,6 +505,7 @@ class Retriever:
         context: Sequence[str],
     ) -> tuple[list[Candidate], _Query, dict[tuple[str, int], Candidate] | None]:
         """The candidates, the query, and the raw turns next to them (None: not fetched)."""
+        self.store.check_fresh(scope.user_id)  # another process's forget or redaction: never served
         s = self.settings
         words, weights = self.query_terms(query, context)
         pool = max(s.retrieval.pool, top_k)

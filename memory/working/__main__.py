@@ -12,12 +12,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from memory.errors import InvalidIdentity
 from memory.ops.printable import terminal_json
 from memory.settings import ConfigError, load_settings
 from memory.storage.contexts import ContextStore
 from memory.storage.locate import missing_store
 from memory.storage.postgres import embedded_url, open_pool, storage_problems
-from memory.types import InvalidMemoryText, describe_error, memory_user_id, validate_user_id
+from memory.types import describe_error, memory_user_id
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,9 +29,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     export.add_argument("--stored-id", action="store_true", help="the id is as the store and the logs give it (lk-...)")
     args = ap.parse_args(argv)
     try:
-        user = validate_user_id(args.user_id) if args.stored_id else memory_user_id(args.user_id)
+        user = memory_user_id(args.user_id, stored=args.stored_id)
         settings = load_settings()
-    except (InvalidMemoryText, ConfigError) as exc:
+    except (InvalidIdentity, ConfigError) as exc:
         print(f"memory.working: {exc}", file=sys.stderr)
         return 2
     problems = [p] if (p := missing_store(settings)) else storage_problems(settings.data_dir, settings.database_url)

@@ -260,15 +260,21 @@ def test_an_import_checks_the_whole_file_and_writes_all_or_nothing(
     assert len(store.list_user(user_id)) == 2
 
 
-def test_an_identity_with_an_escape_sequence_is_printed_escaped(
+def test_an_identity_with_an_escape_sequence_is_refused_by_the_identity_rule(
     store: MemoryStore, user_id: str, admin_env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     identity = f"{user_id}\x1b]0;owned\x07\x1b[2J"
     path = admin_env / "one.jsonl"
     path.write_text(json.dumps({"text": "I keep bees"}) + "\n")
-    assert admin_main(["import", str(path), "--user", identity]) == 0
-    out = capsys.readouterr().out
-    assert "\x1b" not in out and "\x07" not in out and "\\x1b]0;owned\\x07" in out, out
-    assert admin_main(["forget", identity, "--yes"]) == 0
+    assert admin_main(["import", str(path), "--user", identity]) == 2
+    err = capsys.readouterr().err
+    rule = f"user id must not hold control, bidi or zero-width characters (U+001B at {len(user_id)})"
+    assert "\x1b" not in err and "\x07" not in err and rule in err, err
+    assert admin_main(["forget", identity, "--yes"]) == 2  # the same words at every door
+    assert rule in capsys.readouterr().err
+    assert store.list_user(user_id) == []
+    # A row stored under such an id before the rule can still be named as stored, and forgotten.
+    store.add_raw(identity, "I keep bees")
+    assert admin_main(["forget", "--stored-id", identity, "--yes"]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and f"forgot {user_id}\\x1b]0;owned" in out, out

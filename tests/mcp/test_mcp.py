@@ -37,14 +37,14 @@ def _text(result: Any) -> str:
 async def _http_server(store: Any, keys: str) -> AsyncIterator[str]:
     import uvicorn
 
-    from memory.mcp.server import build
+    from memory.mcp.server import http_app
     from memory.settings import mcp_settings
 
     port = _free_port()
     settings = mcp_settings({"MEMORY_MCP_KEYS": keys, "MEMORY_MCP_LISTEN": f"127.0.0.1:{port}"})
     before = api.runtime()
     api.use(store.settings, store)
-    app = build(settings, http=True).streamable_http_app(host="127.0.0.1")
+    app = http_app(settings)  # what `memory-mcp --http` serves
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     task = asyncio.create_task(server.serve())
     try:

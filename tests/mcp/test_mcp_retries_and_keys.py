@@ -15,7 +15,7 @@ import pytest
 from mcp.client.session import ClientSession
 
 from memory import api
-from memory.mcp.refusals import NO_KEY, WRONG_KEY, clear_refusals
+from memory.mcp.refusals import NO_KEY, WRONG_KEY
 from memory.mcp.repeats import Repeats
 
 KEY = "k-" + "a" * 30
@@ -29,18 +29,18 @@ def _free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def _served(store: Any, keys: str) -> AsyncIterator[str]:
-    """The HTTP transport as `memory-mcp --http` serves it (`refusals.run_http`: the SDK's app,
-    refusals made readable), in this process on the test's store."""
+    """The HTTP transport as `memory-mcp --http` serves it (`server.http_app`: the SDK's app
+    behind the key guard, refusals made readable), in this process on the test's store."""
     import uvicorn
 
-    from memory.mcp.server import build
+    from memory.mcp.server import http_app
     from memory.settings import mcp_settings
 
     port = _free_port()
     settings = mcp_settings({"MEMORY_MCP_KEYS": keys, "MEMORY_MCP_LISTEN": f"127.0.0.1:{port}"})
     before = api.runtime()
     api.use(store.settings, store)
-    app = clear_refusals(build(settings, http=True).streamable_http_app(host="127.0.0.1"))
+    app = http_app(settings)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     task = asyncio.create_task(server.serve())
     try:

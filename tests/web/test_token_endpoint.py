@@ -98,8 +98,8 @@ async def test_no_token_without_the_endpoints_key(server: Web, http: aiohttp.Cli
     ("body", "named"),
     [
         ({}, "participant_identity is required"),
-        ({"participant_identity": " alice"}, "participant_identity must not start or end with spaces"),
-        ({"participant_identity": 7}, "participant_identity must be a non-empty string"),
+        ({"participant_identity": " alice"}, "participant_identity: user id must not start or end with spaces"),
+        ({"participant_identity": 7}, "participant_identity: user id is empty"),
         ({"participant_identity": "a", "room_name": ["x"]}, "room_name must be a string"),
         ({"participant_identity": "a", "room_config": "agents"}, "room_config must be a RoomConfiguration"),
         ({"participant_identity": "a", "room_config": {"agents": [{"nme": "x"}]}}, "room_config is not a"),
@@ -221,7 +221,7 @@ async def test_identities_with_control_bidi_or_zero_width_characters_are_refused
     async with http.post(f"{server.url}/api/token", json={"participant_identity": identity}, headers=TOKEN_AUTH) as r:
         assert r.status == 400
         assert (
-            f"participant_identity must not hold control, bidi or zero-width characters ({code})"
+            f"participant_identity: user id must not hold control, bidi or zero-width characters ({code})"
             == (await r.json())["error"]
         )
 
@@ -247,6 +247,41 @@ async def test_the_key_can_be_limited_to_identities_of_a_shape_and_rooms_with_a_
                 assert claims(doc["participant_token"]).video.room.startswith("support-")
             else:
                 assert set(doc) == {"error"} and ("shape" in doc["error"] or "support-" in doc["error"])
+    finally:
+        await running.runner.cleanup()
+
+
+async def test_the_room_prefix_matches_whole_segments_in_every_room_the_request_names(
+    store: MemoryStore, tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    running = await start_web(store, tmp_path, token_key=TOKEN_KEY, token_room_prefix="team-a")
+    url = f"{running.url}/api/token"
+    who = {"participant_identity": "alice"}
+    EGRESS = {"room": {"room_name": "team-a-1"}}  # noqa: N806
+    try:
+        for extra, status, room in (
+            ({"room_name": "team-a"}, 201, "team-a"),
+            ({"room_name": "team-a-7"}, 201, "team-a-7"),
+            ({"room_name": "team-a/7"}, 201, "team-a/7"),
+            ({"room_name": "team-ab"}, 403, None),  # a string prefix, not a segment
+            ({"room_name": "team-"}, 403, None),
+            ({"room_config": {"name": "team-ab"}}, 403, None),
+            ({"room_config": {"name": "team-a-2"}}, 201, "team-a-2"),
+            ({"room_name": "team-a-1", "room_config": {"name": "team-ab"}}, 400, None),
+            ({"room_name": "team-a-1", "room_config": {"egress": {"room": {"room_name": "team-ab"}}}}, 403, None),
+            (
+                {"room_name": "team-a-1", "room_config": {"agents": [{"agent_name": "x"}], "egress": EGRESS}},
+                201,
+                "team-a-1",
+            ),
+            ({}, 201, "team-a-"),  # a new room: the prefix as a segment of its own
+        ):
+            async with http.post(url, json=who | extra, headers=TOKEN_AUTH) as resp:
+                assert resp.status == status, (extra, await resp.text())
+                doc = await resp.json()
+            if room is not None:
+                granted = claims(doc["participant_token"]).video.room
+                assert granted == room or (room.endswith("-") and granted.startswith(room)), (extra, granted)
     finally:
         await running.runner.cleanup()
 
