@@ -18,8 +18,8 @@ from urllib.parse import urlencode
 
 from livekit import api
 
-from memory.progname import program_name
 from memory.errors import InvalidIdentity
+from memory.progname import program_name
 from memory.settings import ConfigError, LiveKitCredentials, livekit_credentials
 from memory.types import memory_user_id
 
