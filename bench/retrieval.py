@@ -193,21 +193,28 @@ def load(
     reload: bool = False,
     cache: Path | None = None,
     extra: Mapping[str, Sequence[SelfQuestion]] | None = None,
+    category: str | None = None,
 ) -> None:
     """Write every store's memories through `add_raw`, unless they are already there;
     passage vectors from the disk cache `cache` when it has them. `extra`: turns a
-    variant adds to each store (by store id), written after its memories, the same way."""
+    variant adds to each store (by store id), written after its memories, the same way.
+    `category`: each memory written as a fact of it (GATED's look-ups read facts only)."""
     if cache is None:
-        _load(store, data, reload=reload, extra=extra or {})
+        _load(store, data, reload=reload, extra=extra or {}, category=category)
         return
     with cached_passages(store, cache) as cached:
-        _load(store, data, reload=reload, extra=extra or {})
+        _load(store, data, reload=reload, extra=extra or {}, category=category)
     if cached.hits or cached.misses:
         print(f"  embeddings: {cached.hits} from the cache, {cached.misses} computed", file=sys.stderr)
 
 
 def _load(
-    store: MemoryStore, data: RetrievalFile, *, reload: bool, extra: Mapping[str, Sequence[SelfQuestion]]
+    store: MemoryStore,
+    data: RetrievalFile,
+    *,
+    reload: bool,
+    extra: Mapping[str, Sequence[SelfQuestion]],
+    category: str | None = None,
 ) -> None:
     counts = _counts(store)
     for s in data.stores:
@@ -232,7 +239,8 @@ def _load(
                 "speaker": m.speaker,
                 "session": m.session,
                 "bench_store": stamp,
-                **turns.get(m.id, {}),
+                "category": category,
+                **({} if category else turns.get(m.id, {})),  # a fact has no place in a call
             }
             context = [before[m.session]] if m.session is not None and m.session in before else []
             store.add_raw(user, m.text, metadata={k: v for k, v in meta.items() if v is not None}, context=context)

@@ -140,6 +140,9 @@ class RetrievalSettings:
     # What was said before what was asked (issue 38; memory/retrieval/ranking.py).
     question_weight: float = 0.3  # share of its score a turn that only asks keeps (1: off)
     echo_weight: float = 0.3  # share of its score a turn that only repeats the message keeps (1: off)
+    # Issue 51: turns that only ask take at most this many of a stage's candidate places, so
+    # they never push a statement out of the pool (-1: no quota, they compete as any turn).
+    question_pool: int = 3
     near_copies: float = 0.0  # vector likeness from which a memory is a near-copy of a better one, folded (0: off)
     unit_score: bool = True  # fused scores above 0.75 compressed below 1: every score in [0, 1], same order
 
@@ -363,6 +366,7 @@ def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
         one_trip=_flag(env, "MEMORY_RETRIEVAL_ONE_TRIP", d.one_trip),
         question_weight=_number(env, "MEMORY_RETRIEVAL_QUESTION_WEIGHT", d.question_weight, lo=0.0, hi=1.0),
         echo_weight=_number(env, "MEMORY_RETRIEVAL_ECHO_WEIGHT", d.echo_weight, lo=0.0, hi=1.0),
+        question_pool=_integer(env, "MEMORY_RETRIEVAL_QUESTION_POOL", d.question_pool, lo=-1, hi=500),
         near_copies=_number(env, "MEMORY_RETRIEVAL_NEAR_COPIES", d.near_copies, lo=0.0, hi=1.0),
         unit_score=_flag(env, "MEMORY_RETRIEVAL_UNIT_SCORE", d.unit_score),
     )

@@ -175,6 +175,17 @@ def _numbers(found: set[str]) -> set[str]:
     return {w for w in found if _DIGIT.search(w)}
 
 
+def beside_statements(cands: Sequence[_Scored]) -> list[_Scored]:
+    """The candidates without the turns that only ask (`asks`) when any of them states
+    something: a user's own earlier question is no answer, and beside one it is only noise
+    in the reply's block ("What's my sister's name?" shown next to "My sister is Anna").
+    When nothing stated is there, the questions stay (what the user asked before)."""
+    flags = [asks(c.payload, c.text) for c in cands]
+    if all(flags) or not any(flags):
+        return list(cands)
+    return [c for c, flag in zip(cands, flags, strict=True) if not flag]
+
+
 def bounded(score: float) -> float:
     """`score` (>= 0) in [0, 1): itself up to `KNEE`, then rising towards 1 with the same
     slope at the knee (1 - e^-x). Monotone, so it orders as the score does."""
@@ -196,6 +207,7 @@ __all__ = [
     "NEAR_WORDS",
     "MIN_WORDS",
     "asks",
+    "beside_statements",
     "echo",
     "NearCopies",
     "speech_acts",
