@@ -282,6 +282,7 @@ class Retriever:
                                         context, now)  # fmt: skip
         relevant = ranking.beside_statements([c for c in ranked if c.score >= floor])
         shown = worth_showing(relevant, near=self._near(user_id), limit=k)
+        ranking.mark_newer(shown)
         return [c.record() for c in shown]
 
     def explain(
