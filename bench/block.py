@@ -90,6 +90,7 @@ class Row:
     records: list[MemoryRecord] = field(default_factory=list)  # at the floor, best first
     ids: list[frozenset[str]] = field(default_factory=list)  # each record's file ids (itself and its copies)
     ms: float = 0.0
+    fitted: dict[tuple[int, ...], list[int]] = field(default_factory=dict, repr=False)  # `injected`'s cache
 
 
 @dataclass(frozen=True)
@@ -107,10 +108,12 @@ def injected(row: Row, cut: Cut, max_chars: int) -> list[int]:
     """Indexes of the records the block shows under `cut`: those clearing it, then fitted
     to the block's budget as the reply's request fits them."""
     t = cut.at(row.lang)
-    kept = [r for r in row.records if r.score >= t]
-    shown, _ = fit_recalled(kept, max_chars)
-    ids = {id(r) for r in shown}
-    return [i for i, r in enumerate(row.records) if id(r) in ids]
+    kept = tuple(i for i, r in enumerate(row.records) if r.score >= t)
+    if kept not in row.fitted:  # the same memories kept under many cuts: fitted once
+        shown, _ = fit_recalled([row.records[i] for i in kept], max_chars)
+        ids = {id(r) for r in shown}
+        row.fitted[kept] = [i for i in kept if id(row.records[i]) in ids]
+    return row.fitted[kept]
 
 
 def figures(row: Row, cut: Cut, max_chars: int, count_tokens: Callable[[str], int] | None = None) -> dict[str, float]:
@@ -128,6 +131,60 @@ def figures(row: Row, cut: Cut, max_chars: int, count_tokens: Callable[[str], in
         _, line_max = fit_recalled(recs, max_chars)
         out["tokens"] = float(count_tokens(format_memories(recs, line_max=line_max)) if recs else 0)
     return out
+
+
+# ------------------------------------------------------------------ loading
+def first_stores(data: RetrievalFile, n: int | None) -> RetrievalFile:
+    """The file with its first `n` stores and their queries (all when None): a development subset."""
+    import dataclasses
+
+    if not n or n >= len(data.stores):
+        return data
+    keep = {s.store_id for s in data.stores[:n]}
+    return dataclasses.replace(
+        data, stores=data.stores[:n], queries=tuple(q for q in data.queries if q.store_id in keep)
+    )
+
+
+def seed(
+    plain: MemoryStore, store: MemoryStore, data: RetrievalFile, extra: dict[str, Any], category: str | None
+) -> None:
+    """A variant's store from the plain one's rows (the same vectors and index, copied in SQL,
+    not embedded again), then the variant's own: GATED's memories as facts of `category`
+    (no place in a call), the self-question variant's added turns through `add_raw`. Each
+    store is stamped as `bench.retrieval.load` stamps it, so that `load` keeps it."""
+    from psycopg import sql
+
+    for s in data.stores:
+        user = rb.user_for(s.store_id)
+        added = extra.get(s.store_id, ())
+        stamp = rb.fingerprint(s, added)
+        with store.pool.connection() as conn:
+            (have,) = conn.execute(
+                sql.SQL("SELECT count(*) FROM {} WHERE user_id = %s").format(sql.Identifier(store.table)), [user]
+            ).fetchone()
+            if have:
+                continue
+            change = sql.SQL("payload || jsonb_build_object('bench_store', %s::text)")
+            args: list[Any] = [stamp]
+            if category:
+                change = sql.SQL("({}) - 'session_id' - 'seq' || jsonb_build_object('category', %s::text)").format(
+                    change
+                )
+                args.append(category)
+            conn.execute(
+                sql.SQL("INSERT INTO {dst} (id, vector, payload, user_id) SELECT id, vector, {change}, user_id "
+                        "FROM {src} WHERE user_id = %s").format(
+                    dst=sql.Identifier(store.table), src=sql.Identifier(plain.table), change=change
+                ),
+                [*args, user],
+            )  # fmt: skip
+        calls = any(m.session is not None for m in s.memories)
+        for t in added:  # as `bench.retrieval._load` writes them
+            meta = {"memory_id": t.memory_id, "store_id": s.store_id, "timestamp": t.timestamp,
+                    "session_id": t.session if calls else None, "seq": 0 if calls else None,
+                    "bench_store": stamp}  # fmt: skip
+            store.add_raw(user, t.text, metadata={k: v for k, v in meta.items() if v is not None})
 
 
 # ------------------------------------------------------------------ running
@@ -349,6 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--modes", nargs="+", choices=("normal", "gated"), default=["normal", "gated"])
     ap.add_argument("--part", choices=PARTS, default="all")
     ap.add_argument("--limit-queries", type=int, default=None, help="only the first N queries of each file")
+    ap.add_argument("--max-stores", type=int, default=None, help="only the first N stores of each file")
     ap.add_argument("--small-talk", nargs="*", type=Path, default=[], help="small-talk files (default: a dev list)")
     ap.add_argument("--self-questions", action="store_true", help="also the self-question variant of each file")
     ap.add_argument("--sweep", action="store_true", help="the cut's curve and its cross-validated choice")
@@ -369,27 +427,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     for name in args.data:
         try:
-            data = select_retrieval(load_retrieval(_find(name)), args.part)
+            data = first_stores(select_retrieval(load_retrieval(_find(name)), args.part), args.max_stores)
         except EvalDataError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         now = rb.asked_at(data)
-        for mode in args.modes:
-            for variant in variants if mode == "normal" else (rb.PLAIN,):  # GATED stores no questions
-                tag = variant if mode == "normal" else "gated"
-                store = rb.open_store(data, args.data_dir, variant=tag)
-                try:
-                    extra = self_questions(data, now) if variant == rb.SELFQ else {}
-                    rb.load(store, data, cache=cache, extra=extra, category=FACT_CATEGORY if mode == "gated" else None)
-                    got = run_file(data, store, variant=variant, mode=mode, small_talk=small_talk,
-                                   limit=args.limit_queries)  # fmt: skip
-                finally:
-                    store.close()
-                rows += got
-                own = [r for r in got if r.kind == "own"]
-                print(f"  {data.name} {variant} {mode}: {len(got)} look-ups, answer in block "
-                      f"{statistics.fmean(figures(r, cut, max_chars)['answer'] for r in own):.3f} "
-                      f"({time.perf_counter() - started:.0f}s)", file=sys.stderr)  # fmt: skip
+        plain = rb.open_store(data, args.data_dir, variant=rb.PLAIN)
+        try:
+            rb.load(plain, data, cache=cache)
+            for mode in args.modes:
+                for variant in variants if mode == "normal" else (rb.PLAIN,):  # GATED stores no questions
+                    tag = variant if mode == "normal" else "gated"
+                    store = plain if tag == rb.PLAIN else rb.open_store(data, args.data_dir, variant=tag)
+                    try:
+                        extra = self_questions(data, now) if variant == rb.SELFQ else {}
+                        category = FACT_CATEGORY if mode == "gated" else None
+                        if store is not plain:
+                            seed(plain, store, data, extra, category)
+                            rb.load(store, data, cache=cache, extra=extra, category=category)
+                        got = run_file(data, store, variant=variant, mode=mode, small_talk=small_talk,
+                                       limit=args.limit_queries)  # fmt: skip
+                    finally:
+                        if store is not plain:
+                            store.close()
+                    rows += got
+                    own = [r for r in got if r.kind == "own"]
+                    print(f"  {data.name} {variant} {mode}: {len(got)} look-ups, answer in block "
+                          f"{statistics.fmean(figures(r, cut, max_chars)['answer'] for r in own):.3f} "
+                          f"({time.perf_counter() - started:.0f}s)", file=sys.stderr)  # fmt: skip
+        finally:
+            plain.close()
     if args.rows_out is not None:
         with args.rows_out.open("w", encoding="utf-8") as out:
             for r in rows:
@@ -419,7 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 group(f"{file} / {variant} / {mode}", sel)
                 if file.startswith("locomo") and variant == rb.PLAIN:
                     for category in sorted({r.category for r in sel if r.kind == "own"}):
-                        group(f"  {category}", [r for r in sel if r.kind == "own" and r.category == category])
+                        group(f"  {category} / {mode}", [r for r in sel if r.kind == "own" and r.category == category])
     print(f"\nthe shipped block: relevance cut {cut.threshold}, MEMORY_TOP_K {shipped.recall_top_k}, "
           f"{max_chars} characters; 95% bootstrap intervals (over stores where there are several)")  # fmt: skip
     print_table(groups)

@@ -21,9 +21,10 @@ from zoneinfo import ZoneInfo
 from memory.errors import AgentMemoryError
 from memory.gatekeeper.gatekeeper import MAX_KNOWN_FACTS, Fact, Gatekeeper, GateOutcome, KnownFact
 from memory.language.dates import Span
-from memory.language.prefilter import GateAction, GateDecision, is_acknowledgement
+from memory.language.prefilter import GateAction, GateDecision
 from memory.language.recall_intent import needs_memory
 from memory.language.redact import redact_secrets
+from memory.language.small_talk import is_small_talk
 from memory.language.validity import held_from, is_correction
 from memory.ops.threads import configure_reads, run_read, run_upkeep, run_write
 from memory.retrieval.retriever import NO_LOOK_UP, Explanation, Retriever
@@ -34,10 +35,6 @@ from memory.types import MemoryRecord, Turn, WriteResult, clean_text, describe_e
 from memory.userdata import Forgotten, UserData
 
 logger = logging.getLogger(__name__)
-
-# Longest message that can be a bare acknowledgement ("ok thank you so much!"): longer ones
-# are not checked (the check runs on every interim transcript).
-_CONTENT_FREE_MAX_CHARS = 40
 
 
 def _verdict(outcome: GateOutcome) -> dict[str, Any]:
@@ -146,10 +143,11 @@ class MemoryService:
     # ------------------------------------------------------------------ read
     def wants_recall(self, text: str) -> bool:
         """NORMAL recalls on every turn that says something; GATED only when the message
-        needs memory. A turn that carries no content ("ok", "thanks", 嗯, 对:
-        `is_acknowledgement`) gets no look-up in either mode: what it would find is what its
-        words' neighbours happen to be, and with a batch STT the reply would wait for it."""
-        if not text.strip() or (len(text) <= _CONTENT_FREE_MAX_CHARS and is_acknowledgement(text)):
+        needs memory. Small talk ("ok", "thanks", "how's the weather?", 嗯, 再见:
+        `is_small_talk`) gets no look-up in either mode: what it would find is what its
+        words' neighbours happen to be (the user's own chit-chat, as high as an answer),
+        and with a batch STT the reply would wait for it."""
+        if is_small_talk(text):
             return False
         return self.mode is MemoryMode.NORMAL or needs_memory(text)
 
