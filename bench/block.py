@@ -24,9 +24,10 @@ Overall, per file, per LoCoMo category, and for the self-question variant of eac
 `--sweep`: the relevance cut's curve. The look-ups run once with the cut at the junk floor
 (0.02); a cut at t keeps the block's memories scoring t or more (the retriever's threshold
 does exactly that: the block is best first, so a higher cut keeps a prefix), and the
-cut is chosen by cross-validation over stores: on the other folds, the lowest threshold
-at which foreign queries and small talk get an empty block at the targets (90%, 95%),
-then scored on the fold left out. The last line of the output is one JSON object.
+cut is chosen by cross-validation over stores (whole stores of every file in 5 folds): on
+the other folds, the cut with the best answer in block plus empty block for a foreign
+query, each averaged over the files (`choose`), then scored on the fold left out. The
+last line of the output is one JSON object.
 """
 
 from __future__ import annotations
@@ -61,8 +62,6 @@ EVAL_DIRS = (Path("/work/shared/eval"), Path(__file__).parent / "data" / "eval")
 DEFAULT_FILES = ("locomo.dev.json", "memdaily.dev.json", "madial_en.dev.json", "madial_zh.dev.json")
 DEFAULT_DATA_DIR = Path("/tmp/bench-block")
 FACT_CATEGORY = "personal_facts"  # GATED: the file's memories stored as facts of this durable category
-FOREIGN_EMPTY_TARGET = 0.90
-SMALL_TALK_EMPTY_TARGET = 0.95
 JUNK_FLOOR = 0.02
 GRID = tuple(round(0.02 * i, 2) for i in range(1, 46))  # cuts swept: 0.02 ... 0.90
 # Small talk for development (the blind and tuning sets come with --small-talk).
@@ -287,33 +286,40 @@ def _with_interval(values: Sequence[float], groups: Sequence[str]) -> dict[str, 
     return {"mean": round(mean, 4), "ci95": [round(low, 4), round(high, 4)], "n": len(values)}
 
 
-def rate(rows: Sequence[Row], cut: Cut, max_chars: int, kind: str, key: str, lang: str | None = None) -> float | None:
-    sel = [r for r in rows if r.kind == kind and (lang is None or r.lang == lang)]
+def rate(
+    rows: Sequence[Row], cut: Cut, max_chars: int, kind: str, key: str, lang: str | None = None, file: str | None = None
+) -> float | None:
+    """The mean of `key` over the blocks of `kind` (of one language, one file)."""
+    sel = [r for r in rows if r.kind == kind and (lang is None or r.lang == lang) and (file is None or r.file == file)]
     if not sel:
         return None
     return statistics.fmean(figures(r, cut, max_chars)[key] for r in sel)
 
 
 def choose(rows: Sequence[Row], max_chars: int, *, per_lang: bool = False) -> Cut:
-    """The lowest cut at which, on `rows`, foreign queries get an empty block at least
-    `FOREIGN_EMPTY_TARGET` of the time and small talk (each language) `SMALL_TALK_EMPTY_TARGET`
-    (the highest of the grid if none does); with `per_lang`, one cut per language."""
+    """The cut that best keeps answers and drops foreign queries on `rows`: the highest
+    answer in block plus empty block for a foreign query (Youden's J), each averaged over
+    the files (every file counts the same, as the targets are per file); ties to the lower
+    cut. With `per_lang`, one cut per language, each chosen on its language's files."""
 
-    def lowest(sel: Sequence[Row]) -> float:
+    def best(sel: Sequence[Row]) -> float:
+        files = sorted({r.file for r in sel})
+        scored = []
         for t in GRID:
             cut = Cut(t)
-            foreign = rate(sel, cut, max_chars, "foreign", "empty")
-            talk = [rate(sel, cut, max_chars, "smalltalk", "empty", lang) for lang in ("en", "zh")]
-            if (foreign is None or foreign >= FOREIGN_EMPTY_TARGET) and all(
-                x is None or x >= SMALL_TALK_EMPTY_TARGET for x in talk
-            ):
-                return t
-        return GRID[-1]
+            answers = [rate(sel, cut, max_chars, "own", "answer", file=f) for f in files]
+            foreign = [rate(sel, cut, max_chars, "foreign", "empty", file=f) for f in files]
+            kept = [x for x in answers if x is not None]
+            dropped = [x for x in foreign if x is not None]
+            scored.append(
+                ((statistics.fmean(kept) if kept else 0.0) + (statistics.fmean(dropped) if dropped else 0.0), -t)
+            )
+        return -max(scored)[1]
 
     if not per_lang:
-        return Cut(lowest(rows))
-    langs = sorted({r.lang for r in rows})
-    return Cut(lowest(rows), tuple((lang, lowest([r for r in rows if r.lang == lang])) for lang in langs))
+        return Cut(best(rows))
+    langs = sorted({r.lang for r in rows if r.kind == "own"})
+    return Cut(best(rows), tuple((lang, best([r for r in rows if r.lang == lang])) for lang in langs))
 
 
 def cross_validate(rows: Sequence[Row], max_chars: int, folds: int = 5, *, per_lang: bool = False) -> dict[str, Any]:

