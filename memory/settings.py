@@ -146,7 +146,9 @@ class RetrievalSettings:
     # Issue 51: turns that only ask take at most this many of a stage's candidate places, so
     # they never push a statement out of the pool (-1: no quota, they compete as any turn).
     question_pool: int = 3
-    near_copies: float = 0.0  # vector likeness from which a memory is a near-copy of a better one, folded (0: off)
+    # Vector likeness from which a memory is a near-copy of a better one, folded (0: off);
+    # on by default from the block's figures (issue 51, bench/block.py).
+    near_copies: float = 0.985
     unit_score: bool = True  # fused scores above 0.75 compressed below 1: every score in [0, 1], same order
 
 
