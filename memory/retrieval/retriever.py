@@ -550,12 +550,19 @@ class Retriever:
         if quota < 0 or quota >= pool or len(cands) <= pool:
             return cands
         pronouns = self.settings.retrieval.pronouns
-        said = ranking.words(query, pronouns)
+        said: tuple[str, ...] | None = None
+        seen: dict[str, bool] = {}
 
-        def only_asks(c: Candidate) -> bool:
-            if c.payload.get("category"):
-                return False
-            return ranking.asks(c.payload, c.text) or ranking.echo(said, c.text, pronouns=pronouns)
+        def only_asks(c: Candidate) -> bool:  # read once per candidate, and only as far as the walk goes
+            nonlocal said
+            if c.id not in seen:
+                flag = False
+                if not c.payload.get("category"):
+                    if said is None:
+                        said = ranking.words(query, pronouns)
+                    flag = ranking.asks(c.payload, c.text) or ranking.echo(said, c.text, pronouns=pronouns)
+                seen[c.id] = flag
+            return seen[c.id]
 
         by_id = {c.id: c for c in cands}
         vector = sorted((c for c in cands if "vector" in c.stages), key=lambda c: -(c.cosine or 0.0))
@@ -564,6 +571,8 @@ class Retriever:
         for order in (vector, lexical):
             stated = asked = 0
             for c in order:
+                if stated >= pool and asked >= quota:
+                    break
                 if only_asks(c):
                     if asked < quota:
                         asked += 1
