@@ -533,10 +533,11 @@ class Retriever:
         return merged, q, turns
 
     def _fetch_size(self, pool: int) -> int:
-        """Rows each stage fetches: twice its pool when turns that only ask have a quota
-        (`_statements_first` then keeps `pool` statements), else the pool."""
+        """Rows each stage fetches: half as many again as its pool when turns that only ask
+        have a quota (`_statements_first` then keeps `pool` statements), else the pool.
+        Twice the pool cost a look-up about 3 ms (the rows' payloads and their neighbours)."""
         quota = self.settings.retrieval.question_pool
-        return pool if quota < 0 or quota >= pool else 2 * pool
+        return pool if quota < 0 or quota >= pool else pool + pool // 2
 
     def _statements_first(self, cands: list[Candidate], lexical_order: Sequence[str], query: str, pool: int
                           ) -> list[Candidate]:  # fmt: skip
