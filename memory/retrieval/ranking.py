@@ -56,7 +56,7 @@ NEAR_WORDS = 0.6
 _DIGIT = re.compile(r"\d")
 # Scores up to this are shown as fused; above it they are compressed below 1 (`bounded`).
 # Above the scores of all but strong matches (a memory that holds the question's words
-# and is close to it), above the relevance cut (MEMORY_RETRIEVAL_THRESHOLD, 0.46).
+# and is close to it), above the relevance cut (MEMORY_RETRIEVAL_THRESHOLD, 0.40).
 KNEE = 0.75
 
 
