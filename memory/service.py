@@ -21,12 +21,13 @@ from zoneinfo import ZoneInfo
 from memory.errors import AgentMemoryError
 from memory.gatekeeper.gatekeeper import MAX_KNOWN_FACTS, Fact, Gatekeeper, GateOutcome, KnownFact
 from memory.language.dates import Span
-from memory.language.prefilter import GateAction, GateDecision, is_acknowledgement
+from memory.language.prefilter import GateAction, GateDecision
 from memory.language.recall_intent import needs_memory
 from memory.language.redact import redact_secrets
+from memory.language.small_talk import is_small_talk
 from memory.language.validity import held_from, is_correction
 from memory.ops.threads import configure_reads, run_read, run_upkeep, run_write
-from memory.retrieval.retriever import Explanation, Retriever
+from memory.retrieval.retriever import NO_LOOK_UP, Explanation, Retriever
 from memory.settings import MemoryMode, MemorySettings
 from memory.storage.activity import DailyActivity
 from memory.storage.store import MemoryStore
@@ -34,10 +35,6 @@ from memory.types import MemoryRecord, Turn, WriteResult, clean_text, describe_e
 from memory.userdata import Forgotten, UserData
 
 logger = logging.getLogger(__name__)
-
-# Longest message that can be a bare acknowledgement ("ok thank you so much!"): longer ones
-# are not checked (the check runs on every interim transcript).
-_CONTENT_FREE_MAX_CHARS = 40
 
 
 def _verdict(outcome: GateOutcome) -> dict[str, Any]:
@@ -146,10 +143,11 @@ class MemoryService:
     # ------------------------------------------------------------------ read
     def wants_recall(self, text: str) -> bool:
         """NORMAL recalls on every turn that says something; GATED only when the message
-        needs memory. A turn that carries no content ("ok", "thanks", 嗯, 对:
-        `is_acknowledgement`) gets no look-up in either mode: what it would find is what its
-        words' neighbours happen to be, and with a batch STT the reply would wait for it."""
-        if not text.strip() or (len(text) <= _CONTENT_FREE_MAX_CHARS and is_acknowledgement(text)):
+        needs memory. Small talk ("ok", "thanks", "how's the weather?", 嗯, 再见:
+        `is_small_talk`) gets no look-up in either mode: what it would find is what its
+        words' neighbours happen to be (the user's own chit-chat, as high as an answer),
+        and with a batch STT the reply would wait for it."""
+        if is_small_talk(text):
             return False
         return self.mode is MemoryMode.NORMAL or needs_memory(text)
 
@@ -158,8 +156,21 @@ class MemoryService:
         return self.settings.durable_categories if self.mode is MemoryMode.GATED else None
 
     def recall_sync(
-        self, user_id: str, text: str, context: Sequence[str] = (), session_id: str | None = None
+        self,
+        user_id: str,
+        text: str,
+        context: Sequence[str] = (),
+        session_id: str | None = None,
+        *,
+        now: datetime | None = None,
     ) -> list[MemoryRecord]:
+        """The one recall path: what a reply to `text` is given, for a spoken turn, a typed
+        one, `memory.recall`, MCP's recall and the operator's "what would it recall" alike.
+        Empty for a turn that gets no look-up (`wants_recall`: a bare "ok", 嗯; in GATED a
+        turn that does not need memory), else the retriever's memories that clear the
+        relevance threshold, at most `MEMORY_TOP_K`. `now`: when it is asked (default now)."""
+        if not self.wants_recall(text):
+            return []
         # A broken transcript (an unpaired surrogate) must not fail the embedder.
         return self.retriever.retrieve(
             user_id,
@@ -167,12 +178,18 @@ class MemoryService:
             categories=self.recall_categories,
             context=[clean_text(t) for t in context],
             exclude_session=session_id,
+            now=now,
         )
 
     def explain_sync(self, user_id: str, text: str) -> Explanation:
         """`recall_sync` explained: every candidate with its scores and what became of it
-        (the operator's "what would it recall"). Its `recalled` is what `recall_sync` gives."""
-        return self.retriever.explain(user_id, clean_text(text), categories=self.recall_categories)
+        (the operator's "what would it recall"). Its `recalled` is what `recall_sync` gives:
+        none for a turn that gets no look-up (every candidate is still listed, as considered)."""
+        explained = self.retriever.explain(user_id, clean_text(text), categories=self.recall_categories)
+        if self.wants_recall(text):
+            return explained
+        skipped = tuple(dataclasses.replace(c, outcome=NO_LOOK_UP) for c in explained.considered)
+        return dataclasses.replace(explained, considered=skipped)
 
     async def recall(
         self, user_id: str, text: str, context: Sequence[str] = (), session_id: str | None = None

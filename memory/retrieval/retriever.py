@@ -133,6 +133,8 @@ BELOW_THRESHOLD = "below_threshold"  # fused score under MEMORY_RETRIEVAL_THRESH
 COPY = "copy"  # the same text as a better-ranked memory
 ACKNOWLEDGEMENT = "acknowledgement"  # a bare "ok" or 好的: never shown to a reply
 PAST_TOP_K = "past_top_k"  # good enough, but MEMORY_TOP_K better ones came first
+QUESTION = "question"  # a turn that only asks, beside memories that state something
+NO_LOOK_UP = "no_look_up"  # the message gets no look-up at all (`MemoryService.wants_recall`)
 
 
 @dataclass(frozen=True)
@@ -280,7 +282,9 @@ class Retriever:
                     and (past or not h.metadata.get("valid_until"))]  # fmt: skip
         ranked, floor, _ = self._ranked(self._scope(user_id, categories, exclude_session, query, now), query, k,
                                         context, now)  # fmt: skip
-        shown = worth_showing((c for c in ranked if c.score >= floor), near=self._near(user_id), limit=k)
+        relevant = ranking.beside_statements([c for c in ranked if c.score >= floor])
+        shown = worth_showing(relevant, near=self._near(user_id), limit=k)
+        ranking.mark_newer(shown)
         return [c.record() for c in shown]
 
     def explain(
@@ -308,14 +312,17 @@ class Retriever:
             return Explanation((), s.recall_threshold, k, considered)
         ranked, floor, q = self._ranked(self._scope(user_id, categories, exclude_session, query, now), query, k,
                                         context, now)  # fmt: skip
-        shown = [c.id for c in worth_showing((c for c in ranked if c.score >= floor), near=self._near(user_id))]
-        recalled, kept = set(shown[:k]), set(shown)
+        relevant = ranking.beside_statements([c for c in ranked if c.score >= floor])
+        shown = [c.id for c in worth_showing(relevant, near=self._near(user_id))]
+        recalled, kept, beside = set(shown[:k]), set(shown), {c.id for c in relevant}
         considered = []
         for c in ranked:
             if c.id in recalled:
                 outcome = RECALLED
             elif c.score < floor:
                 outcome = BELOW_THRESHOLD
+            elif c.id not in beside:
+                outcome = QUESTION
             elif c.id in kept:
                 outcome = PAST_TOP_K
             elif len(canonical_key(c.text)) <= _ACK_MAX_CHARS and is_acknowledgement(c.text):
@@ -509,11 +516,12 @@ class Retriever:
         s = self.settings
         words, weights = self.query_terms(query, context)
         pool = max(s.retrieval.pool, top_k)
+        fetch = self._fetch_size(pool)
         if s.retrieval.one_trip and s.retrieval.vector:
             return self._candidates_in_one_trip(scope, query, context, words, weights, pool, top_k)
         recall: Future[dict[str, Candidate]] | None = None
         if words and (s.retrieval.fulltext or s.retrieval.substring):
-            recall = RETRIEVAL_POOL.submit(self._lexical_recall, scope, words, pool, top_k)
+            recall = RETRIEVAL_POOL.submit(self._lexical_recall, scope, words, fetch, top_k)
         vector: list[float] | None = None
         try:
             if s.retrieval.vector:
@@ -521,10 +529,62 @@ class Retriever:
         finally:
             lexical_hits = recall.result() if recall is not None else {}
         q = _Query(words, weights, vector)
-        merged, turns = self._fetch(scope, vector, lexical_hits, pool)
+        merged, turns = self._fetch(scope, vector, lexical_hits, fetch)
+        merged = self._statements_first(merged, list(lexical_hits), query, pool)
         if words:
             self._score_lexically(q, merged)
         return merged, q, turns
+
+    def _fetch_size(self, pool: int) -> int:
+        """Rows each stage fetches: half as many again as its pool when turns that only ask
+        have a quota (`_statements_first` then keeps `pool` statements), else the pool.
+        Twice the pool cost a look-up about 3 ms (the rows' payloads and their neighbours)."""
+        quota = self.settings.retrieval.question_pool
+        return pool if quota < 0 or quota >= pool else pool + pool // 2
+
+    def _statements_first(self, cands: list[Candidate], lexical_order: Sequence[str], query: str, pool: int
+                          ) -> list[Candidate]:  # fmt: skip
+        """Each stage's candidates with what was stated first: per stage (the vector stage
+        by cosine, the lexical stages in their own order), the first `pool` turns that
+        state something, and at most MEMORY_RETRIEVAL_QUESTION_POOL that only ask or only
+        repeat the message (`ranking.asks`, `ranking.echo`). A user who asked the same thing
+        ten times had ten of the twenty places; the question turns stay in the store, the
+        archive and the page, they only stop taking a statement's place in the pool."""
+        quota = self.settings.retrieval.question_pool
+        if quota < 0 or quota >= pool or len(cands) <= pool:
+            return cands
+        pronouns = self.settings.retrieval.pronouns
+        said: tuple[str, ...] | None = None
+        seen: dict[str, bool] = {}
+
+        def only_asks(c: Candidate) -> bool:  # read once per candidate, and only as far as the walk goes
+            nonlocal said
+            if c.id not in seen:
+                flag = False
+                if not c.payload.get("category"):
+                    if said is None:
+                        said = ranking.words(query, pronouns)
+                    flag = ranking.asks(c.payload, c.text) or ranking.echo(said, c.text, pronouns=pronouns)
+                seen[c.id] = flag
+            return seen[c.id]
+
+        by_id = {c.id: c for c in cands}
+        vector = sorted((c for c in cands if "vector" in c.stages), key=lambda c: -(c.cosine or 0.0))
+        lexical = [by_id[i] for i in lexical_order if i in by_id]
+        kept: set[str] = set()
+        for order in (vector, lexical):
+            stated = asked = 0
+            for c in order:
+                if stated >= pool and asked >= quota:
+                    break
+                if only_asks(c):
+                    if asked < quota:
+                        asked += 1
+                        kept.add(c.id)
+                elif stated < pool:
+                    stated += 1
+                    kept.add(c.id)
+        return [c for c in cands if c.id in kept]
 
     def _candidates_in_one_trip(
         self,
@@ -544,14 +604,15 @@ class Retriever:
         vector = self.query_vector(query, context)
         density = self.density(scope.user_id)
         rows = self.store.candidates(
-            scope, vector, terms, patterns, limit=pool, scan=_SUBSTRING_SCAN, substring_below=top_k / 2,
-            neighbours=self._neighbours_count,
+            scope, vector, terms, patterns, limit=self._fetch_size(pool), scan=_SUBSTRING_SCAN,
+            substring_below=top_k / 2, neighbours=self._neighbours_count,
         )  # fmt: skip
         lexical_hits: dict[str, Candidate] = {}
         for mem_id, _cos, _payload, stage in rows:
             if stage in ("fulltext", "substring"):
                 lexical_hits.setdefault(mem_id, Candidate(mem_id)).stages.add(stage)
         merged, turns = self._merge(rows, lexical_hits, density, vector)
+        merged = self._statements_first(merged, list(lexical_hits), query, pool)
         q = _Query(words, weights, vector)
         if words:
             self._score_lexically(q, merged)

@@ -132,6 +132,11 @@ WORDS: dict[str, tuple[str, str]] = {
     "copy": ("a copy of a better-ranked memory", "与排名更高的记忆重复"),
     "acknowledgement": ("a bare acknowledgement", "仅是应答语"),
     "past_top_k": ("{k} better ones came first (MEMORY_TOP_K)", "已有 {k} 条更好的（MEMORY_TOP_K）"),
+    "question": ("a question the user asked, beside what the user stated", "用户问过的问题（已有陈述）"),
+    "no_look_up": (
+        "this message gets no look-up (small talk, or GATED: needs no memory)",
+        "此消息不检索记忆（寒暄，或 GATED 模式下无需记忆）",
+    ),
     "block": ("The block the model sees", "模型看到的记忆块"),
     "keywords": ("Keywords (weight)", "关键词（权重）"),
     "user_words": (

@@ -163,3 +163,12 @@ async def test_the_plain_api_remembers_recalls_exports_imports_and_forgets_as_ev
     with pytest.raises(LookupError):
         await memory.export_user(user_id)
     await memory.forget_user(copy)
+
+
+async def test_memory_recall_gives_small_talk_what_a_call_gives_it_nothing(runtime: Any, user_id: str) -> None:
+    # One recall path (issue 51): a call skips the look-up for small talk, and so does memory.recall.
+    await memory.remember(user_id, "The weather in Lisbon where I live is lovely, thanks for asking.")
+    assert [m.text for m in await memory.recall(user_id, "Where do I live?")]  # a question still finds it
+    for line in ("ok thanks", "How's the weather today?", "今天天气怎么样？", "再见"):
+        assert await memory.recall(user_id, line) == [], line
+    await memory.forget_user(user_id)

@@ -199,7 +199,7 @@ def test_calibration_scores_foreign_queries_as_the_agent_would(
     # never computed, so its "foreign top-1" scores were not the ones the agent gives
     # (the agent computes them at session start), and the threshold was chosen on them.
     from bench.evaldata import load_retrieval
-    from bench.retrieval import _quantile, open_store, user_for
+    from bench.retrieval import RANKING_FLOOR, _quantile, open_store, user_for
     from memory.retrieval.retriever import Retriever
 
     people = ["Anna", "Leo", "Mia", "Sam", "Ivy", "Tom"]
@@ -225,7 +225,7 @@ def test_calibration_scores_foreign_queries_as_the_agent_would(
     data = load_retrieval(path)
     store = open_store(data, data_dir)
     try:
-        agent_like = Retriever(store, store.settings)
+        agent_like = Retriever(store, store.settings.tuned(retrieval_threshold=RANKING_FLOOR))  # as the bench ranks
         for user in stores:
             agent_like.prepare(user_for(user))  # what session start does
         foreign = sorted(

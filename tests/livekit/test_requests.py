@@ -193,7 +193,7 @@ async def test_a_hand_off_keeps_memory_and_its_first_reply_is_no_second_turn(
     memory.attach(harness.session)
     await memory.wait_profile()
     async with harness:
-        await harness.user_types("Put me through to billing about my dog's insurance")
+        await harness.user_types("Put me through to billing about insurance for my dog Rex")
         await wait_until(
             lambda: any(m.role == "assistant" and m.text_content == "Billing here."
                         for m in harness.session.history.messages()),
@@ -204,7 +204,7 @@ async def test_a_hand_off_keeps_memory_and_its_first_reply_is_no_second_turn(
     billing = harness.llm.requests[-1]
     assert billing.messages[0][1] == "You are billing."
     assert "My dog is called Rex" in "".join(t for _, t in billing.messages if t.startswith("<recalled_memories>"))
-    assert [t.text for t in memory.turns] == ["Put me through to billing about my dog's insurance"]
+    assert [t.text for t in memory.turns] == ["Put me through to billing about insurance for my dog Rex"]
     assert len(turn_logs(caplog)) == 1
 
 

@@ -20,7 +20,9 @@ DISTRACTORS = ("我下周要去上海出差", "我的猫叫咪咪", "明天早�
 
 
 def retriever(store: MemoryStore, **overrides: object) -> Retriever:
-    return Retriever(store, store.settings.tuned(**overrides))
+    """A retriever with the cut at the junk floor: these tests are about the ranking (the
+    relevance cut, MEMORY_RETRIEVAL_THRESHOLD, is tested in test_block_rules.py)."""
+    return Retriever(store, store.settings.tuned(**{"retrieval_threshold": 0.02, **overrides}))
 
 
 def seed(store: MemoryStore, user_id: str, *texts: str) -> None:

@@ -30,9 +30,12 @@ OTHERS = (
 
 @pytest.fixture
 def structured(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> MemoryStore:
-    """The shared store, writing the index form with both write-time switches on."""
+    """The shared store, writing the index form with both write-time switches on; its look-ups
+    at the junk floor (these tests are about the ranking; the relevance cut has its own)."""
     monkeypatch.setattr(
-        store, "settings", store.settings.tuned(retrieval_index_context=True, retrieval_index_dates=True)
+        store,
+        "settings",
+        store.settings.tuned(retrieval_index_context=True, retrieval_index_dates=True, retrieval_threshold=0.02),
     )
     return store
 
