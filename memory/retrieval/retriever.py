@@ -512,22 +512,23 @@ class Retriever:
         context: Sequence[str],
     ) -> tuple[list[Candidate], _Query, dict[tuple[str, int], Candidate] | None]:
         """The candidates, the query, and the raw turns next to them (None: not fetched)."""
-        self.store.check_fresh(scope.user_id)  # another process's forget or redaction: never served
         s = self.settings
         words, weights = self.query_terms(query, context)
         pool = max(s.retrieval.pool, top_k)
         fetch = self._fetch_size(pool)
         if s.retrieval.one_trip and s.retrieval.vector:
+            self.store.check_fresh(scope.user_id)  # another process's forget or redaction: never served
             return self._candidates_in_one_trip(scope, query, context, words, weights, pool, top_k)
-        recall: Future[dict[str, Candidate]] | None = None
-        if words and (s.retrieval.fulltext or s.retrieval.substring):
-            recall = RETRIEVAL_POOL.submit(self._lexical_recall, scope, words, fetch, top_k)
+        lexical = bool(words) and (s.retrieval.fulltext or s.retrieval.substring)
+        # Beside the query's embedding, before any stage reads the held rows: the freshness
+        # check's round trip is hidden behind the embedding instead of added to the look-up.
+        recall = RETRIEVAL_POOL.submit(self._fresh_lexical_recall, scope, words if lexical else [], fetch, top_k)
         vector: list[float] | None = None
         try:
             if s.retrieval.vector:
                 vector = self.query_vector(query, context)
         finally:
-            lexical_hits = recall.result() if recall is not None else {}
+            lexical_hits = recall.result()
         q = _Query(words, weights, vector)
         merged, turns = self._fetch(scope, vector, lexical_hits, fetch)
         merged = self._statements_first(merged, list(lexical_hits), query, pool)
@@ -761,6 +762,12 @@ class Retriever:
         return DensityStore(self.store.pool, self.store.table)
 
     # ---------------------------------------------------------------- stages
+    def _fresh_lexical_recall(self, scope: Scope, words: Sequence[str], pool: int, top_k: int) -> dict[str, Candidate]:
+        """Another process's forget or redaction seen first (`MemoryStore.check_fresh`: the
+        held rows are dropped if the user's generation moved), then the lexical recall."""
+        self.store.check_fresh(scope.user_id)
+        return self._lexical_recall(scope, words, pool, top_k) if words else {}
+
     def _lexical_recall(self, scope: Scope, words: Sequence[str], pool: int, top_k: int) -> dict[str, Candidate]:
         """Ids found by full text, then by substring when full text found under top_k / 2:
         one statement, one round trip to the database (`Mem0Table.lexical_hits`)."""
