@@ -86,3 +86,20 @@ def test_a_big_users_walk_never_returns_a_partition_neighbours_rows_and_still_re
 def _explain(statement: tuple) -> tuple:
     query, args = statement
     return mem0_table.sql.SQL("EXPLAIN {}").format(query), args
+
+
+def test_the_walk_starts_at_walk_from_rows_exactly(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mem0_table, "WALK_FROM", 10)
+    for text in TEXTS[:9]:
+        store.add_raw(user_id, text)
+    store.rows._walks.pop(user_id, None)
+    assert not store.rows.walks(user_id)  # 9 rows: WALK_FROM - 1
+    store.add_raw(user_id, TEXTS[9])
+    store.rows._walks.pop(user_id, None)
+    assert store.rows.walks(user_id)  # 10 rows: WALK_FROM
+    store.delete_user(user_id)  # a forget after the session start: the held "walk" finds nothing ...
+    vector = store.embedder.embed("tulips", "search")
+    assert store.rows.walks(user_id, count=False)
+    assert store.rows.nearest_and_ids(Scope(user_id), vector, 5, []) == []  # ... and the exact scan neither
