@@ -745,7 +745,7 @@ class Retriever:
             stored = self._density_store.read(user_id)
             if stored is None or stored.k != _DENSITY_K:
                 return None
-            return stored if stored.fresh(self._density_store.memories(user_id)) else None
+            return stored if stored.fresh(*self._density_store.memories(user_id, stored.ids)) else None
         except Exception as exc:  # noqa: BLE001 - computed here instead
             logger.warning("stored memory densities not read: %r", exc)
             return None

@@ -49,11 +49,13 @@ class Stored:
     k: int
     computed_at: datetime
 
-    def fresh(self, rows_now: int, now: datetime | None = None) -> bool:
-        """Still good for a user who has `rows_now` memories now."""
+    def fresh(self, rows_now: int, kept: int, now: datetime | None = None) -> bool:
+        """Still good for a user who has `rows_now` memories now, `kept` of them among the
+        stored ids: the memories gone plus the new ones within `STALE_SHARE` (a forget of
+        some and as many new ones change no count)."""
         now = now or datetime.now(UTC)
-        moved = abs(rows_now - len(self.ids)) / max(len(self.ids), 1)
-        return moved <= STALE_SHARE and now - self.computed_at < MAX_AGE
+        changed = (len(self.ids) - kept) + (rows_now - kept)
+        return changed / max(len(self.ids), 1) <= STALE_SHARE and now - self.computed_at < MAX_AGE
 
 
 class DensityStore:
@@ -64,11 +66,16 @@ class DensityStore:
         self._t = sql.Identifier(densities_table(table))
         self._memories = sql.Identifier(table)
 
-    def memories(self, user_id: str) -> int:
-        """How many memories the user has now (the primary key's index, no row read)."""
-        query = sql.SQL("SELECT count(*) FROM {} WHERE user_id = %s").format(self._memories)
+    def memories(self, user_id: str, ids: list[str]) -> tuple[int, int]:
+        """How many memories the user has now, and how many of `ids` are among them (the
+        primary key's index, no row read)."""
+        query = sql.SQL(
+            "SELECT (SELECT count(*) FROM {t} WHERE user_id = %s), "
+            "(SELECT count(*) FROM {t} WHERE user_id = %s AND id = ANY(%s::uuid[]))"
+        ).format(t=self._memories)
         with self.pool.connection() as conn:
-            return int(conn.execute(query, [user_id]).fetchone()[0])
+            now, kept = conn.execute(query, [user_id, user_id, ids]).fetchone()
+        return int(now), int(kept)
 
     def read(self, user_id: str) -> Stored | None:
         query = sql.SQL("SELECT ids, densities, mean, k, computed_at FROM {} WHERE user_id = %s").format(self._t)

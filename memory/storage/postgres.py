@@ -397,9 +397,9 @@ def _connect_failure(exc: psycopg.Error) -> str:
 
 def _configure(conn: Connection) -> None:
     """Per-connection settings for filtered vector search (`HNSW_SETTINGS`). Behind a
-    pooler in transaction mode a session's SET may land on any server connection, so
-    the look-up's own vector query sets them again for its transaction; this covers
-    Mem0's own search (MEMORY_RETRIEVAL_LEXICAL=off) on a direct connection."""
+    pooler in transaction mode a session's SET may land on any server connection: a
+    look-up's HNSW walk on one without them may return fewer rows than asked, then
+    redone by the exact scan (`Mem0Table.nearest_and_ids`)."""
     for name, value in HNSW_SETTINGS:
         conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(value)))
     conn.commit()

@@ -423,17 +423,21 @@ class SessionIndexes:
             except Exception as exc:  # noqa: BLE001 - the look-ups' own times decide then
                 logger.warning("memory index: the paths were not timed: %r", exc)
 
-    def calibrate(self, user_id: str, snap: Snapshot, rounds: int = 2) -> None:
-        """Time both paths' stages for this user (session start, beside the greeting), with one
-        of the user's own rows as the query: its vector, the words of its lexical form."""
+    def calibrate(self, user_id: str, snap: Snapshot, rounds: int = 2, paths: tuple[str, ...] = (INDEX, SQL)) -> None:
+        """Time the paths' stages for this user (session start, beside the greeting; a path
+        `due` again, in the background), with one of the user's own rows as the query: its
+        vector, the words of its lexical form. The paths' earlier times are dropped."""
         place = next((p for _, p in snap.versions.values() if snap.lex[p]), None)
         if place is None or snap.matrix.shape[1] == 0:
             return
         vector = snap.matrix[place].tolist()
         terms = sorted(_tokens(snap.lex[place] or ""))[:6]
         scope = Scope(user_id)
+        sources = tuple((path, source) for path, source in ((INDEX, snap), (SQL, self.table)) if path in paths)
+        for path in paths:
+            self.paths.clear(user_id, path)
         for n in range(rounds):
-            for path, source in ((INDEX, snap), (SQL, self.table))[:: 1 if n % 2 == 0 else -1]:
+            for path, source in sources[:: 1 if n % 2 == 0 else -1]:
                 t0 = time.perf_counter()
                 source.lexical_hits(scope, terms, [], scan=500, limit=20, substring_below=0)
                 t1 = time.perf_counter()
@@ -525,7 +529,10 @@ class SessionIndexes:
         try:
             while True:
                 try:
-                    self.refresh(user_id)
+                    snap = self.refresh(user_id)
+                    stale = self.paths.due(user_id)
+                    if snap is not None and stale is not None:  # a path not taken for a while: timed again
+                        self.calibrate(user_id, snap, rounds=1, paths=(stale,))
                 except Exception as exc:  # noqa: BLE001 - look-ups take the SQL path meanwhile
                     logger.warning("memory index of a user not refreshed: %r", exc)
                 with self._lock:

@@ -76,3 +76,19 @@ def test_forget_leaves_no_stored_densities(store: MemoryStore, user_id: str) -> 
     # A computation that read the vectors before the forget and stores after it stores nothing.
     densities.write(user_id, ["00000000-0000-0000-0000-000000000001"], retrieval_mod.np.zeros(1), 0.5, 10)
     assert densities.read(user_id) is None
+
+
+def test_densities_are_computed_again_when_half_the_memories_were_replaced_by_as_many_new_ones(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(store, user_id, CHATTER[:20])
+    calls = counting_knn(monkeypatch)
+    Retriever(store, store.settings).prepare(user_id)
+    for mem_id, _ in store.user_vectors(user_id, 100)[:10]:
+        store.delete(mem_id)  # 10 forgotten ...
+    seed(store, user_id, [f"I watered the {plant}" for plant in ("fern", "rose", "fig", "palm", "ivy")])
+    seed(store, user_id, [f"I painted the {room}" for room in ("hall", "attic", "porch", "study", "den")])
+    # ... and 10 new: still 20 memories, but half of them have no stored density.
+    again = Retriever(store, store.settings).prepare(user_id)
+    assert calls == [20, 20]
+    assert len(again.of) == 20

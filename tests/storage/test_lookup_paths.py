@@ -82,3 +82,37 @@ def test_a_user_whose_sql_measured_faster_is_looked_up_in_sql(
     statements.clear()
     assert "I like coffee" in [r.text for r in retriever.retrieve(user_id, "coffee")]
     assert not [s for s in statements if s.startswith("WITH")]  # no look-up statement
+
+
+def test_a_path_not_taken_for_keep_look_ups_is_due_for_timing_again() -> None:
+    times = PathTimes()
+    for path in (INDEX, SQL):
+        for stage in ("lexical", "vector"):
+            times.add("u", path, stage, 1.0)
+    assert times.due("u") is None
+    for n in range(KEEP):
+        assert times.due("u") is None, n  # SQL timed within the last KEEP look-ups
+        for stage in ("lexical", "vector"):
+            times.add("u", INDEX, stage, 1.0)
+    assert times.due("u") == SQL  # 8 look-ups on the index since SQL was last timed
+    assert times.due("v") is None  # per user
+
+
+def test_a_bad_first_timing_of_sql_does_not_keep_a_user_on_the_index_for_good(
+    store: MemoryStore, user_id: str, indexes, statements
+) -> None:
+    for text in ["I like tea", "I like coffee", "I like cocoa"]:
+        store.add_raw(user_id, text)
+    retriever = Retriever(store, store.settings.tuned(density=0.0))
+    store.open_session_index(user_id)
+    indexes.wait_idle(user_id)
+    indexes.paths.forget(user_id)
+    for stage in ("lexical", "vector"):
+        indexes.paths.add(user_id, SQL, stage, 5_000.0)  # one bad moment at session start
+        indexes.paths.add(user_id, INDEX, stage, 0.001)
+    for _ in range(KEEP):
+        retriever.retrieve(user_id, "cocoa")  # each on the index, which measured faster
+    indexes.wait_idle(user_id)
+    # SQL timed again in the background: the bad moment no longer decides.
+    assert indexes.paths.cost(user_id, SQL) != 10_000.0
+    assert [s for s in statements if s.startswith("WITH c AS")]
