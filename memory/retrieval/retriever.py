@@ -701,12 +701,21 @@ class Retriever:
             with self._densities_lock:
                 held = user_id in self._densities
             stored = None if too_many or held else self._stored_density(user_id)
-            rows = [] if too_many or stored is not None else self.store.user_vectors(user_id, _DENSITY_MAX + 1)
-            if stored is not None:  # computed by an earlier process: no vector read, no k-NN
-                density = _Density(dict(zip(stored.ids, stored.values.tolist(), strict=True)), stored.mean, r.density)
-            elif 2 <= len(rows) <= _DENSITY_MAX:
+            # The vectors are read when the densities must be computed, or for the near-copies'
+            # fold (which needs them whatever is stored); the k-NN pass only for the former.
+            need_vectors = not too_many and (stored is None or r.near_copies > 0)
+            rows = self.store.user_vectors(user_id, _DENSITY_MAX + 1) if need_vectors else []
+            vectors: np.ndarray | None = None
+            if 2 <= len(rows) <= _DENSITY_MAX:
                 vectors = np.stack([v for _, v in rows]).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
+            kept = r.near_copies > 0 and vectors is not None  # half the floats' size: a near-copy is 0.97 or more alike
+            index = {mem_id: i for i, (mem_id, _) in enumerate(rows)} if kept else {}
+            copies = vectors.astype(np.float16) if kept and vectors is not None else None
+            if stored is not None:  # computed by an earlier process: no k-NN
+                of_stored = dict(zip(stored.ids, stored.values.tolist(), strict=True))
+                density = _Density(of_stored, stored.mean, r.density, index, copies)
+            elif vectors is not None:
                 of: dict[str, float] = {}
                 mean = 0.0
                 if r.density > 0 and len(rows) >= _DENSITY_MIN:
@@ -714,9 +723,7 @@ class Retriever:
                     of = {mem_id: float(d) for (mem_id, _), d in zip(rows, values, strict=True)}
                     mean = float(values.mean())
                     self._store_density(user_id, [m for m, _ in rows], values, mean)
-                kept = r.near_copies > 0  # half the floats' size: a near-copy is 0.97 or more alike
-                index = {mem_id: i for i, (mem_id, _) in enumerate(rows)} if kept else {}
-                density = _Density(of, mean, r.density, index, vectors.astype(np.float16) if kept else None)
+                density = _Density(of, mean, r.density, index, copies)
             now = time.monotonic()
             with self._densities_lock:
                 # Users quiet for a few TTLs leave: the cache stays as small as the active set.
@@ -737,9 +744,8 @@ class Retriever:
 
     def _stored_density(self, user_id: str) -> Stored | None:
         """The user's densities as an earlier process stored them, if still good for the
-        user's rows now (`densities.Stored.fresh`) and nothing else needs the vectors."""
-        r = self.settings.retrieval
-        if r.density <= 0 or r.near_copies > 0:
+        user's rows now (`densities.Stored.fresh`)."""
+        if self.settings.retrieval.density <= 0:
             return None
         try:
             stored = self._density_store.read(user_id)

@@ -92,3 +92,17 @@ def test_densities_are_computed_again_when_half_the_memories_were_replaced_by_as
     again = Retriever(store, store.settings).prepare(user_id)
     assert calls == [20, 20]
     assert len(again.of) == 20
+
+
+def test_the_next_process_reads_the_densities_and_still_has_the_vectors_for_the_near_copies_fold(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Near-copies are folded by default: the fold needs the vectors, the densities need no k-NN.
+    assert store.settings.retrieval.near_copies > 0
+    seed(store, user_id, [*CHATTER, "My passport expires in March"])
+    calls = counting_knn(monkeypatch)
+    Retriever(store, store.settings).prepare(user_id)
+    second = Retriever(store, store.settings).prepare(user_id)
+    assert calls == [25]  # the second process computed nothing
+    assert len(second.of) == 25
+    assert second.vectors is not None and len(second.rows) == 25
