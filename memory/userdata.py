@@ -311,6 +311,10 @@ class UserData:
         self.store = store
         self.settings = settings
         self.page_size = page_size
+        # Places the last count could not read (name -> why), counted 0 there: one
+        # unreadable place (a journal with something else in its place) leaves the others'
+        # counts standing, and the views say which one was not read.
+        self.unreadable: dict[str, str] = {}
 
     @functools.cached_property
     def archive(self) -> ArchiveStore:
@@ -339,12 +343,18 @@ class UserData:
 
     def _count(self, place: Place, user_id: str) -> Counts:
         counts = place.zero()
-        if place.detail is not None:
-            counts.update(place.detail(self, user_id).get(user_id, ({}, None))[0])
-        elif place.count is not None:
-            counts[place.name] = place.count(self, user_id)
-        else:
-            counts[place.name] = sum(1 for _ in place.rows(self, user_id))
+        self.unreadable.pop(place.name, None)
+        try:
+            if place.detail is not None:
+                counts.update(place.detail(self, user_id).get(user_id, ({}, None))[0])
+            elif place.count is not None:
+                counts[place.name] = place.count(self, user_id)
+            else:
+                counts[place.name] = sum(1 for _ in place.rows(self, user_id))
+        except Exception as exc:  # noqa: BLE001 - said in `unreadable`; the other places are still counted
+            self.unreadable[place.name] = describe_error(exc)
+            logger.warning("the place %s could not be read to count a user's rows: %s", place.name, describe_error(exc))
+            return place.zero()
         return counts
 
     def known(self, user_id: str) -> bool:
