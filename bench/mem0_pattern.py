@@ -77,13 +77,13 @@ def async_memory(store: Any) -> Any:
 def mem0_pattern(memory: Any, user_id: str, session_id: str, times: HookTimes, top_k: int) -> Iterator[None]:
     """`agent.entrypoint` with Mem0's pattern as its memory: the product's memory taken
     out as for memory off (`bench.latency._memory_off`), and the first agent Mem0's."""
-    import agent
+    import memory as product  # `agent.entrypoint` asks the package for its first agent (`memory.first_agent`)
     from bench.latency import _memory_off
 
     with _memory_off():
-        real_first = agent.first_agent
-        agent.first_agent = lambda *_a, **_kw: Mem0PatternAgent(memory, user_id, session_id, times, top_k)
+        real_first = product.first_agent
+        product.first_agent = lambda *_a, **_kw: Mem0PatternAgent(memory, user_id, session_id, times, top_k)
         try:
             yield
         finally:
-            agent.first_agent = real_first
+            product.first_agent = real_first

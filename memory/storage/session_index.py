@@ -380,8 +380,17 @@ class SessionIndexes:
     """The snapshots of the users this process serves (one, in a job process), their
     loads and refreshes. Thread-safe."""
 
-    def __init__(self, table: Mem0Table, *, max_rows: int, enabled: bool, keep: int = 4) -> None:
+    def __init__(
+        self,
+        table: Mem0Table,
+        *,
+        max_rows: int,
+        enabled: bool,
+        keep: int = 4,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.table = table
+        self.clock = clock  # what `_STALE_S` is measured on (a test moves it)
         self.max_rows = max_rows
         self.enabled = enabled
         self.keep = keep  # users held at most (least recently opened leave first)
@@ -400,7 +409,7 @@ class SessionIndexes:
         if not self.enabled:
             return
         with self._lock:
-            self._opened[user_id] = time.monotonic()
+            self._opened[user_id] = self.clock()
             for old in sorted(self._opened, key=self._opened.__getitem__)[: -self.keep]:
                 self._opened.pop(old, None)
                 self._snapshots.pop(old, None)
@@ -423,7 +432,7 @@ class SessionIndexes:
         with self._lock:
             snap = self._snapshots.get(user_id)
             writes = self._writes.get(user_id, 0)
-        if snap is None or snap.generation != writes or time.monotonic() - snap.at > _STALE_S:
+        if snap is None or snap.generation != writes or self.clock() - snap.at > _STALE_S:
             return None
         return snap
 
@@ -498,6 +507,7 @@ class SessionIndexes:
                 snap = build(user_id, list({r.id: r for r in [*keep, *fresh]}.values()), generation)  # fresh wins
             else:
                 snap = old.with_rows(fresh, gone, generation)
+        snap = replace(snap, at=self.clock())
         with self._lock:
             self.refreshes += 1
             if user_id in self._opened:
