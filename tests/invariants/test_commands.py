@@ -4,11 +4,16 @@ the exit status is 0 forgotten, 1 nothing stored, 3 not finished (the documented
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import logging
+from pathlib import Path
 
 import pytest
 
-from memory.commands import confirm_forget, exit_status, report
+from memory.commands import confirm_forget, exit_status, open_store, quiet_logs, report, store_ids
+from memory.settings import load_settings
+from memory.storage.store import MemoryStore
 from memory.userdata import Forgotten
 
 
@@ -72,3 +77,59 @@ def test_the_report_says_what_went_and_what_could_not(capsys: pytest.CaptureFixt
     assert report("carol", Forgotten({"memories": 1}, {"journal": "disk full"}), prog="memory-forget") == 3
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("memory-forget: could not finish forgetting 'carol': journal: disk full.")
+
+
+def test_the_ids_a_command_is_given_are_an_identity_or_a_stored_id() -> None:
+    from memory.types import InvalidMemoryText
+
+    # An identity is kept under itself, or under "lk-" and a hash when the store cannot keep it as it is.
+    assert store_ids(["alice", "bob"], stored=False) == ["alice", "bob"]
+    [hashed] = store_ids(["alice smith"], stored=False)
+    assert hashed.startswith("lk-") and len(hashed) == 43
+    # A stored id (`--stored-id`, from the logs) is used as it is, and one the store could never hold is refused.
+    assert store_ids([hashed], stored=True) == [hashed]
+    with pytest.raises(InvalidMemoryText, match="whitespace"):
+        store_ids(["alice", "alice smith"], stored=True)
+
+
+def test_a_command_opens_no_empty_store_where_there_is_none(tmp_path: Path) -> None:
+    settings = load_settings({"MEMORY_DATA_DIR": str(tmp_path / "nowhere")}, dotenv=False)
+    opened, problems = open_store(settings)
+    assert opened is None
+    assert problems == [f"no memory store in MEMORY_DATA_DIR={str(tmp_path / 'nowhere')!r} (is it the worker's?)"]
+    assert not (tmp_path / "nowhere").exists()  # nothing made
+
+
+def test_a_command_opens_the_store_it_names_without_loading_mem0(store: MemoryStore, tmp_path: Path) -> None:
+    settings = dataclasses.replace(store.settings, data_dir=tmp_path, database_url=store.url)
+    opened, problems = open_store(settings)
+    assert problems == [] and opened is not None
+    try:
+        assert opened.table == store.table
+        assert opened._mem0 is None  # Mem0 is loaded on its first use only (seconds of imports)
+    finally:
+        opened.close()
+    missing = dataclasses.replace(settings, collection="no_such_table_i48")
+    assert open_store(missing) == (None, ["no table MEMORY_COLLECTION='no_such_table_i48' in that database"])
+
+
+def test_a_command_without_a_log_handler_prints_no_library_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    root.handlers.clear()
+    try:
+        quiet_logs()
+        assert len(root.handlers) == 1 and isinstance(root.handlers[0], logging.NullHandler)
+        logging.getLogger("some.library").warning("a library's warning")
+        assert capsys.readouterr().err == ""
+        quiet_logs()  # a second call adds nothing
+        assert len(root.handlers) == 1
+    finally:
+        root.handlers[:] = saved
+    kept = logging.StreamHandler()
+    root.handlers[:] = [kept]
+    try:
+        quiet_logs()  # a handler of the command's own: left as it is, none added
+        assert root.handlers == [kept]
+    finally:
+        root.handlers[:] = saved
