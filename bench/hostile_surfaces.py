@@ -260,7 +260,7 @@ def _forget(identity: str) -> tuple[int, str]:
 
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        status = forget_main([identity])
+        status = forget_main([identity, "--yes"])  # a script: no terminal to type the identity on
     return status, err.getvalue().strip()
 
 
