@@ -316,6 +316,21 @@ def _start_postgres(work: Path) -> str:
     return embedded_url(work / "pg")
 
 
+def _stop_postgres(pgdata: Path) -> None:
+    """Stop the run's server before its directory goes (a fast shutdown: SIGINT)."""
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGINT)
+    except (OSError, ValueError, IndexError):
+        return
+    for _ in range(300):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.mutants", description=__doc__.split("\n")[0])
     parser.add_argument("--module", action="append", help="a module of the map (its path); default every one")
@@ -341,20 +356,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         work = Path(tmp)
         copy = work / "tree"  # made afresh for each module: the tree as it is when the module starts
         os.environ["MEMORY_TEST_DATABASE_URL"] = _start_postgres(work)
-        _preload(copy)
-        for module, tests in modules:
-            shutil.rmtree(copy, ignore_errors=True)
-            make_copy(copy)
-            print(f"# {module}: {len(tests)} test files", file=sys.stderr, flush=True)
-            result = run_module(
-                copy, module, list(tests), limit=args.limit, factor=args.timeout_factor, deadline=deadline, out=write
-            )
-            results.append(result)
-            write(result)
-            print(table([result]), file=sys.stderr, flush=True)
+        try:
+            _run_all(copy, modules, args, deadline, results, write)
+        finally:
+            _stop_postgres(work / "pg")
     print(table(results))
     print(json.dumps(summary(results)))
     return 0
+
+
+def _run_all(copy: Path, modules: Any, args: argparse.Namespace, deadline: float, results: list[ModuleResult],
+             write: Any) -> None:  # fmt: skip
+    _preload(copy)
+    for module, tests in modules:
+        shutil.rmtree(copy, ignore_errors=True)
+        make_copy(copy)
+        print(f"# {module}: {len(tests)} test files", file=sys.stderr, flush=True)
+        result = run_module(
+            copy, module, list(tests), limit=args.limit, factor=args.timeout_factor, deadline=deadline, out=write
+        )
+        results.append(result)
+        write(result)
+        print(table([result]), file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
