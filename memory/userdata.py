@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -311,9 +312,10 @@ class UserData:
         self.store = store
         self.settings = settings
         self.page_size = page_size
-        # Places the last count could not read (name -> why), counted 0 there: one
-        # unreadable place (a journal with something else in its place) leaves the others'
-        # counts standing, and the views say which one was not read.
+        # This machine's files the last count could not read (place -> why), counted 0
+        # there: one unreadable file (a journal with something else in its place) leaves the
+        # others' counts standing, and the views say which one was not read. The store's
+        # errors are raised as they are (an outage is not an empty place).
         self.unreadable: dict[str, str] = {}
 
     @functools.cached_property
@@ -351,7 +353,9 @@ class UserData:
                 counts[place.name] = place.count(self, user_id)
             else:
                 counts[place.name] = sum(1 for _ in place.rows(self, user_id))
-        except Exception as exc:  # noqa: BLE001 - said in `unreadable`; the other places are still counted
+        except (sqlite3.Error, OSError) as exc:
+            if not place.local:
+                raise  # the store: an outage, said as one (a page's 503), not a count of 0
             self.unreadable[place.name] = describe_error(exc)
             logger.warning("the place %s could not be read to count a user's rows: %s", place.name, describe_error(exc))
             return place.zero()
