@@ -187,6 +187,9 @@ def _child(copy: Path, tests: Sequence[str], log: Path, purge: set[str]) -> None
         os.setpgid(0, 0)  # its own group: a timeout kills the test's subprocesses with it
         for name in [n for n in sys.modules if n in purge or n.split(".")[0] in OWN[1:]]:
             del sys.modules[name]
+            parent, _, child = name.rpartition(".")
+            if parent in sys.modules:  # `from package import module` reads the package's attribute first
+                sys.modules[parent].__dict__.pop(child, None)
         package = sys.modules.get("memory")
         if package is not None:  # the names it hands out lazily, cached: looked up again
             for name in getattr(package, "_EXPORTS", {}):
@@ -247,12 +250,22 @@ def run_tests(copy: Path, tests: Sequence[str], timeout_s: float, purge: set[str
 
 
 def run_module(
-    copy: Path, module: str, tests: list[str], *, limit: int | None, factor: float, deadline: float, out: Any
+    copy: Path,
+    module: str,
+    tests: list[str],
+    *,
+    limit: int | None,
+    factor: float,
+    deadline: float,
+    out: Any,
+    line: int | None = None,
 ) -> ModuleResult:
     result = ModuleResult(module, tests)
     target = copy / module
     source = target.read_text(encoding="utf-8")
     mutants = mutants_of(target, source)
+    if line is not None:
+        mutants = [m for m in mutants if m.line == line]
     if limit is not None:
         mutants = mutants[:limit]
     result.mutants = len(mutants)
@@ -283,6 +296,8 @@ def run_module(
             else:
                 result.survived += 1
                 result.survivors.append({"line": m.line, "before": m.before, "after": m.after})
+            if os.environ.get("MUTANTS_KEEP_LOGS"):
+                shutil.copy(copy.parent / "run.log", Path(os.environ["MUTANTS_KEEP_LOGS"]) / f"{m.line}-{n}.log")
             result.seconds = round(time.monotonic() - start, 1)
             out(result)
     finally:
@@ -372,6 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.mutants", description=__doc__.split("\n")[0])
     parser.add_argument("--module", action="append", help="a module of the map (its path); default every one")
     parser.add_argument("--limit", type=int, default=None, help="the first N mutants of each module (smoke)")
+    parser.add_argument("--line", type=int, default=None, help="only the mutants of this line (a survivor again)")
     parser.add_argument("--timeout-factor", type=float, default=3.0)
     parser.add_argument("--budget-s", type=float, default=float("inf"), help="start no mutant after this")
     parser.add_argument("--out", type=Path, default=None, help="the results as JSON, rewritten after each mutant")
@@ -412,7 +428,14 @@ def _run_all(copy: Path, modules: Any, args: argparse.Namespace, deadline: float
         make_copy(copy)
         print(f"# {module}: {len(tests)} test files", file=sys.stderr, flush=True)
         result = run_module(
-            copy, module, list(tests), limit=args.limit, factor=args.timeout_factor, deadline=deadline, out=write
+            copy,
+            module,
+            list(tests),
+            limit=args.limit,
+            factor=args.timeout_factor,
+            deadline=deadline,
+            out=write,
+            line=args.line,
         )
         results.append(result)
         write(result)
