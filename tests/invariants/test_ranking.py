@@ -95,3 +95,30 @@ def test_bounded_keeps_the_slope_at_the_knee_never_reaches_one_and_keeps_the_ord
     cands = [Cand("a", 1.053), Cand("b", 0.4)]
     bound_scores(cands)
     assert [c.score for c in cands] == [pytest.approx(0.75 + 0.25 * (1 - math.exp(-0.303 / 0.25))), 0.4]
+
+
+def test_a_fact_never_only_asks_whatever_its_flag_or_words() -> None:
+    from memory.retrieval.ranking import asks
+
+    assert asks({"category": "personal_facts", ASKS_KEY: True}, "where does Anna live?") is False
+    assert asks({"category": "preferences"}, "do I like tea?") is False
+    assert asks({ASKS_KEY: True}, "where does Anna live?") is True  # a raw turn with the flag
+    assert weighted(QUESTION, {"category": "personal_facts", ASKS_KEY: True}, "I like tea", question=0.5,
+                    echo_w=1.0) == 1.0  # fmt: skip
+
+
+def test_two_memories_alike_but_for_a_number_are_not_near_copies() -> None:
+    import numpy as np
+
+    from memory.retrieval.ranking import NearCopies
+
+    @dataclass
+    class Memory:
+        id: str
+        text: str
+
+    same = np.asarray([1.0, 0.0], dtype=np.float32)
+    near = NearCopies(0.99, lambda _id: same)
+    booked = Memory("a", "Room 101 of the hotel is booked for the conference")
+    assert near.of(Memory("b", "Room 102 of the hotel is booked for the conference"), [booked]) is None
+    assert near.of(Memory("c", "Room 101 of the hotel is booked for this conference"), [booked]) == 0
