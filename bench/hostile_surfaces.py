@@ -42,7 +42,6 @@ from harness.scripted import LLMRequest, RecordingLLM, VoiceHarness
 from memory.gatekeeper.gatekeeper import Gatekeeper
 from memory.journal.codec import encode_turn
 from memory.journal.queue import DurableWriteQueue
-from memory.journal.queue import count_user as journal_count
 from memory.livekit.session import MemorySession
 from memory.service import MemoryService
 from memory.settings import MemoryMode, MemorySettings, load_settings
@@ -50,6 +49,7 @@ from memory.storage.archive import ArchivedMessage, archive_for
 from memory.storage.contexts import ContextStore, contexts_table
 from memory.storage.store import MemoryStore
 from memory.types import Turn
+from memory.userdata import UserData
 from memory.working import SUBMIT_FORM, first_agent
 from memory.working.agents import context_block
 
@@ -236,7 +236,10 @@ def _kill_child(args: list[str], cwd: Path) -> None:
 def _left(store: MemoryStore, settings: MemorySettings, user: str) -> dict[str, int]:
     rows = len(store.list_user(user)) + len(archive_for(store).messages(user))
     rows += len(ContextStore(store.pool, store.table, 4000).export_user(user))
-    journal = journal_count(settings.journal_path, user)
+    data = UserData(store, settings)  # the places' own count: an unreadable journal is said, not raised
+    journal = data.counts(user)["journal"]
+    if data.unreadable:
+        print(f"# not read while counting what is left: {data.unreadable}", file=sys.stderr)
     lines = 0
     if settings.spill_dir is not None and settings.spill_dir.exists():
         for f in settings.spill_dir.rglob("*"):
@@ -257,7 +260,7 @@ def _forget(identity: str) -> tuple[int, str]:
 
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        status = forget_main([identity])
+        status = forget_main([identity, "--yes"])  # a script: no terminal to type the identity on
     return status, err.getvalue().strip()
 
 

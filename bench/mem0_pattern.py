@@ -82,7 +82,7 @@ def async_memory(store: Any) -> Any:
 def mem0_pattern(memory: Any, user_id: str, session_id: str, times: HookTimes, top_k: int) -> Iterator[None]:
     """`agent.entrypoint` with Mem0's pattern as its memory: the product's memory taken
     out as for memory off (`bench.latency._memory_off`), and the first agent Mem0's."""
-    import memory as product
+    import memory as product  # `agent.entrypoint` asks the package for its first agent (`memory.first_agent`)
     from bench.latency import _memory_off
 
     # `agent.entrypoint` calls `memory.first_agent` (the package's), which `_memory_off` replaces too.

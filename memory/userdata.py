@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -318,6 +319,11 @@ class UserData:
         self.store = store
         self.settings = settings
         self.page_size = page_size
+        # This machine's files the last count could not read (place -> why), counted 0
+        # there: one unreadable file (a journal with something else in its place) leaves the
+        # others' counts standing, and the views say which one was not read. The store's
+        # errors are raised as they are (an outage is not an empty place).
+        self.unreadable: dict[str, str] = {}
 
     @functools.cached_property
     def archive(self) -> ArchiveStore:
@@ -350,12 +356,20 @@ class UserData:
 
     def _count(self, place: Place, user_id: str) -> Counts:
         counts = place.zero()
-        if place.detail is not None:
-            counts.update(place.detail(self, user_id).get(user_id, ({}, None))[0])
-        elif place.count is not None:
-            counts[place.name] = place.count(self, user_id)
-        else:
-            counts[place.name] = sum(1 for _ in place.rows(self, user_id))
+        self.unreadable.pop(place.name, None)
+        try:
+            if place.detail is not None:
+                counts.update(place.detail(self, user_id).get(user_id, ({}, None))[0])
+            elif place.count is not None:
+                counts[place.name] = place.count(self, user_id)
+            else:
+                counts[place.name] = sum(1 for _ in place.rows(self, user_id))
+        except (sqlite3.Error, OSError) as exc:
+            if not place.local:
+                raise  # the store: an outage, said as one (a page's 503), not a count of 0
+            self.unreadable[place.name] = describe_error(exc)
+            logger.warning("the place %s could not be read to count a user's rows: %s", place.name, describe_error(exc))
+            return place.zero()
         return counts
 
     def known(self, user_id: str) -> bool:

@@ -80,9 +80,14 @@ def embedded_server_url(data_dir: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def database_url(request: pytest.FixtureRequest, embedded_server_url: str) -> Iterator[str | None]:
-    """MEMORY_DATABASE_URL of the run: PgBouncer's with --through-pgbouncer, else none
-    (the embedded server under MEMORY_DATA_DIR)."""
+def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """MEMORY_DATABASE_URL of the run: PgBouncer's with --through-pgbouncer, a server
+    already running with MEMORY_TEST_DATABASE_URL (`bench.mutants` runs many short test
+    runs on one), else none (the embedded server under MEMORY_DATA_DIR)."""
+    if url := os.environ.get("MEMORY_TEST_DATABASE_URL"):
+        yield url
+        return
+    embedded_server_url = request.getfixturevalue("embedded_server_url")
     if not request.config.getoption("--through-pgbouncer"):
         yield None
         return

@@ -117,6 +117,7 @@ class Admin:
         return {
             "user_id": user_id,
             "counts": counts,
+            "unreadable": dict(self.data.unreadable),  # places not read, counted 0 (why)
             "memories": memories,
             "summaries": [r for r in rows if r["message_type"] == "summary"],
             "recent_archive": [r for r in rows if r["message_type"] != "summary"][-recent:],
@@ -273,7 +274,8 @@ def _run(admin: Admin, args: argparse.Namespace, user_id: str | None) -> int:
             out(to_json(doc))
         else:
             shown = "" if len(doc["memories"]) >= doc["counts"]["memories"] else f", the newest {len(doc['memories'])}"
-            out(f"user {printable(doc['user_id'])}\n{counts_line(doc['counts'])}\n\nmemories{shown}")
+            unread = "".join(f"\nunreadable: {name}: {printable(why)}" for name, why in doc["unreadable"].items())
+            out(f"user {printable(doc['user_id'])}\n{counts_line(doc['counts'])}{unread}\n\nmemories{shown}")
             out(
                 table(
                     ["mode", "category", "slot", "text", "updated", "earlier values"],

@@ -301,7 +301,7 @@ def check_llm(env: Mapping[str, str], settings: MemorySettings | None) -> list[s
 
 # The data directory's lock file: held by a worker's main process for as long as it runs.
 WORKER_LOCK = "worker.lock"
-_held_lock: list[int] = []
+_held_lock: dict[str, int] = {}  # data directory's lock file -> its descriptor
 
 
 def other_worker(settings: MemorySettings) -> str | None:
@@ -312,9 +312,9 @@ def other_worker(settings: MemorySettings) -> str | None:
     import fcntl
     import os
 
-    if _held_lock:
-        return None
     path = settings.data_dir / WORKER_LOCK
+    if str(path.resolve()) in _held_lock:  # this process is the worker there
+        return None
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError:
@@ -330,7 +330,7 @@ def other_worker(settings: MemorySettings) -> str | None:
         )
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
-    _held_lock.append(fd)  # kept open (and locked) until the worker stops
+    _held_lock[str(path.resolve())] = fd  # kept open (and locked) until the worker stops
     return None
 
 
@@ -339,7 +339,7 @@ def release_worker_lock() -> None:
     import os
 
     while _held_lock:
-        os.close(_held_lock.pop())
+        os.close(_held_lock.popitem()[1])
 
 
 def _joined(checks: list[tuple[threading.Thread, list[str]] | None]) -> list[str]:

@@ -389,8 +389,17 @@ class SessionIndexes:
     """The snapshots of the users this process serves (one, in a job process), their
     loads and refreshes. Thread-safe."""
 
-    def __init__(self, table: Mem0Table, *, max_rows: int, enabled: bool, keep: int = 4) -> None:
+    def __init__(
+        self,
+        table: Mem0Table,
+        *,
+        max_rows: int,
+        enabled: bool,
+        keep: int = 4,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.table = table
+        self.clock = clock  # what `_STALE_S` is measured on (a test moves it)
         self.max_rows = max_rows
         self.enabled = enabled
         self.keep = keep  # users held at most (least recently opened leave first)
@@ -411,7 +420,7 @@ class SessionIndexes:
         if not self.enabled:
             return
         with self._lock:
-            self._opened[user_id] = time.monotonic()
+            self._opened[user_id] = self.clock()
             for old in sorted(self._opened, key=self._opened.__getitem__)[: -self.keep]:
                 self._opened.pop(old, None)
                 self._snapshots.pop(old, None)
@@ -474,7 +483,7 @@ class SessionIndexes:
             snap = self._snapshots.get(user_id)
             writes = self._writes.get(user_id, 0)
             stored = self._stored.get(user_id)
-        if snap is None or snap.generation != writes or time.monotonic() - snap.at > _STALE_S:
+        if snap is None or snap.generation != writes or self.clock() - snap.at > _STALE_S:
             return None
         if stored is not None and stored != snap.stored:  # another process forgot, redacted or imported
             return None
@@ -578,7 +587,7 @@ class SessionIndexes:
                 snap = build(user_id, list({r.id: r for r in [*keep, *fresh]}.values()), generation)  # fresh wins
             else:
                 snap = old.with_rows(fresh, gone, generation)
-        snap = replace(snap, stored=stored)
+        snap = replace(snap, stored=stored, at=self.clock())
         with self._lock:
             self.refreshes += 1
             if user_id in self._opened:

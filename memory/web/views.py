@@ -221,8 +221,10 @@ class Operator:
         no retriever); then count every place again."""
         gone = self.admin.data.forget(user_id)
         left = self.admin.counts(user_id)
+        unreadable = dict(self.admin.data.unreadable)
         return {"user_id": user_id, "removed": gone.removed, "left": left, "places": place_names(),
-                "nothing_left": not any(left[p] for p in place_names()), "failed": gone.failed,
+                "nothing_left": not any(left[p] for p in place_names()) and not unreadable,
+                "unreadable": unreadable, "failed": gone.failed,
                 "forgotten_at": self.store.forgotten_at(user_id)}  # fmt: skip
 
     # -------------------------------------------------------- dead letters

@@ -69,6 +69,10 @@ def test_a_relative_data_directory_is_the_projects_wherever_a_command_starts(
 
 
 def test_a_second_worker_on_the_same_data_directory_says_so(tmp_path: Path) -> None:
+    # This process already the worker of another data directory (as after an earlier test's
+    # start-up): that says nothing about who holds this one.
+    (tmp_path / "other").mkdir()
+    assert startup.other_worker(load_settings({"MEMORY_DATA_DIR": str(tmp_path / "other")}, dotenv=False)) is None
     settings = load_settings({"MEMORY_DATA_DIR": str(tmp_path)}, dotenv=False)
     holder = subprocess.Popen(
         [sys.executable, "-c", "import fcntl, os, sys\n"

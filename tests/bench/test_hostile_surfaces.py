@@ -23,3 +23,13 @@ async def test_forms_and_contexts_sections_keep_every_secret_out(store: MemorySt
         assert out[key] == 0, key
     assert out["context_secrets_tried"] >= 100 and out["context_secrets_stored"] == 0
     assert 0 < out["context_notes_shown_chars"] <= out["context_bound"]
+
+
+async def test_the_forget_section_runs_and_leaves_nothing_behind(store: MemoryStore, tmp_path: Path) -> None:
+    # Its "journal cannot be opened" case once stopped the benchmark: counting what was
+    # left read the journal's path with SQLite and raised (an unreadable place is now said).
+    out = await hostile_surfaces.run(store, tmp_path, {"forget"})
+    cases = [r["case"] for r in out["forget_rows"]]
+    assert "journal cannot be opened" in cases and len(cases) == 3
+    assert out["forget_left_behind"] == 0, out["forget_rows"]
+    assert out["forget_one_line"] is True

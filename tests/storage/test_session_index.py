@@ -131,6 +131,10 @@ def test_the_in_process_look_up_finds_what_sql_finds_and_runs_no_statement(
         assert [c[:2] for c in got] == [c[:2] for c in want], (q, kw)
         assert all(abs(a[2] - b[2]) < 1e-5 for a, b in zip(got, want, strict=True)), (q, kw)
         assert want or q == "spicy", q
+    # The refreshes after the look-ups run on the index's thread: waited for, so the statements
+    # seen are known to be recorded at all.
+    assert indexes.wait_idle(user_id)
+    assert statements
     # Not one statement on the look-ups' path: the refreshes after them, and a path not taken
     # for a while timed again (lookup_paths.py), run apart, on the index's thread; the freshness
     # check (the user's generation, one per look-up: test_seen_at_once.py) runs beside the

@@ -6,6 +6,7 @@ refused with its documented code before any heavy work, parsed off the event loo
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -41,6 +42,15 @@ def journal_bytes(path: Path) -> bytes:
     return b"".join(p.read_bytes() for p in (path, path.with_name(path.name + "-wal")) if p.exists())
 
 
+def journal_holds(secret: str, journaled: bytes) -> bool:
+    """Would a leak of `secret` be in these pages? A journaled turn is UTF-8 JSON text, so a
+    leak is the secret as a whole token inside a run of text (`strings`), not four digits
+    anywhere in binary pages (page numbers, rowids and timestamps hold any four digits by
+    chance): a digit or letter either side is another token."""
+    token = re.compile(rb"(?<![0-9A-Za-z])" + re.escape(secret.encode()) + rb"(?![0-9A-Za-z])")
+    return any(token.search(run) for run in re.findall(rb"[\x20-\x7e\x80-\xff]{12,}", journaled))
+
+
 async def test_a_durable_forms_secrets_reach_neither_journal_nor_model_nor_store(
     store: MemoryStore, user_id: str
 ) -> None:
@@ -66,10 +76,18 @@ async def test_a_durable_forms_secrets_reach_neither_journal_nor_model_nor_store
     stored = " ".join(m.text for m in store.list_user(c.memory.user_id))
     assert said and stored == "User prefers the dark theme"
     for secret in SECRETS:
-        assert secret.encode() not in journaled, secret
+        assert not journal_holds(secret, journaled), secret
         assert all(secret not in s for s in said), secret
         assert secret not in block, secret
     assert '"theme":"dark"' in block and '"lucky numbers":[7,13]' in block  # the rest is kept as it was
+
+
+def test_a_secret_in_a_journaled_turn_is_found_and_digits_in_binary_pages_are_not() -> None:
+    turn = json.dumps({"text": "card: 4111, 1111, 1111, 1111", "user_id": "u"}).encode()
+    assert journal_holds("4111", b"\x00\x01" + turn + b"\x00")
+    assert journal_holds("Quokka88!", b"\x07" + b'{"text": "my password is Quokka88!"}')
+    assert not journal_holds("4111", b"\x00\x134111\x02\x00")  # a page's bytes, not text
+    assert not journal_holds("4111", b'{"created_at": 1764111872.25, "seq": 3}')  # inside a number
 
 
 async def test_a_deeply_nested_form_is_refused_with_2400_and_changes_nothing(store: MemoryStore, user_id: str) -> None:

@@ -1,0 +1,99 @@
+"""No benchmark can rot unnoticed: every module under bench/ imports against the product
+as it is (a renamed or moved name fails here, not at the next measurement), the mutation
+runner's map names files that exist and its mutants are the module with one change, and
+bench.latency's peer (Mem0's documented pattern) is the agent the worker's entry point
+starts."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import bench
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def bench_modules() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(bench.__path__, "bench."))
+
+
+def test_every_bench_module_imports_against_the_product() -> None:
+    failed = {}
+    for name in bench_modules():
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - every module's failure named at once
+            failed[name] = repr(exc)
+    assert failed == {}
+    assert len(bench_modules()) >= 45  # the list is found (not an empty walk)
+
+
+def test_the_mutant_map_names_modules_and_tests_that_exist() -> None:
+    from bench.mutant_map import MUTANT_MAP
+
+    missing = [p for module, tests in MUTANT_MAP for p in (module, *(t.split("::")[0] for t in tests))
+               if not (ROOT / p).exists()]  # fmt: skip
+    assert missing == []
+    required = {"memory/storage/locks.py", "memory/storage/replicas.py", "memory/storage/session_index.py",
+                "memory/retrieval/ranking.py", "memory/retrieval/validity.py", "memory/userdata.py",
+                "memory/admin/importer.py", "memory/commands.py", "memory/errors.py", "memory/web/security.py",
+                "memory/web/proxy.py", "memory/mcp/server.py", "memory/language/secret_rules.py"}  # fmt: skip
+    assert required <= {m for m, _ in MUTANT_MAP}
+
+
+def test_each_mutant_is_the_module_with_one_change_on_the_line_it_names() -> None:
+    from bench.mutants import mutants_of
+
+    source = "def bound(n: int) -> bool:\n    limit = 10\n    return n <= limit\n"
+    mutants = mutants_of(Path("memory/example.py"), source)
+    assert mutants and all(m.code != source for m in mutants)
+    changes = {(m.line, m.after) for m in mutants}
+    assert (3, "return n < limit") in changes  # the bound off by one
+    assert (2, "limit = 11") in changes
+    for m in mutants:
+        compile(m.code, "mutant", "exec")
+        differing = [
+            i for i, (a, b) in enumerate(zip(source.splitlines(), m.code.splitlines(), strict=False)) if a != b
+        ]
+        assert differing == [m.line - 1] or len(m.code.splitlines()) != len(source.splitlines())
+
+
+async def test_the_latency_peer_is_the_agent_the_workers_entry_point_starts() -> None:
+    import agent
+    import memory
+    from bench.mem0_pattern import HookTimes, Mem0PatternAgent, mem0_pattern
+
+    # The worker asks the package for its first agent; the peer scenario swaps that name.
+    assert "memory.first_agent(" in inspect.getsource(agent.entrypoint)
+    calls: list[tuple[str, Any]] = []
+
+    class FakeMem0:
+        async def search(self, text: str, **kw: Any) -> dict[str, Any]:
+            calls.append(("search", text))
+            return {"results": []}
+
+        async def add(self, messages: list[dict[str, str]], **kw: Any) -> None:
+            calls.append(("add", messages[0]["content"]))
+
+    times = HookTimes()
+    real = memory.first_agent
+    with mem0_pattern(FakeMem0(), "peer-user", "peer-session", times, 5):
+        peer = memory.first_agent(None, None, identity="peer-user")
+        assert isinstance(peer, Mem0PatternAgent)
+        from livekit.agents import ChatContext, ChatMessage
+
+        await peer.on_user_turn_completed(ChatContext(), ChatMessage(role="user", content=["where do I live"]))
+    assert memory.first_agent is real  # given back
+    assert calls == [("search", "where do I live"), ("add", "where do I live")]
+    assert len(times.search_ms) == len(times.add_ms) == 1 and times.found == [0]
+
+
+@pytest.mark.parametrize("module", ["bench.latency", "bench.hostile", "bench.mutants", "bench.mutations"])
+def test_the_benchmarks_named_in_the_docs_have_a_main(module: str) -> None:
+    assert callable(importlib.import_module(module).main)

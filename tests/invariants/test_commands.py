@@ -1,0 +1,135 @@
+"""The forget's confirmation and its report (memory/commands.py): only the identity typed
+as it is confirms (an empty line, Enter, does not); a pipe never confirms; `--yes` does;
+the exit status is 0 forgotten, 1 nothing stored, 3 not finished (the documented codes)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+from pathlib import Path
+
+import pytest
+
+from memory.commands import confirm_forget, exit_status, open_store, quiet_logs, report, store_ids
+from memory.settings import load_settings
+from memory.storage.store import MemoryStore
+from memory.userdata import Forgotten
+
+
+class Terminal(io.StringIO):
+    """What the operator types, on a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def ask(typed: str, identities: list[str], *, yes: bool = False, stdin: io.StringIO | None = None) -> tuple[bool, str]:
+    err = io.StringIO()
+    ok = confirm_forget(identities, yes=yes, prog="memory-forget", stdin=stdin or Terminal(typed), stderr=err)
+    return ok, err.getvalue()
+
+
+def test_enter_at_the_confirmation_does_not_confirm() -> None:
+    ok, said = ask("\n", ["alice"])
+    assert ok is False
+    assert "that is not the identity: nothing was forgotten" in said
+
+
+@pytest.mark.parametrize("typed", ["", "alic\n", "Alice\n", "alice \n", " alice\n", "bob\n"])
+def test_anything_but_the_identity_as_it_is_does_not_confirm(typed: str) -> None:
+    assert ask(typed, ["alice"])[0] is False
+
+
+@pytest.mark.parametrize("typed", ["alice\n", "alice\r\n", "alice"])
+def test_the_identity_typed_as_it_is_confirms(typed: str) -> None:
+    ok, said = ask(typed, ["alice"])
+    assert ok is True
+    assert "This deletes everything kept about alice, everywhere, with no undo." in said
+
+
+def test_each_identity_is_typed_and_one_wrong_confirms_none() -> None:
+    assert ask("alice\nbob\n", ["alice", "bob"])[0] is True
+    assert ask("alice\n\n", ["alice", "bob"])[0] is False
+
+
+def test_a_pipe_never_confirms_and_yes_always_does() -> None:
+    ok, said = ask("", ["alice"], stdin=io.StringIO("alice\n"))
+    assert ok is False and "not on a terminal" in said and "--yes" in said
+    assert ask("", ["alice"], yes=True, stdin=io.StringIO(""))[0] is True
+
+
+def test_the_exit_status_of_a_forget() -> None:
+    assert exit_status(Forgotten({"memories": 2, "journal": 0})) == 0
+    assert exit_status(Forgotten({"memories": 0, "journal": 0})) == 1
+    assert exit_status(Forgotten({"memories": 2}, {"journal": "disk full"})) == 3
+    assert exit_status(Forgotten({"memories": 0}, {"journal": "disk full"})) == 3
+
+
+def test_the_report_says_what_went_and_what_could_not(capsys: pytest.CaptureFixture[str]) -> None:
+    assert report("alice", Forgotten({"memories": 2, "journal": 1}), prog="memory-forget") == 0
+    out, err = capsys.readouterr()
+    assert out == "forgot alice: memories 2, journal 1\n" and err == ""
+    assert report("bob", Forgotten({"memories": 0}), prog="memory-forget") == 1
+    out, err = capsys.readouterr()
+    assert out == "forgot bob: memories 0\n"
+    assert err.startswith("memory-forget: nothing was stored under 'bob'") and "--stored-id" in err
+    assert report("carol", Forgotten({"memories": 1}, {"journal": "disk full"}), prog="memory-forget") == 3
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("memory-forget: could not finish forgetting 'carol': journal: disk full.")
+
+
+def test_the_ids_a_command_is_given_are_an_identity_or_a_stored_id() -> None:
+    from memory.types import InvalidMemoryText
+
+    # An identity is kept under itself, or under "lk-" and a hash when the store cannot keep it as it is.
+    assert store_ids(["alice", "bob"], stored=False) == ["alice", "bob"]
+    [hashed] = store_ids(["alice smith"], stored=False)
+    assert hashed.startswith("lk-") and len(hashed) == 43
+    # A stored id (`--stored-id`, from the logs) is used as it is, and one the store could never hold is refused.
+    assert store_ids([hashed], stored=True) == [hashed]
+    with pytest.raises(InvalidMemoryText, match="whitespace"):
+        store_ids(["alice", "alice smith"], stored=True)
+
+
+def test_a_command_opens_no_empty_store_where_there_is_none(tmp_path: Path) -> None:
+    settings = load_settings({"MEMORY_DATA_DIR": str(tmp_path / "nowhere")}, dotenv=False)
+    opened, problems = open_store(settings)
+    assert opened is None
+    assert problems == [f"no memory store in MEMORY_DATA_DIR={str(tmp_path / 'nowhere')!r} (is it the worker's?)"]
+    assert not (tmp_path / "nowhere").exists()  # nothing made
+
+
+def test_a_command_opens_the_store_it_names_without_loading_mem0(store: MemoryStore, tmp_path: Path) -> None:
+    settings = dataclasses.replace(store.settings, data_dir=tmp_path, database_url=store.url)
+    opened, problems = open_store(settings)
+    assert problems == [] and opened is not None
+    try:
+        assert opened.table == store.table
+        assert opened._mem0 is None  # Mem0 is loaded on its first use only (seconds of imports)
+    finally:
+        opened.close()
+    missing = dataclasses.replace(settings, collection="no_such_table_i48")
+    assert open_store(missing) == (None, ["no table MEMORY_COLLECTION='no_such_table_i48' in that database"])
+
+
+def test_a_command_without_a_log_handler_prints_no_library_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    root.handlers.clear()
+    try:
+        quiet_logs()
+        assert len(root.handlers) == 1 and isinstance(root.handlers[0], logging.NullHandler)
+        logging.getLogger("some.library").warning("a library's warning")
+        assert capsys.readouterr().err == ""
+        quiet_logs()  # a second call adds nothing
+        assert len(root.handlers) == 1
+    finally:
+        root.handlers[:] = saved
+    kept = logging.StreamHandler()
+    root.handlers[:] = [kept]
+    try:
+        quiet_logs()  # a handler of the command's own: left as it is, none added
+        assert root.handlers == [kept]
+    finally:
+        root.handlers[:] = saved

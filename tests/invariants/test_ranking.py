@@ -1,0 +1,124 @@
+"""The last step of the ranking (memory/retrieval/ranking.py), at its documented values:
+a turn that asks AND echoes keeps the smaller of the two weights (whichever is smaller);
+an echo of exactly `MIN_WORDS` (3) content words is demoted and one of 2 is not; and the
+shape of `bounded` above the knee (0.75 + 0.25 * (1 - e^-(x - 0.75) / 0.25)), not only its
+range. Expected values are computed here from the docstring's formula, with literals."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from memory.language.indexing import ASKS_KEY
+from memory.retrieval.ranking import bound_scores, bounded, echo, speech_acts, words
+
+
+@dataclass
+class Cand:
+    text: str
+    score: float = 1.0
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+QUESTION = "where does my sister Anna live"
+
+
+def weighted(text: str, payload: dict[str, Any], message: str, *, question: float, echo_w: float) -> float:
+    cand = Cand(text, 1.0, payload)
+    speech_acts([cand], message, question_weight=question, echo_weight=echo_w)
+    return cand.score
+
+
+@pytest.mark.parametrize(("question", "echo_w", "kept"), [(0.5, 0.2, 0.2), (0.2, 0.5, 0.2), (0.3, 0.3, 0.3)])
+def test_a_turn_that_asks_and_echoes_keeps_the_smaller_weight(question: float, echo_w: float, kept: float) -> None:
+    asked = {ASKS_KEY: True}
+    assert weighted(QUESTION, asked, QUESTION, question=question, echo_w=echo_w) == pytest.approx(kept)
+
+
+def test_each_weight_alone_and_a_statement_untouched() -> None:
+    asked = {ASKS_KEY: True}
+    # Asks, and does not repeat this message: the question's weight only.
+    assert weighted(QUESTION, asked, "I bought a red bicycle yesterday", question=0.5, echo_w=0.2) == 0.5
+    # Repeats the message, and does not ask (a statement said again): the echo's weight only.
+    said = "my sister Anna lives in Lisbon"
+    assert weighted(said, {}, said, question=0.5, echo_w=0.2) == 0.2
+    # Neither: kept as it is; a GATED fact is never an echo nor a question.
+    assert weighted("I bought a red bicycle yesterday", {}, QUESTION, question=0.5, echo_w=0.2) == 1.0
+    assert weighted(said, {"category": "personal_facts"}, said, question=0.5, echo_w=0.2) == 1.0
+    # Weights of 1 leave every score as it is.
+    assert weighted(QUESTION, asked, QUESTION, question=1.0, echo_w=1.0) == 1.0
+
+
+def test_an_echo_of_exactly_three_content_words_is_demoted_and_of_two_is_not() -> None:
+    assert len(words("Anna loves Lisbon")) == 3 and len(words("Anna Lisbon")) == 2  # the inputs, as meant
+    assert echo(words("Anna loves Lisbon"), "Anna loves Lisbon") is True
+    assert echo(words("Anna Lisbon"), "Anna Lisbon") is False
+    assert weighted("Anna loves Lisbon", {}, "Anna loves Lisbon", question=1.0, echo_w=0.25) == 0.25
+    assert weighted("Anna Lisbon", {}, "Anna Lisbon", question=1.0, echo_w=0.25) == 1.0
+
+
+def test_an_echo_is_nine_tenths_alike_or_more() -> None:
+    message = words("apple banana cherry grape lemon mango melon peach pear plum")
+    assert len(message) == 10
+    nine = "apple banana cherry grape lemon mango melon peach pear"  # Jaccard 9/10: an echo
+    eight = "apple banana cherry grape lemon mango melon peach"  # 8/10: not
+    assert echo(message, nine) is True
+    assert echo(message, eight) is False
+
+
+@pytest.mark.parametrize(
+    ("score", "expected"),
+    [
+        (-0.5, 0.0),
+        (0.0, 0.0),
+        (0.5, 0.5),
+        (0.75, 0.75),  # the knee: itself
+        (1.0, 0.75 + 0.25 * (1 - math.exp(-1.0))),  # 0.908030...
+        (1.25, 0.75 + 0.25 * (1 - math.exp(-2.0))),  # 0.966166...
+        (2.0, 0.75 + 0.25 * (1 - math.exp(-5.0))),  # 0.998315...
+    ],
+)
+def test_bounded_is_the_score_to_the_knee_then_one_minus_an_exponential(score: float, expected: float) -> None:
+    assert bounded(score) == pytest.approx(expected, abs=1e-12)
+
+
+def test_bounded_keeps_the_slope_at_the_knee_never_reaches_one_and_keeps_the_order() -> None:
+    assert (bounded(0.75 + 1e-6) - 0.75) / 1e-6 == pytest.approx(1.0, abs=1e-4)
+    assert bounded(0.908) == pytest.approx(0.75 + 0.25 * (1 - math.exp(-0.632)), abs=1e-12)
+    assert 0.99 < bounded(3.0) < 1.0 and bounded(50.0) <= 1.0
+    scores = [0.1, 0.74, 0.75, 0.76, 0.9, 1.053, 1.5, 3.0]
+    assert [bounded(s) for s in scores] == sorted(bounded(s) for s in scores)
+    assert len({bounded(s) for s in scores}) == len(scores)
+    cands = [Cand("a", 1.053), Cand("b", 0.4)]
+    bound_scores(cands)
+    assert [c.score for c in cands] == [pytest.approx(0.75 + 0.25 * (1 - math.exp(-0.303 / 0.25))), 0.4]
+
+
+def test_a_fact_never_only_asks_whatever_its_flag_or_words() -> None:
+    from memory.retrieval.ranking import asks
+
+    assert asks({"category": "personal_facts", ASKS_KEY: True}, "where does Anna live?") is False
+    assert asks({"category": "preferences"}, "do I like tea?") is False
+    assert asks({ASKS_KEY: True}, "where does Anna live?") is True  # a raw turn with the flag
+    assert weighted(QUESTION, {"category": "personal_facts", ASKS_KEY: True}, "I like tea", question=0.5,
+                    echo_w=1.0) == 1.0  # fmt: skip
+
+
+def test_two_memories_alike_but_for_a_number_are_not_near_copies() -> None:
+    import numpy as np
+
+    from memory.retrieval.ranking import NearCopies
+
+    @dataclass
+    class Memory:
+        id: str
+        text: str
+
+    same = np.asarray([1.0, 0.0], dtype=np.float32)
+    near = NearCopies(0.99, lambda _id: same)
+    booked = Memory("a", "Room 101 of the hotel is booked for the conference")
+    assert near.of(Memory("b", "Room 102 of the hotel is booked for the conference"), [booked]) is None
+    assert near.of(Memory("c", "Room 101 of the hotel is booked for this conference"), [booked]) == 0

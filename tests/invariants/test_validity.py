@@ -1,0 +1,65 @@
+"""Which value of a changed fact a question about the past gets (memory/retrieval/validity.py):
+"before X" gets the value that held just before X; with X the oldest value there is none
+before it, and the value that holds now is never the answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from memory.retrieval.validity import for_its_time
+
+TODAY = date(2026, 6, 1)
+
+
+@dataclass
+class Cand:
+    id: str
+    score: float
+    lexical: float
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+def lineage(lexical: dict[str, float]) -> list[Cand]:
+    """Porto (2019-2021), then Lisbon (2021-2024), then Paris (now); the current row first by score."""
+    fact = {"category": "personal_facts", "slot": "home_city"}
+    return [
+        Cand("paris", 0.9, lexical.get("paris", 0.1), {**fact, "valid_from": "2024-03-01"}),
+        Cand("lisbon", 0.8, lexical.get("lisbon", 0.1),
+             {**fact, "valid_from": "2021-05-01", "valid_until": "2024-03-01", "superseded_by": "paris"}),
+        Cand("porto", 0.7, lexical.get("porto", 0.1),
+             {**fact, "valid_from": "2019-01-01", "valid_until": "2021-05-01", "superseded_by": "paris"}),
+    ]  # fmt: skip
+
+
+def first(query: str, lexical: dict[str, float]) -> str:
+    return for_its_time(lineage(lexical), query, TODAY)[0].id
+
+
+def test_before_a_value_gets_the_one_that_held_just_before_it() -> None:
+    assert first("where did I live before Paris", {"paris": 0.8}) == "lisbon"
+    assert first("where did I live before Lisbon", {"lisbon": 0.8}) == "porto"
+
+
+def test_before_the_oldest_value_never_gets_the_value_that_holds_now() -> None:
+    got = for_its_time(lineage({"porto": 0.8}), "where did I live before Porto", TODAY)
+    assert got[0].id != "paris"
+    assert [c.id for c in got].count("paris") == 1  # still there, not first
+
+
+def test_before_with_two_values_and_the_older_named() -> None:
+    two = lineage({"lisbon": 0.8})[:2]
+    got = for_its_time(two, "where did I live before Lisbon", TODAY)
+    assert got[0].id != "paris"
+
+
+def test_a_question_not_about_the_past_by_time_gets_the_latest_past_value() -> None:
+    # "used to": the latest value that no longer holds (Lisbon), lifted just above the best.
+    got = for_its_time(lineage({}), "where did I use to live", TODAY)
+    assert got[0].id == "lisbon" and got[0].score > 0.9 and got[1].id == "paris"
+
+
+def test_a_question_naming_past_days_gets_the_value_of_those_days() -> None:
+    assert first("where did I live in 2020", {}) == "porto"
+    assert first("where did I live in 2022", {}) == "lisbon"
