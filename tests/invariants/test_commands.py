@@ -80,7 +80,7 @@ def test_the_report_says_what_went_and_what_could_not(capsys: pytest.CaptureFixt
 
 
 def test_the_ids_a_command_is_given_are_an_identity_or_a_stored_id() -> None:
-    from memory.types import InvalidMemoryText
+    from memory.errors import InvalidIdentity
 
     # An identity is kept under itself, or under "lk-" and a hash when the store cannot keep it as it is.
     assert store_ids(["alice", "bob"], stored=False) == ["alice", "bob"]
@@ -88,7 +88,7 @@ def test_the_ids_a_command_is_given_are_an_identity_or_a_stored_id() -> None:
     assert hashed.startswith("lk-") and len(hashed) == 43
     # A stored id (`--stored-id`, from the logs) is used as it is, and one the store could never hold is refused.
     assert store_ids([hashed], stored=True) == [hashed]
-    with pytest.raises(InvalidMemoryText, match="whitespace"):
+    with pytest.raises(InvalidIdentity, match="whitespace"):
         store_ids(["alice", "alice smith"], stored=True)
 
 

@@ -19,17 +19,20 @@ class Cand:
     score: float
     lexical: float
     payload: dict[str, Any] = field(default_factory=dict)
+    text: str = ""
 
 
 def lineage(lexical: dict[str, float]) -> list[Cand]:
     """Porto (2019-2021), then Lisbon (2021-2024), then Paris (now); the current row first by score."""
     fact = {"category": "personal_facts", "slot": "home_city"}
     return [
-        Cand("paris", 0.9, lexical.get("paris", 0.1), {**fact, "valid_from": "2024-03-01"}),
+        Cand("paris", 0.9, lexical.get("paris", 0.1), {**fact, "valid_from": "2024-03-01"}, "User lives in Paris"),
         Cand("lisbon", 0.8, lexical.get("lisbon", 0.1),
-             {**fact, "valid_from": "2021-05-01", "valid_until": "2024-03-01", "superseded_by": "paris"}),
+             {**fact, "valid_from": "2021-05-01", "valid_until": "2024-03-01", "superseded_by": "paris"},
+             "User lives in Lisbon"),
         Cand("porto", 0.7, lexical.get("porto", 0.1),
-             {**fact, "valid_from": "2019-01-01", "valid_until": "2021-05-01", "superseded_by": "paris"}),
+             {**fact, "valid_from": "2019-01-01", "valid_until": "2021-05-01", "superseded_by": "paris"},
+             "User lives in Porto"),
     ]  # fmt: skip
 
 
