@@ -121,6 +121,10 @@ class RetrievalSettings:
     # direct question at 0.45-0.48 ("User's sister is Anna" for "What's my sister's name?").
     # Was a junk floor of 0.02: every unrelated turn got five memories.
     threshold: float = 0.40
+    # GATED's cut: its store holds only canonical facts and it looks up only when the message
+    # needs memory, so a fact asked for indirectly ("What was my first job?" for "User works as
+    # a barista at Grind", below 0.40) is kept; the junk floor of before is not.
+    gated_threshold: float = 0.20
     pool: int = 20  # candidates asked of each stage
     embed_tokens: int = 40  # local embedder: embed at most the last N tokens (0: all)
     head_weight: float = 0.5  # weight of keywords only in the part of a long message not embedded
@@ -357,6 +361,7 @@ def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
         cos_floor=floor,
         cos_ceil=ceil,
         threshold=_number(env, "MEMORY_RETRIEVAL_THRESHOLD", d.threshold, lo=0.0, hi=1.0),
+        gated_threshold=_number(env, "MEMORY_RETRIEVAL_GATED_THRESHOLD", d.gated_threshold, lo=0.0, hi=1.0),
         pool=_integer(env, "MEMORY_RETRIEVAL_POOL", d.pool, lo=1, hi=500),
         embed_tokens=_integer(env, "MEMORY_RETRIEVAL_EMBED_TOKENS", d.embed_tokens, lo=0, hi=512),
         head_weight=_number(env, "MEMORY_RETRIEVAL_HEAD_WEIGHT", d.head_weight, lo=0.0, hi=1.0),
@@ -765,7 +770,8 @@ VARIABLES: frozenset[str] = frozenset(
     MEMORY_RETRIEVAL_LEXICAL MEMORY_RETRIEVAL_VECTOR MEMORY_RETRIEVAL_FULLTEXT MEMORY_RETRIEVAL_SUBSTRING
     MEMORY_RETRIEVAL_PRONOUNS MEMORY_RETRIEVAL_PARTIAL MEMORY_RETRIEVAL_IDF MEMORY_RETRIEVAL_FUSION
     MEMORY_RETRIEVAL_LEXICAL_WEIGHT MEMORY_RETRIEVAL_COS_FLOOR MEMORY_RETRIEVAL_COS_CEIL
-    MEMORY_RETRIEVAL_THRESHOLD MEMORY_RETRIEVAL_POOL MEMORY_RETRIEVAL_EMBED_TOKENS MEMORY_RETRIEVAL_HEAD_WEIGHT
+    MEMORY_RETRIEVAL_THRESHOLD MEMORY_RETRIEVAL_GATED_THRESHOLD MEMORY_RETRIEVAL_POOL MEMORY_RETRIEVAL_EMBED_TOKENS
+    MEMORY_RETRIEVAL_HEAD_WEIGHT MEMORY_RETRIEVAL_QUESTION_POOL
     MEMORY_RETRIEVAL_CONTEXT_TURNS MEMORY_RETRIEVAL_CONTEXT_WEIGHT MEMORY_RETRIEVAL_NEIGHBOURS
     MEMORY_RETRIEVAL_FOCUS_WEIGHT MEMORY_RETRIEVAL_RARITY MEMORY_RETRIEVAL_DENSITY
     MEMORY_RETRIEVAL_INDEX_CONTEXT MEMORY_RETRIEVAL_INDEX_DATES MEMORY_RETRIEVAL_CONTEXT_SHARE

@@ -65,7 +65,7 @@ from memory.language.prefilter import is_acknowledgement
 from memory.language.validity import asks_about_past
 from memory.ops.threads import DENSITY_POOL, RETRIEVAL_POOL
 from memory.retrieval import ranking, structure, validity
-from memory.settings import EmbedderKind, MemorySettings
+from memory.settings import EmbedderKind, MemoryMode, MemorySettings
 from memory.storage.densities import DensityStore, Stored
 from memory.storage.embedder import local_model
 from memory.storage.mem0_table import Scope
@@ -304,7 +304,7 @@ class Retriever:
         s = self.settings
         k = top_k or s.recall_top_k
         if not query.strip():
-            return Explanation((), s.retrieval.threshold, k, ())
+            return Explanation((), self.cut(), k, ())
         if not s.retrieval.lexical:  # Mem0's dense search: its score is all there is
             hits = self.retrieve(user_id, query, top_k=k, categories=categories, context=context,
                                  exclude_session=exclude_session, now=now)  # fmt: skip
@@ -358,8 +358,14 @@ class Retriever:
             ranked = self.with_neighbours(scope, ranked, q, top_k=k, fetched=turns)
         ranked = self.with_speech_acts(ranked, query)
         # The threshold is calibrated on the weighted score; RRF scores are ranks only.
-        floor = s.retrieval.threshold if s.retrieval.fusion == "weighted" else 0.0
+        floor = self.cut() if s.retrieval.fusion == "weighted" else 0.0
         return ranked, floor, q
+
+    def cut(self) -> float:
+        """The relevance cut of this mode: GATED's facts are canonical and looked up only
+        when the message needs memory (`MEMORY_RETRIEVAL_GATED_THRESHOLD`)."""
+        r = self.settings.retrieval
+        return r.gated_threshold if self.settings.mode is MemoryMode.GATED else r.threshold
 
     def with_structure(self, ranked: list[Candidate], q: _Query, query: str, now: datetime | None) -> list[Candidate]:
         """The fused scores plus what structure says (`structure`): the conversation a

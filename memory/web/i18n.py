@@ -47,6 +47,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "messages": ("messages", "消息"),
     "summaries": ("summaries", "摘要"),
     "shared_contexts": ("shared contexts", "共享上下文"),
+    "densities": ("memory densities", "记忆密度"),
     "spilled": ("spill files (this machine)", "溢出文件（本机）"),
     "journal": ("journal (this machine)", "日志（本机）"),
     "last_activity": ("Last activity", "最近活动"),

@@ -41,10 +41,10 @@ def person(store: MemoryStore) -> str:
 async def test_a_users_counts_open_as_tiles(page: Any, server: Web, person: str, tmp_path: Path) -> None:
     await page.goto(f"{server.url}/user?id={person}")
     tiles = page.locator("dl.counts > div")
-    assert await tiles.count() == 11  # the eleven counts
+    assert await tiles.count() == 12  # the twelve counts (the stored densities since issue 52)
     assert await page.eval_on_selector("dl.counts", "e => getComputedStyle(e).display") == "grid"
     assert await page.eval_on_selector("dl.counts dd", "e => getComputedStyle(e).marginLeft") == "0px"
-    boxes = [await tiles.nth(i).bounding_box() for i in range(11)]
+    boxes = [await tiles.nth(i).bounding_box() for i in range(12)]
     rows = {round(b["y"]) for b in boxes if b}
     assert len(rows) <= 3, rows  # side by side in a few rows at 1280 px, not one a line
     await page.screenshot(path=str(tmp_path / "user-counts.png"))

@@ -301,7 +301,7 @@ async def test_forget_through_the_page_leaves_nothing_in_any_table(
     await follow(page, "form.forget button[type=submit]")
     assert await page.is_visible("#nothing-left"), await page.inner_text("main")
     left = await page.eval_on_selector_all("#forgotten td.left", "tds => tds.map(t => t.innerText)")
-    assert left == ["0"] * 6
+    assert left == ["0"] * 7  # the seven places of userdata.PLACES, the stored densities among them
 
     assert rows_naming(store, user_id, marker) == {}
     with closing(sqlite3.connect(store.settings.mem0_dir / "history.db")) as db:
