@@ -66,9 +66,10 @@ def test_later_stages_cannot_bring_a_past_value_back_first(question: str, past_t
     assert [c.text for c in ranked] == [current_text]
 
 
-@pytest.mark.parametrize(
-    "question", ["Where did I live before?", "Where was I living last year?", "Where did I use to live?", "我以前住哪？"]
-)
+PAST_QUESTIONS = ["Where did I live before?", "Where was I living last year?", "Where did I use to live?", "我以前住哪"]
+
+
+@pytest.mark.parametrize("question", PAST_QUESTIONS)
 def test_a_question_about_the_past_still_gets_the_past_value_first(question: str) -> None:
     past_text = "用户住在成都" if "住" in question else "User lives in Leeds"
     current_text = "用户住在重庆" if "住" in question else "User lives in York"
