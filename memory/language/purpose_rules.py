@@ -82,6 +82,13 @@ _maiden_for = _pattern(
     r"|account|security|verification|card|login|password)\b)",
     group=1,
 )
+# "the name of my first school, which is my security answer, is Oakfield": the purpose said in between.
+_answer_between = _pattern(
+    r"[,—–-]\s*(?:which|that)\s+(?:is|was|['’]s)\s+(?:(?:one\s+of|among)\s+)?(?:my|the)\s+(?:security|secret"
+    rf"|verification|memorable)\s+(?:answers?|questions?)\s*[,—–-]\s*(?:is|was|it['’]?s|:)\s*{_EN_ANSWER}",
+    group=1,
+    flags=re.IGNORECASE,
+)
 # "my mum's maiden name, which the bank asks for, is Kowalski": what it opens said in between.
 _maiden_between = _pattern(
     r"\bmaiden\s+name\s*[,—–-]\s*[^,.;!?\n]{0,40}?\b(?:bank|credit\s+union|account|security|verification|card"
@@ -117,9 +124,9 @@ _security_zh = _pattern(
 
 
 def _security(text: str) -> Iterator[Span]:
-    for find in (_security_word, _question_then_answer, _answer_for_question, _maiden_between, _security_question,
-                 _answer_gave, _answer_before_question, _maiden_name, _answer_to_question, _maiden_for, _security_zh,
-                 _security_zh_answer, _security_zh_before):  # fmt: skip
+    for find in (_security_word, _question_then_answer, _answer_for_question, _answer_between, _maiden_between,
+                 _security_question, _answer_gave, _answer_before_question, _maiden_name, _answer_to_question,
+                 _maiden_for, _security_zh, _security_zh_answer, _security_zh_before):  # fmt: skip
         yield from find(text)
 
 
@@ -372,6 +379,8 @@ _CLAUSE_KEYS: tuple[tuple[re.Pattern[str], int, int], ...] = (
     ),
     (re.compile(r"\b(?:account|acct)\b|账号|帳號|账户|帳戶", re.IGNORECASE), 8, 20),
     (re.compile(r"\b(?:ssn|social\s+security)\b|社安号|社安號|社会安全号|社會安全號", re.IGNORECASE), 9, 9),
+    # "my passport number, um, it's 881204573": a passport's digits a few words after its name.
+    (re.compile(r"\bpassport\b|护照|護照", re.IGNORECASE), 8, 10),
     # "the last four of my social are 6789": the part of an SSN that opens accounts by phone.
     (
         re.compile(

@@ -245,6 +245,21 @@ def test_an_answer_said_just_before_for_the_security_question_is_redacted(value:
 
 
 @SETTINGS
+@given(NAMES, st.sampled_from(["the name of my first school", "my first pet", "the street I grew up on"]))
+def test_an_answer_whose_purpose_is_said_in_between_is_redacted(value: str, asked: str) -> None:
+    out, _ = redact_secrets(f"{asked}, which is my security answer, is {value}")
+    assert value not in out and out.endswith(MARK), out
+
+
+@SETTINGS
+@given(st.text(alphabet=string.digits, min_size=9, max_size=9), st.sampled_from(["it's", "um, it's", "uh"]))
+def test_a_passport_number_a_few_words_after_its_name_is_redacted(value: str, filler: str) -> None:
+    said = " ".join(EN[int(d)] for d in value)
+    out, _ = redact_secrets(f"my passport number, {filler} {said}")
+    assert out == f"my passport number, {filler} {MARK}", out
+
+
+@SETTINGS
 @given(st.text(alphabet=string.digits, min_size=9, max_size=9), st.booleans())
 def test_an_employer_id_number_is_redacted(value: str, as_words: bool) -> None:
     said = " ".join(EN[int(d)] for d in value) if as_words else f"{value[:2]}-{value[2:]}"
@@ -273,5 +288,7 @@ def test_look_alikes_of_the_second_pass_are_left_alone(value: str, name: str, mi
     for text in (f"the last four digits of my phone are {value}", f"the last four of my card are {value}",
                  f"my mum's maiden name is {name}, she grew up in Leeds", "it was a great trip, that's my answer",
                  f"passport photo appointment is at 10 {minute}", f"I finish at 11 / {minute} tonight",
-                 f"my favourite place is {name} for the holidays", f"my employer id badge says {name}"):  # fmt: skip
+                 f"my favourite place is {name} for the holidays", f"my employer id badge says {name}",
+                 f"my son, which is my whole world, is {name}",
+                 f"call the passport office on 0300 {value} 000"):  # fmt: skip
         assert redact_secrets(text)[0] == text, text
