@@ -54,6 +54,11 @@ _PREVIOUS_EN = re.compile(
 # A participle after "am I" / "is my sister" / "what's my dog" is a state now ("who am I
 # married to", "where is my daughter based", "what's my dog called"), not a past verb.
 _BE_BEFORE = re.compile(r"(?:\b(?:am|is|are|isn't|aren't)|'s|'m|'re)\s+$")
+# "what did I tell you my dog is called", "did I say I work at Tesco": a report of what was
+# said; the tense that counts is the reported clause's.
+_REPORTED = re.compile(
+    r"\b(?:did|had)\s+i\s+(?:say|said|tell\s+you|told\s+you|mention)(?:\s+that)?\s+(?=.*\b(?:am|is|are|do|does)\b|.*'s\b)"
+)
 # Present tense in the main clause: with no past marker, an event clause said with it is
 # a habit or a state now ("what do I do in my spare time", "where am I working as a nurse").
 _PRESENT_EN = re.compile(r"\b(?:am|is|are|isn't|aren't|do|does|don't|doesn't|have|has)\b|'s\b|'m\b|'re\b")
@@ -123,6 +128,7 @@ def asked_time(text: str) -> AskedTime:
             break
     now = bool(_NOW_EN.search(low) or _NOW_ZH.search(text))
     first = bool(_ORDINAL_EN.search(low) or _ORDINAL_ZH.search(text))
+    main = _REPORTED.sub("", main)
     past_verb = any(not _BE_BEFORE.search(main[: v.start()]) for v in _PAST_VERB.finditer(main))
     event_past = event is not None and not (
         m is not None and _PRESENT_EN.search(main) and not _PAST_AUX.search(event) and not _PAST_VERB.search(event)

@@ -42,6 +42,7 @@ NOW_QUESTIONS = [
     ("Where is my daughter based?", "User's daughter lives in Leeds", "User's daughter lives in York", "daughter"),
     ("What's my dog called?", "User's dog is called Rex", "User's dog is called Nova", "dog"),
     ("How old is my son?", "User's son is 6 years old", "User's son is 7 years old", "son_age"),
+    ("What did I tell you my dog is called?", "User's dog is called Rex", "User's dog is called Nova", "dog"),
     ("Where am I employed?", "User is employed at Grind", "User is employed at Tesco", "job"),
     ("What do I do in my spare time?", "User plays chess in spare time", "User swims in spare time", "hobby"),
     ("Do I live in Leeds?", "User lives in Leeds", "User lives in York", "home_city"),
