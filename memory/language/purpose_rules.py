@@ -84,8 +84,9 @@ _maiden_for = _pattern(
 )
 # "the name of my first school, which is my security answer, is Oakfield": the purpose said in between.
 _answer_between = _pattern(
-    r"[,—–-]\s*(?:which|that)\s+(?:is|was|['’]s)\s+(?:(?:one\s+of|among)\s+)?(?:my|the)\s+(?:security|secret"
-    rf"|verification|memorable)\s+(?:answers?|questions?)\s*[,—–-]\s*(?:is|was|it['’]?s|:)\s*{_EN_ANSWER}",
+    r"[,—–-]\s*(?:(?:which|that)\s+(?:is|was|['’]s)\s+)?(?:(?:one\s+of|among)\s+)?(?:my|the)\s+"
+    r"(?:(?:bank|card|account)['’]?s?\s+)?(?:security|secret|verification|memorable|bank)\s+(?:answers?|questions?)"
+    rf"\s*[,—–-]\s*(?:is|was|it['’]?s|:)\s*{_EN_ANSWER}",
     group=1,
     flags=re.IGNORECASE,
 )
@@ -229,7 +230,7 @@ _DOOR_CUE = re.compile(
 _NOT_DOOR = re.compile(
     r"\b(?:gate\s+[A-Z]?\d+|door\s+(?:number|no\.?)|next\s+door|door\s+to\s+door|\d+\s+doors?)\b", re.IGNORECASE
 )
-_SAID_IS = re.compile(r"(?:\b(?:is|was|it['’]?s|are)|[:=]|是|为|為)\s*$", re.IGNORECASE)
+_SAID_IS = re.compile(r"(?:\b(?:is|was|it['’]?s|are|ends\s+(?:in|with))|[:=]|是|为|為)\s*$", re.IGNORECASE)
 _CLAUSE = re.compile(r"[^.!?;。！？；\n]+")
 
 
@@ -384,7 +385,8 @@ _CLAUSE_KEYS: tuple[tuple[re.Pattern[str], int, int], ...] = (
     # "the last four of my social are 6789": the part of an SSN that opens accounts by phone.
     (
         re.compile(
-            r"\blast\s+(?:four|4)(?:\s+digits)?\s+(?:of|on|from|in)\s+(?:my|the|his|her)\s+(?:ssn|social)\b",
+            r"\blast\s+(?:four|4)(?:\s+digits)?\s+(?:of|on|from|in)\s+(?:my|the|his|her)\s+(?:ssn|social)\b"
+            r"|\b(?:ssn|social(?:\s+security)?(?:\s+number)?)\s+ends\s+(?:in|with)\b",
             re.IGNORECASE,
         ),
         4,

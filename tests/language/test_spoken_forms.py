@@ -245,10 +245,19 @@ def test_an_answer_said_just_before_for_the_security_question_is_redacted(value:
 
 
 @SETTINGS
-@given(NAMES, st.sampled_from(["the name of my first school", "my first pet", "the street I grew up on"]))
-def test_an_answer_whose_purpose_is_said_in_between_is_redacted(value: str, asked: str) -> None:
-    out, _ = redact_secrets(f"{asked}, which is my security answer, is {value}")
+@given(NAMES, st.sampled_from(["the name of my first school", "my first pet", "the street I grew up on"]),
+       st.sampled_from(["which is my security answer", "the bank question", "one of my security answers"]))  # fmt: skip
+def test_an_answer_whose_purpose_is_said_in_between_is_redacted(value: str, asked: str, between: str) -> None:
+    out, _ = redact_secrets(f"{asked}, {between}, is {value}")
     assert value not in out and out.endswith(MARK), out
+
+
+@SETTINGS
+@given(st.text(alphabet=string.digits, min_size=4, max_size=4), st.sampled_from(["ssn", "social", "social security"]))
+def test_the_digits_a_social_ends_in_are_redacted(value: str, name: str) -> None:
+    said = " ".join(EN[int(d)] for d in value)
+    out, _ = redact_secrets(f"my {name} ends in {said}")
+    assert out == f"my {name} ends in {MARK}", out
 
 
 @SETTINGS
@@ -289,6 +298,7 @@ def test_look_alikes_of_the_second_pass_are_left_alone(value: str, name: str, mi
                  f"my mum's maiden name is {name}, she grew up in Leeds", "it was a great trip, that's my answer",
                  f"passport photo appointment is at 10 {minute}", f"I finish at 11 / {minute} tonight",
                  f"my favourite place is {name} for the holidays", f"my employer id badge says {name}",
-                 f"my son, which is my whole world, is {name}",
+                 f"my son, which is my whole world, is {name}", f"my son, the bank manager, is {name}",
+                 f"the meeting ends in {value} seconds",
                  f"call the passport office on 0300 {value} 000"):  # fmt: skip
         assert redact_secrets(text)[0] == text, text
