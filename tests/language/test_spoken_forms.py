@@ -192,6 +192,23 @@ def test_the_stored_text_keeps_the_words_around_the_secret() -> None:
 
 
 @SETTINGS
+@given(st.text(alphabet=string.digits, min_size=9, max_size=9), st.sampled_from(["ITIN", "EIN", "tax id"]))
+def test_spaced_digit_groups_with_dashes_between_are_one_number(value: str, name: str) -> None:
+    said = " - ".join(" ".join(part) for part in (value[:3], value[3:5], value[5:]))
+    assert spoken_digits(f"my {name} is {said}").text == f"my {name} is {value[:3]}-{value[3:5]}-{value[5:]}"
+    out, _ = redact_secrets(f"my {name} is {said}")
+    assert out == f"my {name} is {MARK}", out
+
+
+@SETTINGS
+@given(st.text(alphabet=string.digits, min_size=10, max_size=10))
+def test_a_phone_number_read_in_spaced_groups_is_left_alone(number: str) -> None:
+    said = " - ".join(" ".join(part) for part in (number[:3], number[3:6], number[6:]))
+    text = f"call my brother on {said}"
+    assert redact_secrets(text)[0] == text
+
+
+@SETTINGS
 @given(st.data(), digits)
 def test_the_map_back_gives_what_was_said(data: st.DataObject, value: str) -> None:
     said = data.draw(said_in_english(value))
