@@ -230,7 +230,9 @@ _DOOR_CUE = re.compile(
 _NOT_DOOR = re.compile(
     r"\b(?:gate\s+[A-Z]?\d+|door\s+(?:number|no\.?)|next\s+door|door\s+to\s+door|\d+\s+doors?)\b", re.IGNORECASE
 )
-_SAID_IS = re.compile(r"(?:\b(?:is|was|it['’]?s|are|ends\s+(?:in|with))|[:=]|是|为|為)\s*$", re.IGNORECASE)
+_SAID_IS = re.compile(
+    r"(?:\b(?:is|was|it['’]?s|are|ends\s+(?:in|with)|uh|um|er|erm),?|[:=]|是|为|為)\s*$", re.IGNORECASE
+)
 _CLAUSE = re.compile(r"[^.!?;。！？；\n]+")
 
 

@@ -192,6 +192,16 @@ def test_the_stored_text_keeps_the_words_around_the_secret() -> None:
 
 
 @SETTINGS
+@given(st.integers(min_value=1900, max_value=2099), st.sampled_from(["uh", "um"]), st.booleans())
+def test_a_pin_like_a_year_read_out_after_a_filler_is_redacted(value: int, filler: str, as_words: bool) -> None:
+    said = ", ".join(EN[int(d)] for d in str(value)) if as_words else str(value)
+    out, _ = redact_secrets(f"pin code for the card, {filler}, {said}")
+    assert out == f"pin code for the card, {filler}, {MARK}", out
+    born = f"I was born in, {filler}, {value}"
+    assert redact_secrets(born)[0] == born
+
+
+@SETTINGS
 @given(st.text(alphabet=string.digits, min_size=9, max_size=9), st.sampled_from(["ITIN", "EIN", "tax id"]))
 def test_spaced_digit_groups_with_dashes_between_are_one_number(value: str, name: str) -> None:
     said = " - ".join(" ".join(part) for part in (value[:3], value[3:5], value[5:]))
