@@ -31,6 +31,7 @@ class AskedTime:
     main: str
     first: bool
     lasting: bool = False  # the event is a state that lasted ("when I lived in Leeds"), not a moment
+    present: bool = False  # not past, and said in the present tense ("do I live in Leeds?")
 
 
 # Past tense: an auxiliary, or a verb in the past after its subject ("I lived", "we bought").
@@ -47,7 +48,20 @@ _IRREGULAR = (
 _PAST_VERB = re.compile(rf"\b{_SUBJECT}\s+(?:\w+ly\s+)?(?:{'|'.join(_IRREGULAR.split())}|[a-z]{{3,}}ed)\b")
 _ORDINAL_EN = re.compile(r"\b(?:first|original|earliest|initial|very\s+first|oldest)\b")
 _NOW_EN = re.compile(r"\b(?:still|now|currently|these\s+days|nowadays|at\s+the\s+moment|right\s+now|today)\b")
-_PREVIOUS_EN = re.compile(r"\b(?:previous|former|old|ex|last|prior|earlier|back\s+then|originally)\b")
+_PREVIOUS_EN = re.compile(
+    r"\b(?:previous|former|(?<!how\s)old(?!\s+(?:am|is|are)\b)|ex|last(?!\s+name)|prior|earlier|back\s+then|originally)\b"
+)
+# A participle after "am I" / "is my sister" / "what's my dog" is a state now ("who am I
+# married to", "where is my daughter based", "what's my dog called"), not a past verb.
+_BE_BEFORE = re.compile(r"(?:\b(?:am|is|are|isn't|aren't)|'s|'m|'re)\s+$")
+# "what did I tell you my dog is called", "did I say I work at Tesco": a report of what was
+# said; the tense that counts is the reported clause's.
+_REPORTED = re.compile(
+    r"\b(?:did|had)\s+i\s+(?:say|said|tell\s+you|told\s+you|mention)(?:\s+that)?\s+(?=.*\b(?:am|is|are|do|does)\b|.*'s\b)"
+)
+# Present tense in the main clause: with no past marker, an event clause said with it is
+# a habit or a state now ("what do I do in my spare time", "where am I working as a nurse").
+_PRESENT_EN = re.compile(r"\b(?:am|is|are|isn't|aren't|do|does|don't|doesn't|have|has)\b|'s\b|'m\b|'re\b")
 # An event clause: "when I got Nova", "before we bought the house", "back when I lived in Leeds".
 _EVENT_EN = re.compile(
     r"\b(?P<rel>back\s+when|when|while|whilst|before|after|until|till|since|by\s+the\s+time|at\s+the\s+time"
@@ -114,11 +128,16 @@ def asked_time(text: str) -> AskedTime:
             break
     now = bool(_NOW_EN.search(low) or _NOW_ZH.search(text))
     first = bool(_ORDINAL_EN.search(low) or _ORDINAL_ZH.search(text))
+    main = _REPORTED.sub("", main)
+    past_verb = any(not _BE_BEFORE.search(main[: v.start()]) for v in _PAST_VERB.finditer(main))
+    event_past = event is not None and not (
+        m is not None and _PRESENT_EN.search(main) and not _PAST_AUX.search(event) and not _PAST_VERB.search(event)
+    )
     past = bool(
-        event is not None
+        event_past
         or first
         or _PAST_AUX.search(main)
-        or _PAST_VERB.search(main)
+        or past_verb
         or _PREVIOUS_EN.search(low)
         or _PAST_ZH.search(text)
         or _SHI_DE.search(text.strip())
@@ -128,10 +147,11 @@ def asked_time(text: str) -> AskedTime:
         or _LASTING_ZH.search(event or "")
         or _LASTING_REL.match(m.group("rel") if m else "")
     )
-    if now and event is None and not first and not _PREVIOUS_EN.search(low) and not _PAST_ZH.search(text):
+    if now and not event_past and not first and not _PREVIOUS_EN.search(low) and not _PAST_ZH.search(text):
         past = False  # "am I still at Grind?", 我现在住哪
+    present = not past and bool(_PRESENT_EN.search(main))
     return AskedTime(past=past, now=now and not past, event=event, relation=relation, main=main, first=first,
-                     lasting=lasting)  # fmt: skip
+                     lasting=lasting, present=present)  # fmt: skip
 
 
 _EN_WORD = re.compile(r"[a-z0-9]+")

@@ -40,6 +40,13 @@ _security_question = _pattern(
     group=1,
     flags=re.IGNORECASE,
 )
+# "the secret question is my favourite teacher and the answer is Mr Patel": the answer, not the question.
+_question_then_answer = _pattern(
+    r"\b(?:security|secret|verification|memorable)\s+questions?\b[^.;!?\n]{0,80}?\banswer(?:'s|\s+(?:is|was)|\s*:)\s*"
+    rf"{_EN_ANSWER}",
+    group=1,
+    flags=re.IGNORECASE,
+)
 _answer_gave = _pattern(
     r"\b(?:the\s+)?answer\s+I\s+(?:gave|put|used|set|chose)\s+(?:for|to|on)\s+[^.;!?\n]{1,60}?"
     rf"\b(?:is|was|:)\s*{_EN_ANSWER}",
@@ -49,8 +56,16 @@ _answer_gave = _pattern(
 # "first pet was Muffin, that's what I put for the security question": the answer first.
 _answer_before_question = _pattern(
     r"\b(?:was|is|called|named)\s+([^,.;!?\n]{1,30}?)\s*[,—–-]+\s*(?:that['’]?s|which\s+is|it['’]?s)\s+"
-    r"(?:(?:what|the\s+answer)\s+I\s+(?:put|used|gave|set|chose|wrote|picked)[^.;!?\n]{0,30}?|for\s+(?:my|the)\s+)"
+    r"(?:(?:what|the\s+answer)\s+I\s+(?:put|used|gave|set|chose|wrote|picked)[^.;!?\n]{0,30}?|for\s+(?:my|the)\s+"
+    r"|(?:(?:one\s+of|among)\s+)?(?:my|the)\s+)"
     r"\b(?:security|secret|verification|memorable)\s+(?:questions?|answers?)",
+    group=1,
+    flags=re.IGNORECASE,
+)
+# "I told the bank my favourite food is lasagne for the security question": the answer just before.
+_answer_for_question = _pattern(
+    r"\b(?:is|was|as|said|put|used)\s+([^,.;!?\n]{1,30}?)\s+(?:for|on|as)\s+(?:my|the|a|that|each|one)\s+"
+    r"(?:(?:bank|card|account)['’]?s?\s+)?(?:security|secret|verification|memorable)\s+(?:questions?|answers?)\b",
     group=1,
     flags=re.IGNORECASE,
 )
@@ -66,6 +81,21 @@ _maiden_for = _pattern(
     r"\bmaiden\s+name\s+(?:is|was|:)\s*([A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)?)(?=[^.;!?\n]{0,40}\b(?:bank|credit\s+union"
     r"|account|security|verification|card|login|password)\b)",
     group=1,
+)
+# "the name of my first school, which is my security answer, is Oakfield": the purpose said in between.
+_answer_between = _pattern(
+    r"[,—–-]\s*(?:(?:which|that)\s+(?:is|was|['’]s)\s+)?(?:(?:one\s+of|among)\s+)?(?:my|the)\s+"
+    r"(?:(?:bank|card|account)['’]?s?\s+)?(?:security|secret|verification|memorable|bank)\s+(?:answers?|questions?)"
+    rf"\s*[,—–-]\s*(?:is|was|it['’]?s|:)\s*{_EN_ANSWER}",
+    group=1,
+    flags=re.IGNORECASE,
+)
+# "my mum's maiden name, which the bank asks for, is Kowalski": what it opens said in between.
+_maiden_between = _pattern(
+    r"\bmaiden\s+name\s*[,—–-]\s*[^,.;!?\n]{0,40}?\b(?:bank|credit\s+union|account|security|verification|card"
+    rf"|login|password)\b[^,.;!?\n]{{0,20}}[,—–-]\s*(?:is|was|it['’]?s|:)\s*{_EN_ANSWER}",
+    group=1,
+    flags=re.IGNORECASE,
 )
 # "my mother's maiden name for the bank is Kowalski": only with what it verifies.
 _maiden_name = _pattern(
@@ -95,8 +125,9 @@ _security_zh = _pattern(
 
 
 def _security(text: str) -> Iterator[Span]:
-    for find in (_security_word, _security_question, _answer_gave, _answer_before_question, _maiden_name,
-                 _answer_to_question, _maiden_for, _security_zh, _security_zh_answer, _security_zh_before):  # fmt: skip
+    for find in (_security_word, _question_then_answer, _answer_for_question, _answer_between, _maiden_between,
+                 _security_question, _answer_gave, _answer_before_question, _maiden_name, _answer_to_question,
+                 _maiden_for, _security_zh, _security_zh_answer, _security_zh_before):  # fmt: skip
         yield from find(text)
 
 
@@ -199,7 +230,9 @@ _DOOR_CUE = re.compile(
 _NOT_DOOR = re.compile(
     r"\b(?:gate\s+[A-Z]?\d+|door\s+(?:number|no\.?)|next\s+door|door\s+to\s+door|\d+\s+doors?)\b", re.IGNORECASE
 )
-_SAID_IS = re.compile(r"(?:\b(?:is|was|it['’]?s|are)|[:=]|是|为|為)\s*$", re.IGNORECASE)
+_SAID_IS = re.compile(
+    r"(?:\b(?:is|was|it['’]?s|are|ends\s+(?:in|with)|uh|um|er|erm),?|[:=]|是|为|為)\s*$", re.IGNORECASE
+)
 _CLAUSE = re.compile(r"[^.!?;。！？；\n]+")
 
 
@@ -274,7 +307,7 @@ _tax_en = _after_keyword(
     r"\b(?:tax\s+(?:file\s+|identification\s+|id\s+|reference\s+|payer\s+)?(?:number|no\.?|id|code|#)"
     r"|(?:tin|ein|itin|utr|tfn|nino|sin|pps|ird|abn)(?:\s+(?:number|no\.?))?"
     r"|national\s+insurance(?:\s+(?:number|no\.?))?|ni\s+number|social\s+insurance(?:\s+number)?"
-    r"|employer\s+identification\s+number|taxpayer\s+(?:id|number))(?![A-Za-z])",
+    r"|employer\s+(?:identification|id)\s+(?:number|no\.?)|taxpayer\s+(?:id|number))(?![A-Za-z])",
     _TAX_VALUE + r"(?![A-Za-z0-9_-])",
     verb=rf"(?:{_EN_VERB}|\s*{_ZH_VERB}\s*|\s+)",
     gap=3,
@@ -349,6 +382,18 @@ _CLAUSE_KEYS: tuple[tuple[re.Pattern[str], int, int], ...] = (
     ),
     (re.compile(r"\b(?:account|acct)\b|账号|帳號|账户|帳戶", re.IGNORECASE), 8, 20),
     (re.compile(r"\b(?:ssn|social\s+security)\b|社安号|社安號|社会安全号|社會安全號", re.IGNORECASE), 9, 9),
+    # "my passport number, um, it's 881204573": a passport's digits a few words after its name.
+    (re.compile(r"\bpassport\b|护照|護照", re.IGNORECASE), 8, 10),
+    # "the last four of my social are 6789": the part of an SSN that opens accounts by phone.
+    (
+        re.compile(
+            r"\blast\s+(?:four|4)(?:\s+digits)?\s+(?:of|on|from|in)\s+(?:my|the|his|her)\s+(?:ssn|social)\b"
+            r"|\b(?:ssn|social(?:\s+security)?(?:\s+number)?)\s+ends\s+(?:in|with)\b",
+            re.IGNORECASE,
+        ),
+        4,
+        4,
+    ),  # fmt: skip
 )
 _DATE_SHAPE = re.compile(r"(?:19|20)\d\d[ -]\d{1,2}[ -]\d{1,2}|\d{1,2}[ -]\d{1,2}[ -](?:19|20)?\d\d")
 _RUN_DIGITS = re.compile(r"(?<![A-Za-z0-9_$£€¥#.,:/-])(\d(?:[ -]?\d){2,22})(?![A-Za-z0-9_%$£€¥:/-]|[.,]\d)")
@@ -386,7 +431,7 @@ _CARD_CONTEXT = re.compile(
 _expiry_en = _pattern(
     r"\b(?:exp(?:\.|iry|iration|ires?)?|valid\s+(?:thru|through|until|till)|good\s+(?:thru|through))"
     r"(?:\s+(?:date|on|in|at))?(?:\s+(?:is|was))?\s*[:=]?\s*"
-    r"((?:\d{1,2}\s*[/-]\s*\d{2,4}|\d{3,4}|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{2,4}))"
+    r"((?:\d\s\d\s*/\s*\d\s\d|\d{1,2}\s*[/-]\s*\d{2,4}|\d{3,4}|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{2,4}))"
     r"(?![\d/])",
     group=1,
     flags=re.IGNORECASE,
@@ -482,7 +527,9 @@ PURPOSE_RULES: tuple[Rule, ...] = (
         "tax_number",
         "tax_number",
         _tax_number,
-        _needs(r"tax|(?<![A-Za-z])(?:tin|ein|itin|utr|tfn|nino|sin|pps|ird|abn|ni)(?![A-Za-z])|insurance|税|稅|信用代"),
+        _needs(
+            r"tax|(?<![A-Za-z])(?:tin|ein|itin|utr|tfn|nino|sin|pps|ird|abn|ni)(?![A-Za-z])|insurance|employer|税|稅|信用代"
+        ),
     ),
     Rule(
         "travel_document",

@@ -563,7 +563,7 @@ def _account_after_keyword(text: str) -> Iterator[Span]:
 # "passport no. 912803456", "my driver's licence number is D1234-56789-01234", 护照号码 G12345678.
 _id_document_en = _after_keyword(
     r"\b(?:passport|(?:driver['’]?s?|driving)\s+licen[cs]e)(?:\s+(?:number|no\.?|#))?",
-    r"[A-Za-z]{0,2}\d[\dA-Za-z-]{5,20}(?![\w-])",
+    r"[A-Za-z]{0,2}\d[\dA-Za-z-]{5,20}(?![\w-])|\d{2,4}(?: \d{2,4}){1,4}(?![\w-])",  # or read out in groups
     verb=rf"(?:{_EN_VERB}|\s+)",
     gap=0,
     check=lambda v: _enough_digits(v, 5),

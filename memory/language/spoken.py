@@ -52,6 +52,9 @@ _ZH_GROUP = rf"(?:{_ZH_REPEAT}|[{_ZH_CHARS}])(?:{_ZH_REPEAT}|[{_ZH_CHARS}{_ZH_UN
 # 三四) are words as often as numbers.
 _ZH_RUN = re.compile(rf"{_ZH_GROUP}(?:\s*[ ，,、-]\s*(?:[呃嗯]\s*[，,]?\s*)?{_ZH_GROUP})*")
 _ZH_NEEDS = re.compile(rf"[{_ZH_CHARS}]")
+# Groups of spaced single digits with a dash between groups ("9 1 2 - 7 8 - 3 4 5 6"):
+# each group joined, the dashes kept (912-78-3456), seven digits or more in all.
+_SPACED_GROUPS = re.compile(r"(?<![\d.,])\d(?: \d)+(?:\s+-\s+\d(?: \d)+)+(?![\d.,]\d|\d)")
 # Single digits spaced or dashed ("4 4 7 1", "4-4-7-1"): three or more, joined.
 _SPACED = re.compile(r"(?<![\d.,])\d(?:[ -]\d(?!\d|[.,]\d))?(?:[ -]\d(?!\d|[.,]\d)){2,}")
 # A word spelled out, letters and digits one by one ("X A 1 2 3", "G R E E N 7",
@@ -179,6 +182,9 @@ def spoken_digits(text: str) -> Spoken:
             digits = _chinese(m.group())
             if digits is not None:
                 found.append((m.start(), m.end(), digits))
+    for m in _SPACED_GROUPS.finditer(text):
+        if sum(ch.isdigit() for ch in m.group()) >= 7:
+            found.append((m.start(), m.end(), "-".join(re.sub(r"\D", "", g) for g in m.group().split("-"))))
     for m in _SPACED.finditer(text):
         found.append((m.start(), m.end(), re.sub(r"\D", "", m.group())))
     for m in _SPELLED.finditer(text):

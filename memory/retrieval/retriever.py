@@ -357,6 +357,8 @@ class Retriever:
         if self._neighbours_count:
             ranked = self.with_neighbours(scope, ranked, q, top_k=k, fetched=turns)
         ranked = self.with_speech_acts(ranked, query)
+        if scope.past:  # a question about now gets no past value, whatever the stages above did
+            ranked = validity.current_first(ranked, self.embedding_text(query), self._today(now))
         # The threshold is calibrated on the weighted score; RRF scores are ranks only.
         floor = self.cut() if s.retrieval.fusion == "weighted" else 0.0
         return ranked, floor, q

@@ -26,7 +26,7 @@ from memory.language import dates
 from memory.language.asked_time import AskedTime, asked_time, words
 from memory.language.validity import asks_before
 
-__all__ = ["Held", "for_its_time", "held"]
+__all__ = ["Held", "current_first", "for_its_time", "held"]
 
 # How far above its lineage's best score the value for the question's time is put.
 _LIFT = 1e-6
@@ -147,19 +147,10 @@ def for_its_time(ranked: list[Ranked], query: str, today: date, *, past: bool = 
     lines = _lineages(ranked)
     if not lines:
         return ranked
-    asked = asked_time(query)
-    if past and not asked.past:
-        asked = dataclasses.replace(asked, past=True)
-    span = dates.query_span(query, today)
-    dated = span is not None and span.start <= today
-    if not (asked.past or dated):
-        if not asked.now:  # no tense either way: a past value the question names by its words
-            asked_words = words(query)
-            for members in lines:
-                named = _value_named(members, asked_words)
-                if named is not None and held(named.payload).end is not None:
-                    return for_its_time(ranked, query, today, past=True)
+    asked, span = _judged(lines, query, today, past)
+    if not asked.past:
         return _now_first(ranked, lines, words(query))
+    dated = span is not None
     event = _event_fact(ranked, words(asked.event, chars=True)) if asked.event else None
     main = words(asked.main)
     chosen_by_line: dict[str, Ranked] = {}
@@ -204,6 +195,38 @@ def for_its_time(ranked: list[Ranked], query: str, today: date, *, past: bool = 
             if others:
                 max(others, key=lambda c: c.score).score = first.score + _LIFT
     return sorted(ranked, key=lambda c: (-c.score, c.id))
+
+
+def _judged(lines: list[list[Ranked]], query: str, today: date, past: bool) -> tuple[AskedTime, dates.Span | None]:
+    """Whether the question is about the past (`AskedTime.past`) and the past days it
+    names. Days that reach today ("today", "this year") are now unless the tense says
+    past; a question with no tense either way is past when it names a past value by its
+    own words."""
+    asked = asked_time(query)
+    span = dates.query_span(query, today)
+    dated = span is not None and span.start <= today and (past or asked.past or span.end < today)
+    if past or dated:
+        return dataclasses.replace(asked, past=True), span if dated else None
+    if asked.past:
+        return asked, None
+    if not (asked.now or asked.present):
+        asked_words = words(query)
+        for members in lines:
+            named = _value_named(members, asked_words)
+            if named is not None and held(named.payload).end is not None:
+                return dataclasses.replace(asked, past=True), None
+    return asked, None
+
+
+def current_first(ranked: list[Ranked], query: str, today: date) -> list[Ranked]:
+    """`ranked` with no value that no longer holds when the question is not judged to be
+    about the past (`_judged`): whatever later stages did to the scores, a question about
+    now never gets a past value, let alone first."""
+    lines = _lineages(ranked)
+    if not lines or _judged(lines, query, today, False)[0].past:
+        return ranked
+    gone = {id(m) for members in lines for m in members if held(m.payload).end is not None}
+    return [c for c in ranked if id(c) not in gone]
 
 
 def _chosen(members: list[Ranked], event: Ranked | None, asked: AskedTime, main: frozenset[str], query: str,

@@ -192,6 +192,33 @@ def test_the_stored_text_keeps_the_words_around_the_secret() -> None:
 
 
 @SETTINGS
+@given(st.integers(min_value=1900, max_value=2099), st.sampled_from(["uh", "um"]), st.booleans())
+def test_a_pin_like_a_year_read_out_after_a_filler_is_redacted(value: int, filler: str, as_words: bool) -> None:
+    said = ", ".join(EN[int(d)] for d in str(value)) if as_words else str(value)
+    out, _ = redact_secrets(f"pin code for the card, {filler}, {said}")
+    assert out == f"pin code for the card, {filler}, {MARK}", out
+    born = f"I was born in, {filler}, {value}"
+    assert redact_secrets(born)[0] == born
+
+
+@SETTINGS
+@given(st.text(alphabet=string.digits, min_size=9, max_size=9), st.sampled_from(["ITIN", "EIN", "tax id"]))
+def test_spaced_digit_groups_with_dashes_between_are_one_number(value: str, name: str) -> None:
+    said = " - ".join(" ".join(part) for part in (value[:3], value[3:5], value[5:]))
+    assert spoken_digits(f"my {name} is {said}").text == f"my {name} is {value[:3]}-{value[3:5]}-{value[5:]}"
+    out, _ = redact_secrets(f"my {name} is {said}")
+    assert out == f"my {name} is {MARK}", out
+
+
+@SETTINGS
+@given(st.text(alphabet=string.digits, min_size=10, max_size=10))
+def test_a_phone_number_read_in_spaced_groups_is_left_alone(number: str) -> None:
+    said = " - ".join(" ".join(part) for part in (number[:3], number[3:6], number[6:]))
+    text = f"call my brother on {said}"
+    assert redact_secrets(text)[0] == text
+
+
+@SETTINGS
 @given(st.data(), digits)
 def test_the_map_back_gives_what_was_said(data: st.DataObject, value: str) -> None:
     said = data.draw(said_in_english(value))
@@ -202,3 +229,103 @@ def test_the_map_back_gives_what_was_said(data: st.DataObject, value: str) -> No
     start, end = form.to_original(piece.at, piece.at + len(piece.digits))
     assert text[start:end] == said
     assert form.text[: piece.at] == "well " and form.text[piece.at + len(piece.digits) :] == " is it"
+
+
+# ----------------------------------------------------------------- more purpose forms (second pass)
+NAMES = st.sampled_from(["Kowalski", "Mr Patel", "Hillcrest", "Buttons", "Okonkwo", "Rover"])
+
+
+@SETTINGS
+@given(st.text(alphabet=string.digits, min_size=4, max_size=4), st.booleans(), st.sampled_from(["social", "SSN"]))
+def test_the_last_four_of_a_social_are_redacted(value: str, as_words: bool, name: str) -> None:
+    said = " ".join(EN[int(d)] for d in value) if as_words else value
+    out, _ = redact_secrets(f"the last four of my {name} are {said}")
+    assert out == f"the last four of my {name} are {MARK}", out
+
+
+@SETTINGS
+@given(NAMES, st.sampled_from(["secret question", "security question"]))
+def test_the_answer_after_its_question_is_redacted_not_the_question(value: str, name: str) -> None:
+    out, _ = redact_secrets(f"the {name} is my first school and the answer is {value}")
+    assert value not in out and out.endswith(MARK), out
+
+
+@SETTINGS
+@given(NAMES, st.sampled_from(["which the bank asks for", "the one for my card", "for account security"]))
+def test_a_maiden_name_with_what_it_opens_said_between_is_redacted(value: str, between: str) -> None:
+    out, _ = redact_secrets(f"my mum's maiden name, {between}, is {value}")
+    assert value not in out and out.endswith(MARK), out
+
+
+@SETTINGS
+@given(NAMES, st.sampled_from(["one of my security answers", "my security answer", "among the security answers"]))
+def test_an_answer_said_before_its_security_question_is_redacted(value: str, tail: str) -> None:
+    out, _ = redact_secrets(f"my first pet was {value}, that's {tail}")
+    assert value not in out and MARK in out, out
+
+
+@SETTINGS
+@given(NAMES, st.sampled_from(["for the security question", "for my bank's security question", "as my secret answer"]))
+def test_an_answer_said_just_before_for_the_security_question_is_redacted(value: str, tail: str) -> None:
+    out, _ = redact_secrets(f"I told them my favourite place is {value} {tail}")
+    assert value not in out and MARK in out, out
+
+
+@SETTINGS
+@given(NAMES, st.sampled_from(["the name of my first school", "my first pet", "the street I grew up on"]),
+       st.sampled_from(["which is my security answer", "the bank question", "one of my security answers"]))  # fmt: skip
+def test_an_answer_whose_purpose_is_said_in_between_is_redacted(value: str, asked: str, between: str) -> None:
+    out, _ = redact_secrets(f"{asked}, {between}, is {value}")
+    assert value not in out and out.endswith(MARK), out
+
+
+@SETTINGS
+@given(st.text(alphabet=string.digits, min_size=4, max_size=4), st.sampled_from(["ssn", "social", "social security"]))
+def test_the_digits_a_social_ends_in_are_redacted(value: str, name: str) -> None:
+    said = " ".join(EN[int(d)] for d in value)
+    out, _ = redact_secrets(f"my {name} ends in {said}")
+    assert out == f"my {name} ends in {MARK}", out
+
+
+@SETTINGS
+@given(st.text(alphabet=string.digits, min_size=9, max_size=9), st.sampled_from(["it's", "um, it's", "uh"]))
+def test_a_passport_number_a_few_words_after_its_name_is_redacted(value: str, filler: str) -> None:
+    said = " ".join(EN[int(d)] for d in value)
+    out, _ = redact_secrets(f"my passport number, {filler} {said}")
+    assert out == f"my passport number, {filler} {MARK}", out
+
+
+@SETTINGS
+@given(st.text(alphabet=string.digits, min_size=9, max_size=9), st.booleans())
+def test_an_employer_id_number_is_redacted(value: str, as_words: bool) -> None:
+    said = " ".join(EN[int(d)] for d in value) if as_words else f"{value[:2]}-{value[2:]}"
+    out, _ = redact_secrets(f"the employer id number is {said}")
+    assert out == f"the employer id number is {MARK}", out
+
+
+@SETTINGS
+@given(st.text(alphabet=string.digits, min_size=9, max_size=9), st.sampled_from(["number is", "no. is", "number"]))
+def test_a_passport_number_read_out_in_groups_is_redacted(value: str, said: str) -> None:
+    out, _ = redact_secrets(f"passport {said} {value[:3]} {value[3:6]} {value[6:]}")
+    assert out == f"passport {said} {MARK}", out
+
+
+@SETTINGS
+@given(st.integers(min_value=1, max_value=12), st.integers(min_value=25, max_value=35))
+def test_a_card_expiry_read_digit_by_digit_is_redacted(month: int, year: int) -> None:
+    said = f"{month // 10} {month % 10} / {year // 10} {year % 10}"
+    out, _ = redact_secrets(f"the card expires {said}")
+    assert out == f"the card expires {MARK}", out
+
+
+@SETTINGS
+@given(st.text(alphabet=string.digits, min_size=4, max_size=4), NAMES, st.integers(min_value=10, max_value=59))
+def test_look_alikes_of_the_second_pass_are_left_alone(value: str, name: str, minute: int) -> None:
+    for text in (f"the last four digits of my phone are {value}", f"the last four of my card are {value}",
+                 f"my mum's maiden name is {name}, she grew up in Leeds", "it was a great trip, that's my answer",
+                 f"passport photo appointment is at 10 {minute}", f"I finish at 11 / {minute} tonight",
+                 f"my favourite place is {name} for the holidays", f"my employer id badge says {name}",
+                 f"my son, which is my whole world, is {name}", f"my son, the bank manager, is {name}",
+                 f"the meeting ends in {value} seconds",
+                 f"call the passport office on 0300 {value} 000"):  # fmt: skip
+        assert redact_secrets(text)[0] == text, text
