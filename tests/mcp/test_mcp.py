@@ -4,10 +4,8 @@ command as an MCP client starts it)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,48 +14,19 @@ from typing import Any
 import pytest
 from mcp.client.session import ClientSession
 
-from memory import api
+from tests.mcp.serving import served
 
 ROOT = Path(__file__).resolve().parents[2]
 ALICE_KEY = "alice-app-key-0123456789"
 OTHER_KEY = "bob-app-key-9876543210xx"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _text(result: Any) -> str:
     return "".join(getattr(part, "text", "") for part in result.content)
 
 
-@contextlib.asynccontextmanager
-async def _http_server(store: Any, keys: str) -> AsyncIterator[str]:
-    import uvicorn
-
-    from memory.mcp.server import http_app
-    from memory.settings import mcp_settings
-
-    port = _free_port()
-    settings = mcp_settings({"MEMORY_MCP_KEYS": keys, "MEMORY_MCP_LISTEN": f"127.0.0.1:{port}"})
-    before = api.runtime()
-    api.use(store.settings, store)
-    app = http_app(settings)  # what `memory-mcp --http` serves
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            await asyncio.sleep(0.02)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        await task
-        if before is not None:
-            api.use(before.settings, before.store, before.retriever)
-        else:
-            api.forget_runtime()
+def _http_server(store: Any, keys: str) -> contextlib.AbstractAsyncContextManager[str]:
+    return served(store, {"MEMORY_MCP_KEYS": keys})  # what `memory-mcp --http` serves
 
 
 @contextlib.asynccontextmanager

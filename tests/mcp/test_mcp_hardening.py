@@ -5,20 +5,15 @@ Host/Origin check on every listen address (loopback and all interfaces)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import socket
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
-from memory import api
-from memory.mcp.server import http_app
 from memory.ops.pacing import LOGIN_ATTEMPTS, LOGIN_WINDOW_S, SecretLimiter
 from memory.settings import ConfigError, mcp_settings
+from tests.mcp.serving import served
 
 WIDE_KEY = "wide-key-0123456789abcdef"
 NARROW_KEY = "narrow-key-0123456789abcd"
@@ -31,35 +26,10 @@ HELLO = {
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.asynccontextmanager
-async def _serving(
+def _serving(
     store: Any, env: dict[str, str], *, bind: str = "127.0.0.1", limiter: Any = None
-) -> AsyncIterator[str]:
-    port = _free_port()
-    settings = mcp_settings({"MEMORY_MCP_KEYS": f"{WIDE_KEY}:* {NARROW_KEY}:alice",
-                             "MEMORY_MCP_LISTEN": f"{bind}:{port}", **env})  # fmt: skip
-    before = api.runtime()
-    api.use(store.settings, store)
-    server = uvicorn.Server(uvicorn.Config(http_app(settings, limiter=limiter), host=bind, port=port,
-                                           log_level="warning"))  # fmt: skip
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            await asyncio.sleep(0.02)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        await task
-        if before is not None:
-            api.use(before.settings, before.store, before.retriever)
-        else:
-            api.forget_runtime()
+) -> contextlib.AbstractAsyncContextManager[str]:
+    return served(store, {"MEMORY_MCP_KEYS": f"{WIDE_KEY}:* {NARROW_KEY}:alice", **env}, bind=bind, limiter=limiter)
 
 
 async def _open(http: httpx.AsyncClient, url: str, key: str, **headers: str) -> httpx.Response:

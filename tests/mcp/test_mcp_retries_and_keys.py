@@ -7,53 +7,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from mcp.client.session import ClientSession
 
-from memory import api
 from memory.mcp.refusals import NO_KEY, WRONG_KEY
 from memory.mcp.repeats import Repeats
+from tests.mcp.serving import served
 
 KEY = "k-" + "a" * 30
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.asynccontextmanager
-async def _served(store: Any, keys: str) -> AsyncIterator[str]:
-    """The HTTP transport as `memory-mcp --http` serves it (`server.http_app`: the SDK's app
-    behind the key guard, refusals made readable), in this process on the test's store."""
-    import uvicorn
-
-    from memory.mcp.server import http_app
-    from memory.settings import mcp_settings
-
-    port = _free_port()
-    settings = mcp_settings({"MEMORY_MCP_KEYS": keys, "MEMORY_MCP_LISTEN": f"127.0.0.1:{port}"})
-    before = api.runtime()
-    api.use(store.settings, store)
-    app = http_app(settings)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            await asyncio.sleep(0.02)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        await task
-        if before is not None:
-            api.use(before.settings, before.store, before.retriever)
-        else:
-            api.forget_runtime()
+def _served(store: Any, keys: str) -> contextlib.AbstractAsyncContextManager[str]:
+    return served(store, {"MEMORY_MCP_KEYS": keys})  # what `memory-mcp --http` serves
 
 
 @contextlib.asynccontextmanager
