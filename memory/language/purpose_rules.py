@@ -183,10 +183,11 @@ def _recovery_shape(text: str) -> Iterator[Span]:
 
 
 def _random_words(run: str) -> bool:
-    """Drawn from the list at random, not speech: at most four function words ("about",
-    "again", "all" are on the list; a sentence has one every other word, and "the", "a",
-    "to", "of", "and", "I" are not on it)."""
-    return sum(w in STOP_EN for w in re.findall(r"[a-z]+", run)) <= 4
+    """Drawn from the list at random, not speech: at most four different function words
+    ("about", "again", "all" are on the list; a sentence has one every other word, and
+    "the", "a", "to", "of", "and", "I" are not on it). Different ones: a random draw may
+    repeat a word ("hello" five times), speech varies them."""
+    return len({w for w in re.findall(r"[a-z]+", run) if w in STOP_EN}) <= 4
 
 
 def _recovery(text: str) -> Iterator[Span]:

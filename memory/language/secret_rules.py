@@ -722,22 +722,29 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+def _merged_spans(rule: Rule, text: str) -> list[list[int]]:
+    """The spans `rule` finds in `text` outside the marks already there, overlapping ones
+    merged, in order: what `apply` replaces and `find_spans` maps back."""
+    if rule.needs is not None and not rule.needs.search(text):
+        return []
+    spans = sorted({s for s in rule.find(text) if s[1] > s[0] and not _inside_mark(text, *s)})
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+
+
 def apply(text: str, rules: Iterable[Rule] = RULES) -> tuple[str, list[str]]:
     """`text` with every span the rules find replaced by `MARK`, in rule order (each rule
     sees the marks of those before it), and the kinds found."""
     found: list[str] = []
     for rule in rules:
-        if rule.needs is not None and not rule.needs.search(text):
+        merged = _merged_spans(rule, text)
+        if not merged:
             continue
-        spans = sorted({s for s in rule.find(text) if s[1] > s[0] and not _inside_mark(text, *s)})
-        if not spans:
-            continue
-        merged: list[list[int]] = []
-        for start, end in spans:
-            if merged and start <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
-            else:
-                merged.append([start, end])
         for start, end in reversed(merged):
             text = text[:start] + MARK + text[end:]
         found += [rule.kind] * len(merged)
@@ -760,17 +767,9 @@ def find_spans(text: str, rules: Iterable[Rule] = RULES) -> tuple[list[Span], li
 
     work = text
     for rule in rules:
-        if rule.needs is not None and not rule.needs.search(work):
+        merged = _merged_spans(rule, work)
+        if not merged:
             continue
-        spans = sorted({s for s in rule.find(work) if s[1] > s[0] and not _inside_mark(work, *s)})
-        if not spans:
-            continue
-        merged: list[list[int]] = []
-        for start, end in spans:
-            if merged and start <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
-            else:
-                merged.append([start, end])
         for start, end in reversed(merged):
             orig = [original(start), original(end)]
             delta = len(MARK) - (end - start)

@@ -28,7 +28,11 @@ ZH = {
     "8": "八",
     "9": "九",
 }
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The same examples on every run (derandomize): a property test that found a new case by
+# chance would fail one CI run in many; new cases are looked for on purpose, not in CI.
+SETTINGS = settings(
+    max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 digits = st.text(alphabet=string.digits, min_size=4, max_size=8)
 
@@ -126,6 +130,12 @@ def test_a_recovery_phrase_of_list_words_is_redacted(data: st.DataObject) -> Non
     out, kinds = redact_secrets(f"here is my wallet backup: {phrase}")
     assert out == f"here is my wallet backup: {MARK}", out
     assert "recovery_phrase" in kinds or "password" in kinds
+
+
+def test_a_recovery_phrase_that_repeats_a_function_word_is_redacted() -> None:
+    # Found by the property above: a draw may repeat a listed word that speech uses ("hello").
+    out, _ = redact_secrets("here is my wallet backup: " + "abandon " * 7 + "hello hello hello hello hello")
+    assert out == f"here is my wallet backup: {MARK}", out
 
 
 @SETTINGS
