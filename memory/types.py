@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import regex
+
 from memory.bodies import without_body
 from memory.errors import AgentMemoryError, InvalidIdentity, InvalidInput, Unavailable
 
@@ -136,6 +138,9 @@ _HASHED_ID = re.compile(r"lk-[0-9a-f]{40}")
 # Controls (escape sequences, newlines, NUL), format characters (bidi overrides, zero-width
 # spaces and joiners), line and paragraph separators, surrogates, private use, unassigned.
 _HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"))
+# Unicode's own list of what renders as nothing; it adds to the categories above the
+# variation selectors, the grapheme joiner and the Hangul fillers ("alice\ufe0f").
+_IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}")
 
 EMPTY_IDENTITY = "user id is empty: use the participant identity"
 
@@ -144,7 +149,7 @@ def hidden_character(text: str) -> str | None:
     """The first character of `text` that shows as nothing or as something else (a name
     that reads "alice" and is not, a log line split in two), as "U+202E at 3"."""
     for i, ch in enumerate(text):
-        if unicodedata.category(ch) in _HIDDEN:
+        if unicodedata.category(ch) in _HIDDEN or _IGNORABLE.match(ch):
             return f"U+{ord(ch):04X} at {i}"
     return None
 
