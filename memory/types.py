@@ -145,11 +145,14 @@ _IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}")
 EMPTY_IDENTITY = "user id is empty: use the participant identity"
 
 
-def hidden_character(text: str) -> str | None:
+def hidden_character(text: str, *, ignorable: bool = False) -> str | None:
     """The first character of `text` that shows as nothing or as something else (a name
-    that reads "alice" and is not, a log line split in two), as "U+202E at 3"."""
+    that reads "alice" and is not, a log line split in two), as "U+202E at 3".
+
+    `ignorable`: Unicode's default-ignorable characters count too (an identity); a
+    display name keeps them ("Anna \u2764\ufe0f" holds a variation selector)."""
     for i, ch in enumerate(text):
-        if unicodedata.category(ch) in _HIDDEN or _IGNORABLE.match(ch):
+        if unicodedata.category(ch) in _HIDDEN or (ignorable and _IGNORABLE.match(ch)):
             return f"U+{ord(ch):04X} at {i}"
     return None
 
@@ -180,7 +183,7 @@ def memory_user_id(identity: object, *, stored: bool = False) -> str:
             return validate_user_id(identity)
         except InvalidMemoryText as exc:
             raise InvalidIdentity(str(exc)) from None
-    if where := hidden_character(identity):
+    if where := hidden_character(identity, ignorable=True):
         raise InvalidIdentity(f"user id must not hold control, bidi or zero-width characters ({where})")
     try:
         validate_user_id(identity)

@@ -45,3 +45,12 @@ def test_visible_marks_and_emoji_are_kept_as_given() -> None:
 
 def test_composed_and_decomposed_forms_stay_two_users() -> None:
     assert memory_user_id("Jos\u00e9") != memory_user_id("Jose\u0301")
+
+
+def test_the_token_endpoint_refuses_the_identity_but_keeps_a_display_name_with_a_variation_selector() -> None:
+    from memory.web.token_endpoint import BadRequest, token_request
+
+    named = token_request({"participant_identity": "anna", "participant_name": "Anna \u2764\ufe0f"})
+    assert named["name"] == "Anna \u2764\ufe0f"
+    with pytest.raises(BadRequest, match="U\\+FE0F at 4"):
+        token_request({"participant_identity": "anna\ufe0f"})
