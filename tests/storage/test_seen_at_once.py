@@ -166,3 +166,25 @@ def test_a_first_load_that_read_the_rows_before_a_forget_is_not_served_by_a_look
 
     monkeypatch.setattr(indexes, "check", check_then_land)
     assert _texts(retriever, user_id, "where does Anna live") == []
+
+
+def test_a_redaction_whose_last_step_failed_is_still_not_served_by_the_next_look_up(
+    store: MemoryStore, elsewhere: MemoryStore, user_id: str, indexes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row is rewritten and committed; the step after it fails (the database went away
+    between the two): another process's next look-up still has only the redacted text."""
+    retriever = Retriever(store, store.settings.tuned(density=0.0))
+    store.add_raw(user_id, f"the staging db is {DB_URL}")
+    _held(store, indexes, user_id)
+    assert any(SECRET in t for t in _texts(retriever, user_id, "what is the staging db"))
+    assert indexes.wait_idle(user_id)
+
+    def gone(*_args: object) -> None:
+        raise psycopg.OperationalError("the connection was lost")
+
+    monkeypatch.setattr(session_index.generations, "bump_now", gone)
+    with pytest.raises(psycopg.OperationalError):
+        elsewhere.redact_stored(user_id)
+
+    got = _texts(retriever, user_id, "what is the staging db")
+    assert got and not any(SECRET in t for t in got), got
