@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import regex
+
 from memory.bodies import without_body
 from memory.errors import AgentMemoryError, InvalidIdentity, InvalidInput, Unavailable
 
@@ -136,15 +138,21 @@ _HASHED_ID = re.compile(r"lk-[0-9a-f]{40}")
 # Controls (escape sequences, newlines, NUL), format characters (bidi overrides, zero-width
 # spaces and joiners), line and paragraph separators, surrogates, private use, unassigned.
 _HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"))
+# Unicode's own list of what renders as nothing; it adds to the categories above the
+# variation selectors, the grapheme joiner and the Hangul fillers ("alice\ufe0f").
+_IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}")
 
 EMPTY_IDENTITY = "user id is empty: use the participant identity"
 
 
-def hidden_character(text: str) -> str | None:
+def hidden_character(text: str, *, ignorable: bool = False) -> str | None:
     """The first character of `text` that shows as nothing or as something else (a name
-    that reads "alice" and is not, a log line split in two), as "U+202E at 3"."""
+    that reads "alice" and is not, a log line split in two), as "U+202E at 3".
+
+    `ignorable`: Unicode's default-ignorable characters count too (an identity); a
+    display name keeps them ("Anna \u2764\ufe0f" holds a variation selector)."""
     for i, ch in enumerate(text):
-        if unicodedata.category(ch) in _HIDDEN:
+        if unicodedata.category(ch) in _HIDDEN or (ignorable and _IGNORABLE.match(ch)):
             return f"U+{ord(ch):04X} at {i}"
     return None
 
@@ -175,7 +183,7 @@ def memory_user_id(identity: object, *, stored: bool = False) -> str:
             return validate_user_id(identity)
         except InvalidMemoryText as exc:
             raise InvalidIdentity(str(exc)) from None
-    if where := hidden_character(identity):
+    if where := hidden_character(identity, ignorable=True):
         raise InvalidIdentity(f"user id must not hold control, bidi or zero-width characters ({where})")
     try:
         validate_user_id(identity)

@@ -35,6 +35,7 @@ from psycopg import Connection, sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from memory.storage import generations
 from memory.storage.partitions import PARTITIONED, PARTITIONS, create_partitioned, migrate_in_place
 from memory.storage.replicas import ReadRouter
 
@@ -467,13 +468,17 @@ class Mem0Table:
 
     def rewrite(self, user_id: str, row_id: Any, text: str, fields: dict[str, Any], vector: Sequence[float]) -> bool:
         """Merge `fields` into the user's row and give it `vector`, where it still holds
-        `text` (a row rewritten meanwhile is its writer's). Whether it did."""
+        `text` (a row rewritten meanwhile is its writer's). Whether it did. The user's
+        generation moves in the same commit: other processes' held rows are stale from it."""
         query = sql.SQL(
             "UPDATE {} SET payload = payload || %s, vector = %s::vector "
             "WHERE user_id = %s AND id = %s AND payload->>'data' = %s"
         ).format(self._t)
         with self.pool.connection() as conn:
-            return conn.execute(query, [Jsonb(fields), vector_literal(vector), user_id, row_id, text]).rowcount == 1
+            done = conn.execute(query, [Jsonb(fields), vector_literal(vector), user_id, row_id, text]).rowcount == 1
+            if done:
+                generations.bump(conn, self.name, user_id)
+            return done
 
     def set_fields(self, user_id: str, row_id: str, fields: dict[str, Any]) -> None:
         """Merge `fields` into one of the user's rows' payload, whatever its text (an import's dates)."""

@@ -494,11 +494,15 @@ class SessionIndexes:
         rows): one small statement on the primary, the user's generation (`generations.py`),
         which another process's forget, redaction or import bumps as it commits. When it moved
         since the held rows were read, this look-up takes the SQL path (`usable`) and a
-        refresh starts. Nothing is read when no rows are held (the SQL path is current)."""
+        refresh starts. Nothing is read when no rows are held (the SQL path is current); a
+        load landing during this look-up may have read its rows before a forget, so it is
+        not used until the next check has read the generation."""
         if not self.enabled:
             return
         with self._lock:
             held = user_id in self._snapshots
+            if not held:
+                self._stored[user_id] = -1
         if not held:
             return
         try:

@@ -132,3 +132,59 @@ def test_a_forget_by_the_operators_command_in_another_process_is_not_served_by_t
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert _texts(retriever, user_id, "where does Anna live") == []
+
+
+def test_a_first_load_that_read_the_rows_before_a_forget_is_not_served_by_a_look_up_begun_after_it(
+    store: MemoryStore, elsewhere: MemoryStore, user_id: str, indexes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session start loads the rows in the background while the first look-up runs: the
+    load reads them, another process forgets the user, the look-up begins (nothing held
+    yet, so its check reads nothing), and the load lands before the look-up's stages."""
+    retriever = Retriever(store, store.settings.tuned(density=0.0))
+    store.add_raw(user_id, "My sister Anna lives in Lisbon")
+    read, go = threading.Event(), threading.Event()
+    real_rows = indexes.table.user_snapshot
+
+    def rows_then_wait(*args, **kwargs):  # type: ignore[no-untyped-def]
+        rows = real_rows(*args, **kwargs)
+        read.set()
+        assert go.wait(30)
+        return rows
+
+    monkeypatch.setattr(indexes.table, "user_snapshot", rows_then_wait)
+    loading = threading.Thread(target=store.open_session_index, args=(user_id,))
+    loading.start()
+    assert read.wait(30)
+    assert elsewhere.delete_user(user_id) == 1
+    real_check = indexes.check
+
+    def check_then_land(uid: str) -> None:
+        real_check(uid)
+        go.set()
+        loading.join(30)
+        assert indexes.held(uid) is not None  # the old rows are now held
+
+    monkeypatch.setattr(indexes, "check", check_then_land)
+    assert _texts(retriever, user_id, "where does Anna live") == []
+
+
+def test_a_redaction_whose_last_step_failed_is_still_not_served_by_the_next_look_up(
+    store: MemoryStore, elsewhere: MemoryStore, user_id: str, indexes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row is rewritten and committed; the step after it fails (the database went away
+    between the two): another process's next look-up still has only the redacted text."""
+    retriever = Retriever(store, store.settings.tuned(density=0.0))
+    store.add_raw(user_id, f"the staging db is {DB_URL}")
+    _held(store, indexes, user_id)
+    assert any(SECRET in t for t in _texts(retriever, user_id, "what is the staging db"))
+    assert indexes.wait_idle(user_id)
+
+    def gone(*_args: object) -> None:
+        raise psycopg.OperationalError("the connection was lost")
+
+    monkeypatch.setattr(session_index.generations, "bump_now", gone)
+    with pytest.raises(psycopg.OperationalError):
+        elsewhere.redact_stored(user_id)
+
+    got = _texts(retriever, user_id, "what is the staging db")
+    assert got and not any(SECRET in t for t in got), got
