@@ -41,4 +41,6 @@ MUTANT_MAP: list[tuple[str, tuple[str, ...]]] = [
     ("memory/userdata.py", (f"{INV}test_userdata.py", "tests/admin/test_places.py")),
     ("memory/admin/importer.py", (f"{INV}test_importer.py", "tests/admin/test_import.py")),
     ("memory/language/secret_rules.py", ("tests/language/test_redact_rules.py", "tests/language/test_redact.py")),
+    ("memory/web/token_endpoint.py", ("tests/web/test_token_endpoint.py",)),
+    ("memory/storage/generations.py", ("tests/storage/test_seen_at_once.py",)),
 ]
