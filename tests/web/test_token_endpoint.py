@@ -303,3 +303,39 @@ async def test_deep_nesting_non_utf8_and_oversized_bodies_get_one_line_not_a_500
             assert resp.status == status, text[:200]
             if says:
                 assert json.loads(text) == {"error": says} and "\n" not in text
+
+
+# The documented bounds (docs/web.md), as literals: the limit passes, the limit + 1 is refused
+# with a 400 naming the field.
+@pytest.mark.parametrize(
+    ("field", "at_limit", "over", "named"),
+    [
+        ("room_name", "r" * 256, "r" * 257, "room_name is 257 characters; at most 256"),
+        ("participant_name", "n" * 256, "n" * 257, "participant_name is 257 characters; at most 256"),
+        ("participant_metadata", "m" * 16_384, "m" * 16_385, "participant_metadata is 16385 characters"),
+        (
+            "participant_attributes",
+            {f"k{i}": "v" for i in range(64)},
+            {f"k{i}": "v" for i in range(65)},
+            "participant_attributes has 65 entries; at most 64",
+        ),
+        (
+            "participant_attributes",
+            {"k": "v" * 1023},
+            {"k": "v" * 1024},
+            "an entry is over 1024 characters",
+        ),
+    ],
+)
+async def test_each_documented_bound_passes_at_the_limit_and_refuses_one_more(
+    server: Web, http: aiohttp.ClientSession, field: str, at_limit: object, over: object, named: str
+) -> None:
+    async with http.post(
+        f"{server.url}/api/token", json={"participant_identity": "alice", field: at_limit}, headers=TOKEN_AUTH
+    ) as resp:
+        assert resp.status == 201, await resp.text()
+    async with http.post(
+        f"{server.url}/api/token", json={"participant_identity": "alice", field: over}, headers=TOKEN_AUTH
+    ) as resp:
+        assert resp.status == 400
+        assert named in (await resp.json())["error"]
