@@ -188,3 +188,20 @@ def test_a_redaction_whose_last_step_failed_is_still_not_served_by_the_next_look
 
     got = _texts(retriever, user_id, "what is the staging db")
     assert got and not any(SECRET in t for t in got), got
+
+
+def test_rows_another_process_imported_are_in_the_next_look_up(
+    store: MemoryStore, elsewhere: MemoryStore, user_id: str, indexes
+) -> None:
+    # An import writes its pages in transactions of its own, then marks the user changed for
+    # every process (`changed_elsewhere_too`, as `memory.admin import` does after its pages).
+    retriever = Retriever(store, store.settings.tuned(density=0.0))
+    store.add_raw(user_id, "I keep bees on the roof")
+    _held(store, indexes, user_id)
+    assert "I keep bees on the roof" in _texts(retriever, user_id, "bees")
+    assert indexes.wait_idle(user_id)
+
+    elsewhere.add_raw(user_id, "My sister Anna lives in Lisbon")
+    elsewhere.changed_elsewhere_too(user_id)
+
+    assert "My sister Anna lives in Lisbon" in _texts(retriever, user_id, "where does Anna live")
