@@ -10,7 +10,6 @@ import psycopg
 import pytest
 
 from memory.retrieval.retriever import Retriever
-from memory.storage import session_index
 from memory.storage.lookup_paths import INDEX, KEEP, SQL, PathTimes
 from memory.storage.store import MemoryStore
 
@@ -48,15 +47,6 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
     monkeypatch.setattr(psycopg.Cursor, "execute", execute)
     yield seen
-
-
-@pytest.fixture
-def indexes(store: MemoryStore) -> Iterator[session_index.SessionIndexes]:
-    idx = store.session_index
-    before = (idx.enabled, idx.max_rows)
-    idx.enabled, idx.max_rows = True, 10_000
-    yield idx
-    idx.enabled, idx.max_rows = before
 
 
 def test_a_user_whose_sql_measured_faster_is_looked_up_in_sql(

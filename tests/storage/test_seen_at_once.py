@@ -21,15 +21,6 @@ DB_URL = f"postgres://admin:{SECRET}@db.internal:5432/app"
 
 
 @pytest.fixture
-def indexes(store: MemoryStore) -> Iterator[session_index.SessionIndexes]:
-    idx = store.session_index
-    before = (idx.enabled, idx.max_rows)
-    idx.enabled, idx.max_rows = True, 10_000
-    yield idx
-    idx.enabled, idx.max_rows = before
-
-
-@pytest.fixture
 def elsewhere(store: MemoryStore) -> Iterator[MemoryStore]:
     """Another process's store: its own pool, its own session index."""
     other = MemoryStore.open(store.settings)

@@ -51,16 +51,6 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield seen
 
 
-@pytest.fixture
-def indexes(store: MemoryStore) -> Iterator[session_index.SessionIndexes]:
-    """The store's snapshots, switched on and at their default bound for the test."""
-    idx = store.session_index
-    before = (idx.enabled, idx.max_rows)
-    idx.enabled, idx.max_rows = True, 10_000
-    yield idx
-    idx.enabled, idx.max_rows = before
-
-
 def _retriever(store: MemoryStore) -> Retriever:
     # No hubness correction: it is computed in the background, apart from the look-up.
     return Retriever(store, store.settings.tuned(density=0.0))
