@@ -16,6 +16,7 @@ import pytest
 from memory.admin.cli import main as admin_main
 from memory.forget import main as forget_main
 from memory.storage.store import MemoryStore
+from tests.conftest import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +29,7 @@ def _imported(args: list[str], data_dir: Path, tmp_path: Path) -> tuple[subproce
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "MEMORY_DATA_DIR": str(data_dir)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_GUARD_S,
     )
     modules = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*([\w.]+)$", proc.stderr, flags=re.M))
     assert modules, proc.stderr[-2000:]
@@ -139,7 +140,7 @@ def test_the_web_server_says_its_secret_is_missing_before_loading_anything_heavy
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_GUARD_S,
     )
     assert proc.returncode == 2 and "MEMORY_WEB_SECRET is not set" in proc.stderr, proc.stderr[-2000:]
     modules = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*([\w.]+)$", proc.stderr, flags=re.M))

@@ -19,6 +19,7 @@ from memory.retrieval.retriever import Retriever
 from memory.storage.archive import ArchivedMessage, archive_for
 from memory.storage.store import MemoryStore
 from memory.types import memory_user_id
+from tests.conftest import HANG_GUARD_S
 
 
 def _said(days_ago: float) -> str:
@@ -216,7 +217,7 @@ async def test_in_gated_a_file_of_turns_goes_through_the_gatekeepers_extraction(
             sys.executable, "-m", "memory.admin", "import", str(path), "--user", user_id, "--json", cwd=tmp_path,
             env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
-        out, err = await asyncio.wait_for(proc.communicate(), 240)
+        out, err = await asyncio.wait_for(proc.communicate(), HANG_GUARD_S)
     finally:
         await runner.cleanup()
     assert proc.returncode == 0, err.decode()[-3000:]

@@ -11,6 +11,7 @@ import pytest
 
 from harness import memory_parts
 from memory import api
+from tests.conftest import HANG_GUARD_S
 
 
 @pytest.fixture(autouse=True)
@@ -227,7 +228,7 @@ def test_memory_metrics_counted_in_a_job_process_reach_the_workers_metrics_page(
            "MEMORY_DATA_DIR": str(tmp_path / "data")}  # fmt: skip
     for given in ({}, {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "not-yet")}):  # made if missing
         proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env={**env, **given},
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+                              capture_output=True, text=True, timeout=HANG_GUARD_S)  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-1500:]
         assert "memory_write_retries_total 3.0" in proc.stdout
         shutil.rmtree(proc.stdout.rsplit("DIR ", 1)[1].strip())  # LiveKit empties it at a worker's start
@@ -283,7 +284,7 @@ def test_a_killed_job_processs_backlog_leaves_the_metrics_page_when_the_next_one
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(root),
            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom")}  # fmt: skip
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S
     )
     assert proc.returncode == 0, proc.stderr[-1500:]
     lines = dict(

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from memory.livekit import preflight
 from memory.livekit.preflight import llm_problems
+from tests.conftest import HANG_GUARD_S
 
 MODELS = [("OPENAI_LLM_MODEL", "llama3.2")]
 
@@ -64,7 +65,7 @@ async def test_a_server_that_trickles_its_answer_is_given_up_on_within_the_bound
     runner, url = await _serve(app)
     try:
         # 20 s is 40 times the bound: a check still waiting then is waiting for the server.
-        problems = await asyncio.wait_for(asyncio.to_thread(llm_problems, url + "/v1", "", MODELS), 20)
+        problems = await asyncio.wait_for(asyncio.to_thread(llm_problems, url + "/v1", "", MODELS), HANG_GUARD_S)
         assert len(problems) == 1, problems
         assert problems[0].startswith(f"OPENAI_BASE_URL='{url}/v1': ") and "0.5 s" in problems[0]
     finally:

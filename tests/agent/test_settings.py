@@ -12,6 +12,7 @@ import pytest
 
 import memory.settings as settings_mod
 from memory.settings import ConfigError, MemoryMode, load_settings, startup_problems
+from tests.conftest import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,7 +89,7 @@ def _run_agent(args: list[str], env: dict[str, str], tmp_path: Path) -> subproce
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "MEMORY_LLM_CHECK": "off", **env},  # no LLM server here
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_GUARD_S,
     )
 
 
@@ -273,7 +274,7 @@ def test_an_empty_openai_base_url_from_the_example_env_means_openai(tmp_path: Pa
         "print(plugins.llm._client.base_url, plugins.tts._client.base_url, plugins.stt._client.base_url)\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=HANG_GUARD_S,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

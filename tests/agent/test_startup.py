@@ -27,6 +27,7 @@ from bench.start_soak import Soak, fake_livekit
 from memory.livekit import startup
 from memory.livekit.preflight import livekit_problems
 from memory.storage.store import MemoryStore
+from tests.conftest import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY, SECRET = "devkey", "the-projects-secret-long-enough-for-hs256"
@@ -55,7 +56,7 @@ def _loaded(stderr: str) -> set[str]:
 def test_a_configuration_error_is_named_before_livekit_or_a_model_is_loaded(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", str(ROOT / "agent.py"), "dev"], cwd=tmp_path,
-        env=_env(tmp_path), capture_output=True, text=True, timeout=120,
+        env=_env(tmp_path), capture_output=True, text=True, timeout=HANG_GUARD_S,
     )  # fmt: skip
     said = _said(proc.stderr)
     assert proc.returncode != 0 and len(said) == 1, said
@@ -80,7 +81,7 @@ def test_a_livekit_host_that_does_not_exist_stops_dev_at_once_with_one_line(stor
                OPENAI_API_KEY="sk-test", MEMORY_DATA_DIR=str(store.settings.data_dir))  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", str(ROOT / "agent.py"), "dev"], cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=HANG_GUARD_S,
     )  # fmt: skip
     said = _said(proc.stderr)
     assert proc.returncode != 0 and len(said) == 1, said
@@ -103,7 +104,7 @@ async def test_credentials_the_server_refuses_stop_dev_with_one_line_naming_them
             sys.executable, str(ROOT / "agent.py"), "dev", cwd=tmp_path, env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
-        out, err = await asyncio.wait_for(proc.communicate(), 120)
+        out, err = await asyncio.wait_for(proc.communicate(), HANG_GUARD_S)
     finally:
         await server.cleanup()
     said = _said(err.decode())
@@ -169,11 +170,11 @@ async def test_dev_says_when_each_part_is_ready_and_when_it_registers_and_each_s
     lines: list[str] = []
     try:
         while not any("registered with LiveKit" in line for line in lines):
-            line = await asyncio.wait_for(proc.stdout.readline(), 180)
+            line = await asyncio.wait_for(proc.stdout.readline(), HANG_GUARD_S)
             assert line, "\n".join(lines)
             lines.append(line.decode(errors="replace").rstrip())
         proc.send_signal(signal.SIGINT)  # Ctrl-C
-        rest, _ = await asyncio.wait_for(proc.communicate(), 120)
+        rest, _ = await asyncio.wait_for(proc.communicate(), HANG_GUARD_S)
         lines += rest.decode(errors="replace").splitlines()
     finally:
         if proc.returncode is None:

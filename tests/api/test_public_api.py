@@ -19,6 +19,7 @@ from livekit.agents import Agent
 
 import memory
 from memory import api
+from tests.conftest import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +46,8 @@ def test_the_contract_is_documented_and_importing_it_loads_nothing_heavy(tmp_pat
     )
     probe = "import memory\nfrom memory import attach, warm_up, recall, remember, forget_user, export_user\n"
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-X", "importtime", "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+        timeout=HANG_GUARD_S,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]

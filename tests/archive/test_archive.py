@@ -319,7 +319,7 @@ def test_a_retention_run_in_progress_keeps_every_other_process_out(
             second = retention.run_retention(store, every_s=3600.0)  # another process, meanwhile
         finally:
             go.set()
-        assert first.result(timeout=60).ran
+        assert first.result(timeout=HANG_GUARD_S).ran
     assert second.ran is False
 
 
@@ -350,9 +350,9 @@ def test_the_retention_thread_of_a_closed_store_ends_quietly_and_frees_its_place
     with caplog.at_level(logging.DEBUG, logger="memory.archive.retention"):
         assert retention.start_background(store, every_s=0.2) is True
         thread = retention._thread
-        assert thread is not None and first_run.wait(timeout=60)
+        assert thread is not None and first_run.wait(timeout=HANG_GUARD_S)
         store.close()
-        thread.join(timeout=60)  # a bound for a stuck thread, not a wait for timing
+        thread.join(timeout=HANG_GUARD_S)  # a bound for a stuck thread, not a wait for timing
         assert not thread.is_alive(), f"the retention thread of a closed store still runs ({len(runs)} runs)"
         assert retention._started is False
         assert retention.start_background(store, every_s=0.2) is False  # closed: none started

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from bench.local_llm_server import start as start_llm
+from tests.conftest import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +33,7 @@ async def _chat(
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT if importtime else asyncio.subprocess.PIPE, env=env, cwd=cwd,
     )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate("".join(f"{line}\n" for line in lines).encode()), 240)
+    out, err = await asyncio.wait_for(proc.communicate("".join(f"{line}\n" for line in lines).encode()), HANG_GUARD_S)
     return proc.returncode or 0, out.decode(), (err or b"").decode()
 
 
@@ -88,7 +89,7 @@ def test_without_a_model_to_talk_to_it_says_so_before_loading_livekit(tmp_path: 
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "memory.chat", "alice"],
         cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)},
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=HANG_GUARD_S,
     )  # fmt: skip
     said = [line for line in proc.stderr.splitlines() if not line.startswith("import time:")]
     assert proc.returncode == 2
@@ -136,7 +137,7 @@ def test_an_llm_server_that_is_down_stops_the_chat_in_one_line_naming_it_before_
     proc = subprocess.run(
         [sys.executable, "-m", "memory.chat", "alice"], input="Hello\n", cwd=tmp_path, capture_output=True, text=True,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "OPENAI_BASE_URL": down,
-             "MEMORY_DATA_DIR": str(data_dir)}, timeout=180,
+             "MEMORY_DATA_DIR": str(data_dir)}, timeout=HANG_GUARD_S,
     )  # fmt: skip
     said = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(said) == 1, proc.stderr[-2000:]

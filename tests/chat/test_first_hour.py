@@ -28,6 +28,7 @@ from memory.chat.terminal import PROFILE_NOTE, _memory_note
 from memory.livekit.reader import TurnLog
 from memory.retrieval.prefetch import RecallResult
 from memory.types import MemoryRecord, describe_error
+from tests.conftest import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = "<!DOCTYPE html><html><head><title>Welcome to nginx!</title></head><body>" + "<p>page text</p>\n" * 120
@@ -51,7 +52,7 @@ async def _chat(args: list[str], lines: list[str], env: dict[str, str], cwd: Pat
         sys.executable, "-m", "memory.chat", *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd,
     )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate("".join(f"{line}\n" for line in lines).encode()), 240)
+    out, err = await asyncio.wait_for(proc.communicate("".join(f"{line}\n" for line in lines).encode()), HANG_GUARD_S)
     return proc.returncode or 0, out.decode(), err.decode()
 
 
@@ -101,20 +102,20 @@ def test_a_response_body_in_a_log_record_or_an_error_is_left_out() -> None:
 def test_with_neither_a_key_nor_a_server_the_refusal_names_the_stand_in(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "memory.chat", "alice"], cwd=tmp_path, env=_env(tmp_path),
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=HANG_GUARD_S,
     )  # fmt: skip
     (line,) = proc.stderr.splitlines()
     assert proc.returncode == 2
     assert "uv run python -m bench.local_llm_server" in line and "OPENAI_BASE_URL=http://127.0.0.1:8089/v1" in line
     helped = subprocess.run([sys.executable, "-m", "bench.local_llm_server", "--help"], capture_output=True,
-                            text=True, cwd=ROOT, timeout=60)  # fmt: skip
+                            text=True, cwd=ROOT, timeout=HANG_GUARD_S)  # fmt: skip
     assert helped.stdout.startswith("usage: python -m bench.local_llm_server ")
     with socket.socket() as taken:  # a stand-in still running from before: one line, not a traceback
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         again = subprocess.run([sys.executable, "-m", "bench.local_llm_server", "--port", str(port)],
-                               capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+                               capture_output=True, text=True, cwd=ROOT, timeout=HANG_GUARD_S)  # fmt: skip
     assert again.returncode == 1 and again.stderr.startswith(
         f"python -m bench.local_llm_server: cannot listen on 127.0.0.1:{port}: "
     ), again.stderr

@@ -145,7 +145,7 @@ async def test_kill_9_while_the_journal_disk_is_full_loses_no_acknowledged_turn(
         args = [sys.executable, str(CHILD), str(journal), str(spill), user_id, str(n)] + (["refuse"] if refuse else [])
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, cwd=tmp_path, text=True)
         try:
-            line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)
+            line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), HANG_GUARD_S)
             assert line.startswith("ready"), line
         finally:
             os.kill(proc.pid, signal.SIGKILL)

@@ -32,7 +32,7 @@ from memory.journal.queue import MAX_TURN_FAILURES, DurableWriteQueue, purge_use
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, Turn, now_iso
-from tests.conftest import make_service, scripted_extraction, wait_until
+from tests.conftest import HANG_GUARD_S, make_service, scripted_extraction, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).resolve().parent / "write_queue_child.py"
@@ -94,10 +94,10 @@ async def kill_when_ready(proc: asyncio.subprocess.Process, err_path: Path) -> N
     would; its stderr is shown if it never gets there."""
     try:
         assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
+        line = await asyncio.wait_for(proc.stdout.readline(), timeout=HANG_GUARD_S)
         assert line.strip() == b"ready", err_path.read_text()[-3000:]
         proc.send_signal(signal.SIGKILL)
-        await asyncio.wait_for(proc.wait(), timeout=30)
+        await asyncio.wait_for(proc.wait(), timeout=HANG_GUARD_S)
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -239,12 +239,12 @@ async def test_hanging_store_never_blocks_session_end(tmp_path: Path, store: Mem
     queue.start()
     stuck, behind = make_turn(user_id, "I park on level three"), make_turn(user_id, "My dog is called Biscuit")
     queue.enqueue(stuck)
-    await asyncio.wait_for(hanging.wait(), timeout=10)
+    await asyncio.wait_for(hanging.wait(), timeout=HANG_GUARD_S)
     assert queue.enqueue(behind) is True  # taken (on disk) while the store hangs
 
     # Closing ends though the hung write never does: the drain's timeout ends it (the
     # outer 30 s only keeps a broken close from hanging the suite).
-    drained = await asyncio.wait_for(queue.aclose(drain_timeout_s=0.5), 30)
+    drained = await asyncio.wait_for(queue.aclose(drain_timeout_s=0.5), HANG_GUARD_S)
     assert drained is False
     assert [r[0] for r in journal_rows(journal)] == [stuck.turn_id, behind.turn_id]  # kept on disk
 

@@ -11,7 +11,7 @@ from memory.livekit.session import MemorySession
 from memory.service import MemoryService
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
-from tests.conftest import make_service
+from tests.conftest import HANG_GUARD_S, make_service
 
 
 def _normal_service_with_dog_walks(store: MemoryStore, user_id: str) -> MemoryService:
@@ -52,7 +52,7 @@ async def test_computing_densities_at_session_start_leaves_every_read_slot_to_th
     compute = service.retriever._compute_density
 
     def slow_compute(uid: str):
-        release.wait(timeout=30)  # a store of 20,000 memories
+        release.wait(timeout=HANG_GUARD_S)  # a store of 20,000 memories
         return compute(uid)
 
     monkeypatch.setattr(service.retriever, "_compute_density", slow_compute)
@@ -64,5 +64,5 @@ async def test_computing_densities_at_session_start_leaves_every_read_slot_to_th
         assert not preparing.done()
     finally:
         release.set()
-    await asyncio.wait_for(preparing, timeout=10)
+    await asyncio.wait_for(preparing, timeout=HANG_GUARD_S)
     assert len(service.retriever.density(user_id).of) == 25

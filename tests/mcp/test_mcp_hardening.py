@@ -13,6 +13,7 @@ import pytest
 
 from memory.ops.pacing import LOGIN_ATTEMPTS, LOGIN_WINDOW_S, SecretLimiter
 from memory.settings import ConfigError, mcp_settings
+from tests.conftest import HANG_GUARD_S
 from tests.mcp.serving import served
 
 WIDE_KEY = "wide-key-0123456789abcdef"
@@ -37,7 +38,7 @@ async def _open(http: httpx.AsyncClient, url: str, key: str, **headers: str) -> 
 
 
 async def test_each_key_is_its_own_principal_and_cannot_use_or_close_another_keys_session(store: Any) -> None:
-    async with _serving(store, {}) as url, httpx.AsyncClient(timeout=30) as http:
+    async with _serving(store, {}) as url, httpx.AsyncClient(timeout=HANG_GUARD_S) as http:
         opened = await _open(http, url, WIDE_KEY)
         assert opened.status_code == 200, opened.text
         sid = opened.headers["mcp-session-id"]
@@ -54,7 +55,10 @@ async def test_each_key_is_its_own_principal_and_cannot_use_or_close_another_key
 
 
 async def test_a_key_holds_at_most_its_cap_of_sessions_and_another_key_is_not_crowded_out(store: Any) -> None:
-    async with _serving(store, {"MEMORY_MCP_SESSIONS_PER_KEY": "3"}) as url, httpx.AsyncClient(timeout=30) as http:
+    async with (
+        _serving(store, {"MEMORY_MCP_SESSIONS_PER_KEY": "3"}) as url,
+        httpx.AsyncClient(timeout=HANG_GUARD_S) as http,
+    ):
         sids = []
         for _ in range(3):  # the cap
             opened = await _open(http, url, NARROW_KEY)
@@ -77,7 +81,7 @@ async def test_wrong_keys_are_paced_per_address_as_the_web_page_paces_secrets(st
         now[0] += seconds
 
     limiter = SecretLimiter(clock=lambda: now[0], sleep=sleep)
-    async with _serving(store, {}, limiter=limiter) as url, httpx.AsyncClient(timeout=30) as http:
+    async with _serving(store, {}, limiter=limiter) as url, httpx.AsyncClient(timeout=HANG_GUARD_S) as http:
         for i in range(LOGIN_ATTEMPTS + 3):
             wrong = await _open(http, url, f"not-a-key-of-this-server-{i:04d}")
             assert wrong.status_code == 401
@@ -91,7 +95,7 @@ async def test_wrong_keys_are_paced_per_address_as_the_web_page_paces_secrets(st
 @pytest.mark.parametrize("bind", ["127.0.0.1", "0.0.0.0"])
 async def test_a_foreign_host_or_origin_is_refused_on_every_listen_address(store: Any, bind: str) -> None:
     env = {"MEMORY_MCP_ALLOWED_HOSTS": "mcp.internal:*", "MEMORY_MCP_ALLOWED_ORIGINS": "https://app.example.com"}
-    async with _serving(store, env, bind=bind) as url, httpx.AsyncClient(timeout=30) as http:
+    async with _serving(store, env, bind=bind) as url, httpx.AsyncClient(timeout=HANG_GUARD_S) as http:
         port = url.split(":")[2].split("/")[0]
         assert (await _open(http, url, WIDE_KEY, Host="evil.example")).status_code == 421
         assert (await _open(http, url, WIDE_KEY, Origin="http://evil.example")).status_code == 403

@@ -15,6 +15,7 @@ from mcp.client.session import ClientSession
 
 from memory.mcp.refusals import NO_KEY, WRONG_KEY
 from memory.mcp.repeats import Repeats
+from tests.conftest import HANG_GUARD_S
 from tests.mcp.serving import served
 
 KEY = "k-" + "a" * 30
@@ -139,7 +140,7 @@ def test_without_the_extra_the_command_and_an_import_name_it_in_one_line(tmp_pat
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(root)}
     command = subprocess.run(
         [sys.executable, "-c", HIDE_MCP + "from memory.mcp import main; raise SystemExit(main([]))"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert command.returncode == 2 and command.stderr.splitlines() == [
         "memory-mcp: cannot start: memory-mcp needs the MCP SDK, an extra: pip install "
@@ -147,7 +148,7 @@ def test_without_the_extra_the_command_and_an_import_name_it_in_one_line(tmp_pat
     ], command.stderr
     imported = subprocess.run(
         [sys.executable, "-c", HIDE_MCP + "import memory.mcp.server"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=HANG_GUARD_S,
     )  # fmt: skip
     last = imported.stderr.strip().splitlines()[-1]
     assert last.startswith(

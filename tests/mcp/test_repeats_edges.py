@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from memory.mcp.repeats import Repeats
+from tests.conftest import HANG_GUARD_S
 from tests.mcp.test_mcp_retries_and_keys import KEY, _client, _served, _text
 
 
@@ -58,5 +59,5 @@ async def test_a_retry_waiting_on_a_first_call_that_fails_or_is_cancelled_runs_i
             gate.set()
         with contextlib.suppress(asyncio.CancelledError, RuntimeError):
             await one
-        assert await asyncio.wait_for(two, 5) == ({"turns": 1}, False), ending
+        assert await asyncio.wait_for(two, HANG_GUARD_S) == ({"turns": 1}, False), ending
     assert runs == ["cancelled", "retry", "failed", "retry"]

@@ -13,7 +13,7 @@ from memory.retrieval import retriever as retrieval_mod
 from memory.retrieval.retriever import Retriever
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
-from tests.conftest import make_service
+from tests.conftest import HANG_GUARD_S, make_service
 
 COLOUR = "你喜欢的颜色: 蓝色"
 DISTRACTORS = ("我下周要去上海出差", "我的猫叫咪咪", "明天早上八点开会")
@@ -363,13 +363,13 @@ def test_a_look_up_before_the_densities_are_ready_is_not_held_up(
 
     def slow_compute(uid: str):
         started.set()
-        release.wait(timeout=30)  # a large store, a slow machine
+        release.wait(timeout=HANG_GUARD_S)  # a large store, a slow machine
         return compute(uid)
 
     monkeypatch.setattr(r, "_compute_density", slow_compute)
     waiting = threading.Thread(target=r.prepare, args=(user_id,))  # session start, in the background
     waiting.start()
-    assert started.wait(timeout=10)
+    assert started.wait(timeout=HANG_GUARD_S)
     got = [(m.text, m.score) for m in r.retrieve(user_id, "我喜欢的颜色是什么", top_k=3)]  # the first turn
     assert not release.is_set()  # answered while the computation was still running...
     plain = [
@@ -378,7 +378,7 @@ def test_a_look_up_before_the_densities_are_ready_is_not_held_up(
     ]
     assert got == plain  # ...uncorrected
     release.set()
-    waiting.join(timeout=10)
+    waiting.join(timeout=HANG_GUARD_S)
     assert len(r.density(user_id).of) == 25  # and the next turn has them
 
 
@@ -398,7 +398,7 @@ async def test_a_session_closing_during_its_start_leaves_the_shared_densities_to
     with pytest.raises(asyncio.CancelledError):
         await start
     hold.set()
-    busy.result(timeout=10)
+    busy.result(timeout=HANG_GUARD_S)
     density = await asyncio.to_thread(shared.prepare, user_id)  # the next session of this process
     assert len(density.of) == 25
 
@@ -451,7 +451,7 @@ def test_expired_densities_are_served_while_fresh_ones_are_computed_in_the_backg
     assert r.density(user_id) is first  # the caller gets the cached ones at once...
     refresh = r._refreshing.get(user_id)
     if refresh is not None:
-        refresh.result(timeout=10)
+        refresh.result(timeout=HANG_GUARD_S)
     fresh = r._densities[user_id][1]
     assert fresh is not first and len(fresh.of) == 25  # ...and the new memory counts from then on
 

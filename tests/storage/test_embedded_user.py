@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import HANG_GUARD_S
 from tests.storage.embedded_user_child import NAME
 
 CHILD = Path(__file__).with_name("embedded_user_child.py")
@@ -54,7 +55,7 @@ def start_at_once(tmp_path: Path, processes: int, useradd_script: str) -> tuple[
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
         for _ in range(processes)
     ]  # fmt: skip
-    return stand_in, [(child.wait(timeout=120), *child.communicate()) for child in children]
+    return stand_in, [(child.wait(timeout=HANG_GUARD_S), *child.communicate()) for child in children]
 
 
 def test_processes_starting_the_server_at_once_without_its_system_user_all_start(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from harness.pgbouncer import INSTALL_HINT, PgBouncer, pgbouncer_binary
 from memory.settings import MemorySettings, load_settings
 from memory.storage.store import MemoryStore
-from tests.conftest import wait_until
+from tests.conftest import HANG_GUARD_S, wait_until
 from tests.storage.fact_writers import stale_writer_gives_way, two_writers_at_once
 from tests.storage.schema_at_once import create_schema_at_once
 
@@ -107,7 +107,7 @@ def test_the_per_user_fact_lock_holds_across_processes_and_outlives_no_dead_hold
         assert not write.done()
         with bounced.pool.connection() as conn:  # the other process is done
             conn.execute(f"DELETE FROM {table} WHERE key = %s", [key])
-        assert write.result(timeout=30).event == "UPDATE"
+        assert write.result(timeout=HANG_GUARD_S).event == "UPDATE"
     assert [m.text for m in bounced.list_user(user_id, past=False)] == ["User's sister is Maria"]
     # A holder killed mid-write leaves its row: once its lease has run out, writers go on.
     with bounced.pool.connection() as conn:
@@ -157,7 +157,7 @@ def test_the_archive_chat_lock_holds_across_server_connections(
         finally:
             holder.rollback()
             holder.close()
-        assert write.result(timeout=30) == 1
+        assert write.result(timeout=HANG_GUARD_S) == 1
     assert [r["id"] for r in archive.messages(user_id)] == [f"{chat}:m0"]
 
 
@@ -172,7 +172,7 @@ def test_retention_runs_once_for_processes_that_find_it_due_at_once(bounced: Mem
     start = threading.Barrier(3)
 
     def job_process(_: int) -> bool:
-        start.wait(timeout=10)
+        start.wait(timeout=HANG_GUARD_S)
         return retention.run_retention(bounced, every_s=3600.0).ran
 
     with ThreadPoolExecutor(max_workers=3) as pool:
@@ -268,7 +268,7 @@ async def test_a_database_refusing_connections_means_no_memory_this_turn_and_the
                 store._next_try = 0.0
                 with pytest.raises(StoreUnavailable):
                     store.pool  # noqa: B018 - a use starts the attempt to open it, in the background
-                await wait_until(lambda: store.available, timeout=30, what="the store to open")
+                await wait_until(lambda: store.available, timeout=HANG_GUARD_S, what="the store to open")
                 assert await memory.drain(20.0)  # the journal writes the turn it kept
             await memory.aclose(drain_timeout_s=1.0)
             assert [m.text for m in store.list_user(user_id)] == ["My sister lives in Porto"]

@@ -14,6 +14,7 @@ import pytest
 
 from memory.storage.postgres import clear_stale_pid_file, clear_stale_socket_locks
 from memory.storage.store import MemoryStore
+from tests.conftest import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 OPEN_STORE = """
@@ -29,7 +30,7 @@ store.close()
 def open_store_in_a_worker(data_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", OPEN_STORE, str(data_dir)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S,
     )  # fmt: skip
 
 
@@ -430,7 +431,11 @@ def test_a_process_whose_embedded_server_died_starts_it_again() -> None:
     os.chmod(data_dir, 0o755)
     try:
         run = subprocess.run(
-            [sys.executable, "-c", SERVER_KILLED, str(data_dir)], cwd=ROOT, capture_output=True, text=True, timeout=180
+            [sys.executable, "-c", SERVER_KILLED, str(data_dir)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=HANG_GUARD_S,
         )
         assert run.returncode == 0, run.stderr[-2000:]
         before, after = ["My sister is called Maria"], ["I live in Berlin", "My sister is called Maria"]
@@ -459,7 +464,7 @@ def test_the_embedded_server_starts_without_a_runtime_directory_warning() -> Non
     env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
     try:
         proc = subprocess.run([sys.executable, "-c", script, str(data_dir)], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+                              capture_output=True, text=True, timeout=HANG_GUARD_S)  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         assert "RuntimeDirWarning" not in proc.stderr and "XDG_RUNTIME_DIR" not in proc.stderr
     finally:

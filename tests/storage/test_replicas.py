@@ -72,7 +72,10 @@ def routed(bouncers: tuple[PgBouncer, PgBouncer]) -> Iterator[MemoryStore]:
     primary, standby = bouncers
     data = tempfile.mkdtemp(prefix="memory-tests-replica-")
     env = {"MEMORY_DATA_DIR": data, "MEMORY_DATABASE_URL": primary.url, "MEMORY_DATABASE_READ_URLS": standby.url,
-           "MEMORY_REPLICA_MAX_LAG_MS": "600000"}  # fmt: skip
+           "MEMORY_REPLICA_MAX_LAG_MS": "600000",
+           # Which path a look-up takes with the session index on follows timings measured on this
+           # machine (storage/session_index.py); these tests are about where SQL reads go.
+           "MEMORY_SESSION_INDEX": "off"}  # fmt: skip
     st = MemoryStore.open(load_settings(env, dotenv=False))
     yield st
     st.close()

@@ -15,6 +15,7 @@ import pytest
 from memory.retrieval.retriever import Retriever
 from memory.storage import session_index
 from memory.storage.store import MemoryStore
+from tests.conftest import HANG_GUARD_S
 
 SECRET = "S3cretPa55"
 DB_URL = f"postgres://admin:{SECRET}@db.internal:5432/app"
@@ -120,7 +121,7 @@ def test_a_forget_by_the_operators_command_in_another_process_is_not_served_by_t
            "MEMORY_COLLECTION": store.settings.collection}  # fmt: skip
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-m", "memory.admin", "forget", user_id, "--yes"], env=env, cwd=root,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert _texts(retriever, user_id, "where does Anna live") == []
 

@@ -21,6 +21,7 @@ from memory.settings import load_settings
 from memory.storage.locks import locks_table
 from memory.storage.store import MemoryStore
 from memory.types import ForgottenTurn, InvalidMemoryText, memory_user_id, now_iso, validate_user_id
+from tests.conftest import HANG_GUARD_S
 from tests.storage.fact_writers import stale_writer_gives_way, two_writers_at_once
 
 
@@ -304,7 +305,7 @@ def test_the_pool_holds_as_many_connections_as_memory_db_max_connections_says(
     sized = MemoryStore.open(load_settings(env, dotenv=False), load_mem0=False)
     held = []
     try:
-        held = [sized.pool.getconn(timeout=20) for _ in range(5)]  # five at once
+        held = [sized.pool.getconn(timeout=HANG_GUARD_S) for _ in range(5)]  # five at once
         with pytest.raises(PoolTimeout):
             sized.pool.getconn(timeout=0.2)  # and not a sixth: nobody gives one back
     finally:
@@ -446,7 +447,7 @@ def test_mem0_telemetry_is_off_whenever_the_store_loads_mem0(store: MemoryStore,
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # cwd: away from any .env
     run = subprocess.run(
         [sys.executable, "-c", probe, store.url, str(tmp_path)],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip().splitlines()[-1] == "False"
