@@ -9,7 +9,7 @@ turn (`IndexForm.asks`); rows written before carry no flag and are read here at 
 
 A turn only asks when every sentence in it is a question or says nothing on its own
 (greetings, thanks, fillers, reactions), in English or Chinese, with or without
-punctuation; the pre-filter's reading of clauses (`memory/language/prefilter.py`)
+punctuation; the pre-filter's reading of clauses (`memory/language/prefilter/`)
 decides what is a question and what discloses. Kept as telling something:
 
 - any statement beside the question ("I just moved to Berlin, any tips?");
