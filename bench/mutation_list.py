@@ -157,7 +157,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "csrf-skipped-for-replay",
         "web page",
-        "memory/web/app.py",
+        "memory/web/middleware.py",
         "    if session is not None and unsafe:",
         '    if session is not None and unsafe and request.path != "/dead-letters/replay":',
         "the CSRF check skipped for /dead-letters/replay",
@@ -562,7 +562,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "cross-site-post-allowed",
         "web page",
-        "memory/web/app.py",
+        "memory/web/middleware.py",
         "if unsafe and (why := guard.cross_site(request)):",
         "if False and (why := guard.cross_site(request)):",
         "a state-changing request from another origin is let through",
@@ -572,7 +572,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "access-log-keeps-query",
         "web page",
-        "memory/web/app.py",
+        "memory/web/middleware.py",
         "request.remote, request.method, request.path, response.status",
         "request.remote, request.method, request.path_qs, response.status",
         "the access log keeps ?q= and ?id= (what was searched for, whose page), past a forget",

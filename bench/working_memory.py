@@ -44,7 +44,7 @@ from livekit.agents import Agent
 from bench.stats import mean_interval, paired
 from harness.room import FakeRoom
 from harness.scripted import LLMRequest, RecordingLLM, VoiceHarness
-from harness.scripted.fakes import SpeechEventType
+from harness.scripted.fake_stt import SpeechEventType
 from memory.language import lexical
 from memory.livekit.session import MemorySession
 from memory.ops import heap

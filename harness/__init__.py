@@ -12,7 +12,7 @@ TTS with realistic delays (`models.py`; the LLM is the one scripted double,
 from .audio import SpeechInput, TimedAudioOutput, Utterance, load_utterances
 from .models import LLM_TTFT_S, TimedTTS, scripted_llm
 from .pipeline import PipelineHarness, SpokenTurn, StubParticipant, memory_parts
-from .scripted.fakes import LLMRequest, RecordingLLM
+from .scripted.fake_llm import LLMRequest, RecordingLLM
 from .stt import BatchSTT, RealtimeSTT
 
 __all__ = [

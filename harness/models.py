@@ -14,7 +14,7 @@ import asyncio
 
 from livekit.agents import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions, tts, utils
 
-from .scripted.fakes import RecordingLLM, Responder
+from .scripted.fake_llm import RecordingLLM, Responder
 
 LLM_TTFT_S = 0.4
 TTS_FIRST_AUDIO_S = 0.2

@@ -20,7 +20,7 @@ from livekit.agents.voice.io import TextOutput
 
 from .audio import SpeechInput, TimedAudioOutput, Utterance
 from .models import TimedTTS, scripted_llm
-from .scripted.fakes import LLMRequest, RecordingLLM
+from .scripted.fake_llm import LLMRequest, RecordingLLM
 from .stt import BatchSTT, RealtimeSTT
 
 SttKind = Literal["realtime", "batch"]

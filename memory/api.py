@@ -442,7 +442,7 @@ async def forget_user(user_id: str) -> Forgotten:
 async def export_user(user_id: str) -> dict[str, Any]:
     """Everything kept about the user as one JSON-ready document (what `memory-admin export`
     writes; `import_user` reads it back). Raises `LookupError` when nothing is stored."""
-    from memory.admin.cli import Admin
+    from memory.admin.documents import Admin
     from memory.admin.tables import to_json
     from memory.ops.threads import run_read
 

@@ -23,16 +23,9 @@ from livekit.agents.voice.events import (
     UserStateChangedEvent,
 )
 
-from .fakes import (
-    FakeTTS,
-    InstantAudioOutput,
-    LLMRequest,
-    RecordingLLM,
-    RecordingTextOutput,
-    ScriptedSTT,
-    SilentAudioInput,
-    SpeechEventType,
-)
+from .fake_llm import LLMRequest, RecordingLLM
+from .fake_media import FakeTTS, InstantAudioOutput, RecordingTextOutput, SilentAudioInput
+from .fake_stt import ScriptedSTT, SpeechEventType
 
 
 class HarnessEvent(NamedTuple):

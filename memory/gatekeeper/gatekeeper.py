@@ -1,6 +1,6 @@
 """GATED mode's gatekeeper: which user turns become long-term memories.
 
-Two stages. The local pre-filter (`prefilter.py`) drops greetings, thanks and
+Two stages. The local pre-filter (`memory/language/prefilter/`) drops greetings, thanks and
 pure questions for free and forces a write for explicit "remember ..." requests.
 Only turns that pass reach the LLM extraction step (`prompts/extract_facts.md`),
 which returns canonical facts in the user's language with a category and a

@@ -9,7 +9,7 @@ turn (`IndexForm.asks`); rows written before carry no flag and are read here at 
 
 A turn only asks when every sentence in it is a question or says nothing on its own
 (greetings, thanks, fillers, reactions), in English or Chinese, with or without
-punctuation; the pre-filter's reading of clauses (`memory/language/prefilter.py`)
+punctuation; the pre-filter's reading of clauses (`memory/language/prefilter/`)
 decides what is a question and what discloses. Kept as telling something:
 
 - any statement beside the question ("I just moved to Berlin, any tips?");
@@ -33,15 +33,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from memory.language.prefilter import (
-    _SENT_SPLIT,
-    GateAction,
-    _clauses,
-    _first_person,
-    _read,
-    normalise,
-    prefilter,
-)
+from memory.language.prefilter import GateAction, normalise, prefilter
+from memory.language.prefilter.clauses import SENT_SPLIT, read_clauses
+from memory.language.prefilter.reading import read_clause
+from memory.language.prefilter.self_reference import first_person
 
 __all__ = ["only_asks", "tells_nothing"]
 
@@ -92,8 +87,8 @@ def only_asks(text: str) -> bool:
     if not text.strip():
         return False
     asked = False
-    for sentence in _SENT_SPLIT.split(_INNER_DOT.sub("", _QUOTED.sub("某", normalise(text)))):
-        clauses = _clauses(sentence)
+    for sentence in SENT_SPLIT.split(_INNER_DOT.sub("", _QUOTED.sub("某", normalise(text)))):
+        clauses = read_clauses(sentence)
         if not clauses:
             continue
         # A question sentence: its mark, or (unpunctuated speech) its last part asks. A wh-word
@@ -107,7 +102,7 @@ def only_asks(text: str) -> bool:
                 if _reveals(clause.text):
                     return False
                 continue
-            reading = _read(clause.text)
+            reading = read_clause(clause.text)
             if not reading.content or _ASKING_FRAME.match(clause.text):
                 continue  # "ok", "thanks", "hmm", a reaction: says nothing
             if is_question and (not reading.disclosure or _POINTING_ZH.search(clause.text)):
@@ -128,9 +123,9 @@ def tells_nothing(text: str) -> bool:
     if prefilter(text).action is not GateAction.SKIP:
         return False
     # Questions said as such: in a sentence with its mark, or (unpunctuated speech) the last part.
-    sentences = [x for x in _SENT_SPLIT.split(normalise(text)) if x.strip()]
-    marked = [c for x in sentences if x.rstrip().endswith("?") for c in _clauses(x) if c.question]
-    last = _clauses(sentences[-1])[-1:] if sentences and "?" not in text and "？" not in text else []
+    sentences = [x for x in SENT_SPLIT.split(normalise(text)) if x.strip()]
+    marked = [c for x in sentences if x.rstrip().endswith("?") for c in read_clauses(x) if c.question]
+    last = read_clauses(sentences[-1])[-1:] if sentences and "?" not in text and "？" not in text else []
     questions = marked or [c for c in last if c.question]
     return bool(questions) and not any(_reveals(q.text) for q in questions) and not _NAMED_OWN_EN.search(text)
 
@@ -146,6 +141,6 @@ def _asks(clause: str, question: bool, marked: bool) -> bool:
 
 def _reveals(question: str) -> bool:
     """A question that tells something: a request for a task about the user's own."""
-    if _REQUEST_EN.search(question) and _first_person(question):
+    if _REQUEST_EN.search(question) and first_person(question):
         return True
     return bool(_REQUEST_ZH.search(question))

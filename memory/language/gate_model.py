@@ -1,6 +1,6 @@
 """A small learned stage beside the pre-filter's rules: is this English turn durable?
 
-The rules (`prefilter.py`) were written by people reading the development file, and
+The rules (`memory/language/prefilter/`) were written by people reading the development file, and
 they fit it: cross-validated recall .970 there, .930 on the file's unseen half. A
 model fitted to the same data and cross-validated by conversation says honestly how
 well it does on conversations it has not seen, and it weighs all the cues of a turn

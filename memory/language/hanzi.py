@@ -1,6 +1,6 @@
 """Traditional and simplified Chinese characters, for matching only.
 
-The rules (memory/language/prefilter.py, memory/language/recall_intent.py) are written in simplified
+The rules (memory/language/prefilter/, memory/language/recall_intent.py) are written in simplified
 characters, so a user in Taiwan or Hong Kong (or an STT that writes Mandarin in
 traditional characters) got a third fewer memory look-ups: "我女兒叫什麼名字" matched no
 question rule. One character table from OpenCC (TSCharacters, its first choice for each

@@ -32,6 +32,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from memory.language import hanzi
 
@@ -73,32 +74,16 @@ _ZH_NUMERAL = re.compile(
 )
 _EN_PRONOUN = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, _EN_PRONOUNS), key=len, reverse=True)) + r")\b")
 
+
 # Function words and question words: they say how something is asked, not what about.
-STOP_EN: frozenset[str] = frozenset(
-    """a about above after again against all am an and any are aren as at be because been before
-    being below between both but by can cannot could couldn did didn do does doesn doing don down
-    during each else ever few for from further had hadn has hasn have haven having he her here hers
-    herself him himself his how however i if in into is isn it its itself just ll let like likely
-    many may me might more most much must my myself no nor not now of off on once only or other
-    ought our ours ourselves out over own per please re really s same shall she should shouldn so
-    some such t than that the their theirs them themselves then there these they this those though
-    through to too under until up upon us ve very was wasn we were weren what whatever when where
-    whether which while who whom whose why will with won would wouldn yet you your yours yourself
-    yourselves d m o y also any anything something thing things kind sort type get got one ones
-    yes yeah oh ok okay hey hi hello well tell know remember think""".split()
-)
-STOP_ZH: frozenset[str] = frozenset(
-    """的 了 着 过 是 在 和 与 及 或 跟 同 也 都 就 还 又 再 很 太 更 最 挺 真 真是
-    吗 呢 吧 啊 呀 哦 嗯 哎 哎呀 哇 嘛 么 啦 喔 呃 什么 啥 哪 哪个 哪些 哪里 哪儿
-    哪天 哪年 何时 几时 多久 怎么 怎样 怎么样 如何 为什么 为何 多少 几 几个 谁 这 那
-    这个 那个 这些 那些 这样 那样 这里 那里 一个 一些 一下 有 没有 没 不 不是 会 能
-    可以 要 想 把 被 给 对 对于 从 到 向 让 之 其 以 以下 以上 可能 来 去 来着 个
-    上 下 中 里 还是 是否 是不是 请 请问 知道 告诉 记得 记住 说 问 他 她 它 他们 她们
-    它们 我们 你们 咱们 自己 就是 但是 不过 而且 所以 因为 如果 虽然 然后 另外 其实
-    实际上 好像 一样 等等 比较 有点 一点 下面 时候 之前 之后 已经 现在 们 得 地 该 还有
-    好多 很多 许多 的话 应该 不会 这么 那么 真的 觉得 认为 感觉 有个 有些 一直 总是 经常
-    特别 非常 十分""".split()
-)
+def _word_list(name: str) -> frozenset[str]:
+    """The words of ``data/<name>.txt``, one a line ("#" starts a comment line)."""
+    lines = (Path(__file__).with_name("data") / f"{name}.txt").read_text(encoding="utf-8").splitlines()
+    return frozenset(w for w in (line.strip() for line in lines) if w and not w.startswith("#"))
+
+
+STOP_EN: frozenset[str] = _word_list("stop_en")
+STOP_ZH: frozenset[str] = _word_list("stop_zh")
 
 _jieba_lock = threading.Lock()
 _jieba_ready = False

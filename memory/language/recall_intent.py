@@ -50,7 +50,8 @@ from __future__ import annotations
 
 import re
 
-from memory.language.prefilter import KIN_EN, KIN_ZH, normalise
+from memory.language.prefilter import normalise
+from memory.language.prefilter.self_reference import KIN_EN, KIN_ZH
 
 __all__ = ["needs_memory", "recall_reason", "RECALL_REASONS"]
 

@@ -21,7 +21,8 @@ import re
 from datetime import date
 
 from memory.language import dates
-from memory.language.prefilter import normalise, says_change
+from memory.language.prefilter import normalise
+from memory.language.prefilter.repair import says_change
 
 __all__ = ["asks_about_past", "asks_before", "held_from", "is_correction"]
 

@@ -13,7 +13,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from memory.admin.cli import Admin, Unknown
+from memory.admin.documents import Admin
 from memory.errors import InvalidIdentity
 from memory.journal.queue import DEAD
 from memory.livekit.blocks import fit_recalled, format_memories
@@ -21,6 +21,7 @@ from memory.settings import MemorySettings
 from memory.storage.activity import DailyActivity
 from memory.storage.store import MemoryStore
 from memory.types import MemoryRecord, memory_user_id, parse_time
+from memory.userdata import UnknownUser as Unknown  # the name this module's callers catch
 from memory.userdata import count_names, place_names
 
 USERS_PER_PAGE = 50

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from memory.admin.cli import Admin
 from memory.admin.cli import main as admin_main
+from memory.admin.documents import Admin
 from memory.archive.writer import archive_turn
 from memory.journal.queue import DurableWriteQueue
 from memory.storage.archive import ArchivedMessage, archive_for

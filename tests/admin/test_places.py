@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from memory import userdata
-from memory.admin.cli import Admin
 from memory.admin.cli import main as admin_main
+from memory.admin.documents import Admin
 from memory.admin.importer import import_text
 from memory.storage.archive import ArchivedMessage, archive_for
 from memory.storage.store import MemoryStore

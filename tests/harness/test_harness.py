@@ -15,7 +15,7 @@ from livekit.agents import Agent, FlushSentinel, ModelSettings, StopResponse, ll
 from pydantic import BaseModel
 
 from harness.scripted import LLMRequest, RecordingLLM, TurnResult, VoiceHarness
-from harness.scripted.fakes import SpeechEventType
+from harness.scripted.fake_stt import SpeechEventType
 
 MEMORY = "MEMORY: test"
 

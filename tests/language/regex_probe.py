@@ -6,6 +6,8 @@ more than the bounded text, whatever the machine's load (`bench.rule_cost` times
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,3 +47,9 @@ def probed(monkeypatch: pytest.MonkeyPatch, *modules: ModuleType) -> Iterator[li
             if isinstance(value, re.Pattern):
                 monkeypatch.setattr(module, name, _Probe(f"{module.__name__}.{name}", value, seen))
     yield seen
+
+
+def with_submodules(package: ModuleType) -> tuple[ModuleType, ...]:
+    """A package and every module in it: its rules are spread over them, each pattern in one."""
+    found = [importlib.import_module(f"{package.__name__}.{m.name}") for m in pkgutil.iter_modules(package.__path__)]
+    return (package, *found)

@@ -18,7 +18,7 @@ from bench.gate import baseline, evaluate, gate_metrics
 from bench.gate import main as gate_main
 from memory.language import hanzi
 from memory.language.prefilter import MAX_CHARS, REASONS, GateAction, GateDecision, prefilter
-from tests.language.regex_probe import probed
+from tests.language.regex_probe import probed, with_submodules
 
 SKIP, EXTRACT, FORCE = GateAction.SKIP, GateAction.EXTRACT, GateAction.FORCE
 
@@ -321,10 +321,10 @@ def test_bounded_whatever_the_input(monkeypatch: pytest.MonkeyPatch) -> None:
     # Pathological input stays cheap: the rules see the first MAX_CHARS characters of the
     # message and of the turn before it, the normalisation twice that; never the rest.
     # (Speed per call: `python -m bench.rule_cost` and `bench.gate`, not a stopwatch here.)
-    with probed(monkeypatch, prefilter_module, hanzi) as seen:
+    with probed(monkeypatch, *with_submodules(prefilter_module), hanzi) as seen:
         prefilter("his name " * 5000 + "?", ["what " * 5000])
     assert seen, "no rule was probed"
-    assert max(n for name, n in seen if name != "memory.language.prefilter._SPACES") <= MAX_CHARS, seen
+    assert max(n for name, n in seen if name != "memory.language.prefilter.text._SPACES") <= MAX_CHARS, seen
     assert max(n for _, n in seen) <= 2 * MAX_CHARS
 
 

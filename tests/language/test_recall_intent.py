@@ -9,7 +9,7 @@ import memory.language.recall_intent as recall_module
 from memory.language import hanzi
 from memory.language.prefilter import MAX_CHARS
 from memory.language.recall_intent import RECALL_REASONS, needs_memory, recall_reason
-from tests.language.regex_probe import probed
+from tests.language.regex_probe import probed, with_submodules
 
 
 @pytest.mark.parametrize(
@@ -152,10 +152,10 @@ def test_reasons_are_declared_and_bounded(monkeypatch: pytest.MonkeyPatch) -> No
     assert reasons - {None} <= set(RECALL_REASONS)
     # A long message costs what its first MAX_CHARS characters cost (the normalisation
     # reads twice that); per-call speed is `python -m bench.rule_cost`'s, not a stopwatch's.
-    with probed(monkeypatch, recall_module, prefilter_module, hanzi) as seen:
+    with probed(monkeypatch, recall_module, *with_submodules(prefilter_module), hanzi) as seen:
         recall_reason("what is my sister's name " * 2000)
     assert seen, "no rule was probed"
-    assert max(n for name, n in seen if name != "memory.language.prefilter._SPACES") <= MAX_CHARS, seen
+    assert max(n for name, n in seen if name != "memory.language.prefilter.text._SPACES") <= MAX_CHARS, seen
     assert max(n for _, n in seen) <= 2 * MAX_CHARS
 
 

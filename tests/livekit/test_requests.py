@@ -10,7 +10,7 @@ import logging
 from livekit.agents import function_tool
 
 from harness.scripted import LLMRequest, RecordingLLM, ToolCall, VoiceHarness
-from harness.scripted.fakes import SpeechEventType
+from harness.scripted.fake_stt import SpeechEventType
 from memory.livekit.agent import MemoryAgent
 from memory.livekit.session import MemorySession
 from memory.settings import MemoryMode

@@ -15,8 +15,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from memory.admin.cli import Admin
 from memory.admin.cli import main as admin_main
+from memory.admin.documents import Admin
 from memory.journal.queue import DurableWriteQueue
 from memory.storage.archive import ArchivedMessage, archive_for
 from memory.storage.contexts import ContextStore

@@ -17,7 +17,7 @@ from harness.pgbouncer import PgBouncer, pgbouncer_binary
 from memory.settings import load_settings, web_settings
 from memory.storage.store import MemoryStore
 from memory.web import security
-from memory.web.app import WARMED
+from memory.web.context import WARMED
 from tests.conftest import HANG_GUARD_S
 from tests.web.conftest import AUTH, SECRET, Web, start_web
 

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from memory.admin.cli import Admin
+from memory.admin.documents import Admin
 from memory.retrieval.retriever import RECALLED
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
