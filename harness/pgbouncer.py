@@ -23,6 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from harness.guards import HANG_GUARD_S
+
 INSTALL_HINT = "PgBouncer is not installed: apt-get install -y pgbouncer (Debian/Ubuntu)"
 
 
@@ -136,7 +138,7 @@ pidfile = {self.dir / "pgbouncer.pid"}
         log = (self.dir / "pgbouncer.log").read_text(errors="replace")[-2000:] if self.dir else ""
         raise RuntimeError(f"PgBouncer did not start: {log}")
 
-    def _wait_ready(self, timeout: float = 10.0) -> bool:
+    def _wait_ready(self, timeout: float = HANG_GUARD_S) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc is None or self._proc.poll() is not None:

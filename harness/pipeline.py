@@ -18,6 +18,8 @@ from typing import Any, Literal
 from livekit.agents import Agent, AgentSession
 from livekit.agents.voice.io import TextOutput
 
+from harness.guards import HANG_GUARD_S
+
 from .audio import SpeechInput, TimedAudioOutput, Utterance
 from .models import TimedTTS, scripted_llm
 from .scripted.fake_llm import LLMRequest, RecordingLLM
@@ -81,7 +83,7 @@ class PipelineHarness:
         llm: RecordingLLM | None = None,
         tts: TimedTTS | None = None,
         stt: RealtimeSTT | BatchSTT | None = None,
-        timeout: float = 30.0,
+        timeout: float = HANG_GUARD_S,
     ) -> None:
         from livekit.plugins import silero
 

@@ -26,6 +26,8 @@ from types import TracebackType
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from harness.guards import HANG_GUARD_S
+
 
 def bin_dir() -> Path:
     """The embedded wheel's Postgres programs (pg_basebackup, pg_ctl, postgres)."""
@@ -52,7 +54,7 @@ class StreamingReplica:
         return f"postgresql://{self.primary.get('user') or 'postgres'}@/postgres?host={self.dir}"
 
     def _run(self, *args: str) -> None:
-        subprocess.run(args, check=True, capture_output=True, user=server_user(), timeout=120)
+        subprocess.run(args, check=True, capture_output=True, user=server_user(), timeout=HANG_GUARD_S)
 
     def start(self) -> StreamingReplica:
         self.dir.parent.mkdir(parents=True, exist_ok=True)
@@ -89,7 +91,7 @@ class StreamingReplica:
     def connect(self) -> psycopg.Connection:
         return psycopg.connect(self.url, autocommit=True, prepare_threshold=None, connect_timeout=3)
 
-    def wait_streaming(self, timeout: float = 60.0) -> None:
+    def wait_streaming(self, timeout: float = HANG_GUARD_S) -> None:
         """Until the replica receives WAL from the primary (its WAL receiver streams)."""
         deadline = time.monotonic() + timeout
         while True:
@@ -103,7 +105,7 @@ class StreamingReplica:
                 raise RuntimeError(f"the replica in {self.dir} does not stream: {self.log_tail()}")
             time.sleep(0.05)
 
-    def wait_replayed(self, position: str, timeout: float = 60.0) -> None:
+    def wait_replayed(self, position: str, timeout: float = HANG_GUARD_S) -> None:
         """Until the replica has replayed the primary's WAL up to `position` ('0/1A2B3C')."""
         deadline = time.monotonic() + timeout
         with self.connect() as conn:

@@ -35,17 +35,13 @@ import memory.settings
 # into that database. Subprocesses run from a temporary directory for the same reason.
 memory.settings.find_dotenv = lambda *args, **kwargs: ""
 
+from harness.guards import HANG_GUARD_S  # noqa: E402, F401 - the tests' one hang bound
 from memory.settings import MemoryMode, MemorySettings, load_settings  # noqa: E402 - after the .env is blocked
 from memory.storage.store import MemoryStore  # noqa: E402 - after the .env is blocked
 
 if TYPE_CHECKING:
     from harness.scripted import RecordingLLM
     from memory.service import MemoryService
-
-
-# A bound for a hang only: a drain returns as soon as the writes are done, so this is
-# never waited out on a working machine, however busy (load 10 slows a long write past 60 s).
-HANG_GUARD_S = 300.0
 
 
 @pytest.fixture(scope="session")

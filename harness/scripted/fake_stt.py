@@ -18,6 +18,8 @@ from livekit.agents import (
 )
 from livekit.agents.utils import AudioBuffer
 
+from harness.guards import HANG_GUARD_S
+
 SpeechEventType = stt.SpeechEventType
 
 # --------------------------------------------------------------------------- STT
@@ -73,7 +75,7 @@ class ScriptedSTT(stt.STT):
                 return s
         return None
 
-    async def wait_for_stream(self, timeout: float = 5.0) -> ScriptedRecognizeStream:
+    async def wait_for_stream(self, timeout: float = HANG_GUARD_S) -> ScriptedRecognizeStream:
         """Wait until the session has opened a stream (it does so at agent start)."""
 
         async def _wait() -> ScriptedRecognizeStream:

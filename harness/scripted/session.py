@@ -23,6 +23,8 @@ from livekit.agents.voice.events import (
     UserStateChangedEvent,
 )
 
+from harness.guards import HANG_GUARD_S
+
 from .fake_llm import LLMRequest, RecordingLLM
 from .fake_media import FakeTTS, InstantAudioOutput, RecordingTextOutput, SilentAudioInput
 from .fake_stt import ScriptedSTT, SpeechEventType
@@ -69,7 +71,7 @@ class VoiceHarness:
         preemptive_generation: bool = True,
         preflight: bool = False,
         min_endpointing_delay: float = 0.15,
-        timeout: float = 10.0,
+        timeout: float = HANG_GUARD_S,
     ) -> None:
         """``preflight`` is the default for ``user_says``: set it to make every spoken
         turn go through preemptive generation (see ``ScriptedSTT.speak``)."""

@@ -22,7 +22,7 @@ from tests.conftest import HANG_GUARD_S, make_service
 
 # Long budget in these tests: they check what is injected, not how fast
 # (tests/retrieval/test_prefetch.py and bench/latency.py cover the budget).
-BUDGET_S = 10.0
+BUDGET_S = HANG_GUARD_S
 
 
 def memory_blocks(request: LLMRequest, tag: str) -> list[int]:

@@ -26,9 +26,9 @@ from memory.storage.contexts import ContextError, ContextFull, ContextNotFound
 from memory.storage.store import MemoryStore
 from memory.working import SUBMIT_FORM, first_agent
 from memory.working.workspace import Workspace
-from tests.conftest import scripted_extraction, wait_until
+from tests.conftest import HANG_GUARD_S, scripted_extraction, wait_until
 
-BUDGET_S = 10.0  # what is injected is checked here, not how fast (bench/working_memory.py)
+BUDGET_S = HANG_GUARD_S  # what is injected is checked here, not how fast (bench/working_memory.py)
 
 
 @dataclass
