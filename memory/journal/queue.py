@@ -97,6 +97,7 @@ from memory.journal.reserve import ensure_reserve, is_disk_full, no_room, releas
 from memory.journal.spill import Spill
 from memory.ops import metrics
 from memory.storage.faults import in_tree
+from memory.storage.lease import WALL_CLOCK, Clock, Lease, Sql
 from memory.types import Turn, describe_error
 
 logger = logging.getLogger(__name__)
@@ -351,13 +352,15 @@ class DurableWriteQueue:
         may_adopt: Callable[[], bool] = lambda: True,
         mode: str | None = None,
         spill_dir: Path | None = None,
+        clock: Clock = WALL_CLOCK,
     ) -> None:
         """`may_adopt`: whether this queue may take over turns that stopped workers left
         (False while its store is unavailable: a queue that cannot write them would only
         hold them away from one that can). `mode`: the MEM0_SETTING of this worker; each
         row records the mode it was written under, and a queue takes over only rows of
         its own mode (a GATED turn replayed by a NORMAL worker stored the raw turn).
-        `spill_dir`: where turns go that the journal refuses (`spill.py`)."""
+        `spill_dir`: where turns go that the journal refuses (`spill.py`). `clock`: the
+        rows' leases' clock (`memory/storage/lease.py`)."""
         if base_backoff_s <= 0 or max_backoff_s <= 0 or attempt_timeout_s <= 0 or lease_s <= 0:
             raise ValueError("backoffs, attempt timeout and lease must be positive")
         self.path = Path(path)
@@ -366,6 +369,7 @@ class DurableWriteQueue:
         self.max_backoff_s = max(max_backoff_s, base_backoff_s)
         self.attempt_timeout_s = attempt_timeout_s
         self.lease_s = lease_s
+        self._lease = Lease(lease_s, holder="owner", until="lease_until", dialect="sqlite", clock=clock, vacant="0")
         self.may_adopt = may_adopt
         self.mode = mode
         self._spill = Spill(spill_dir, self.path) if spill_dir is not None else None
@@ -478,24 +482,16 @@ class DurableWriteQueue:
         return turn.mode or self.mode
 
     def _insert(self, turn: Turn) -> bool:
-        now = time.time()
-        rows = self._execute(
-            "INSERT INTO pending_writes (turn_id, payload, owner, owner_host, owner_pid,"
-            " lease_until, enqueued_at, updated_at, mode) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (turn_id) DO NOTHING RETURNING seq",
-            (
-                turn.turn_id,
-                encode_turn(turn),
-                self.owner,
-                self.host,
-                self.pid,
-                now + self.lease_s,
-                now,
-                now,
-                self._turn_mode(turn),
-            ),
-        )
-        return bool(rows)
+        """The turn's row, held by this queue (its lease from now)."""
+        at = self._lease.at()
+        query = (
+            Sql("INSERT INTO pending_writes (turn_id, payload, owner, owner_host, owner_pid,"
+                " lease_until, enqueued_at, updated_at, mode) VALUES (?, ?, ?, ?, ?, ",
+                (turn.turn_id, encode_turn(turn), self.owner, self.host, self.pid))
+            + at.until_value()
+            + Sql(", ?, ?, ?) ON CONFLICT (turn_id) DO NOTHING RETURNING seq", (at.now, at.now, self._turn_mode(turn)))
+        )  # fmt: skip
+        return bool(self._execute(query.text, query.params))
 
     # ---------------------------------------------------------------- API
     def enqueue(self, turn: Turn) -> bool:
@@ -798,28 +794,17 @@ class DurableWriteQueue:
         """
         if not self.may_adopt():
             return 0
-        now = time.time()
-        rows = self._execute(
-            "UPDATE pending_writes SET owner = ?, owner_host = ?, owner_pid = ?, lease_until = ?,"
-            " updated_at = ?"
-            " WHERE state = ? AND (owner IS NULL OR (owner <> ? AND (lease_until < ?"
-            "   OR (owner_host = ? AND NOT pid_alive(owner_pid)))))"
-            " AND (mode IS NULL OR ? IS NULL OR mode = ?)"
-            " RETURNING seq",
-            (
-                self.owner,
-                self.host,
-                self.pid,
-                now + self.lease_s,
-                now,
-                PENDING,
-                self.owner,
-                now,
-                self.host,
-                self.mode,
-                self.mode,
-            ),  # fmt: skip
-        )
+        at = self._lease.at()
+        # Free (nobody's, or its lease ran out), or its owner's pid is gone from this host;
+        # never a row this queue holds already.
+        query = (
+            "UPDATE pending_writes SET " + at.take(self.owner)
+            + Sql(", owner_host = ?, owner_pid = ?, updated_at = ?", (self.host, self.pid, at.now))
+            + Sql(" WHERE state = ? AND owner IS NOT ? AND (", (PENDING, self.owner)) + at.free()
+            + Sql(" OR (owner_host = ? AND NOT pid_alive(owner_pid)))", (self.host,))
+            + Sql(" AND (mode IS NULL OR ? IS NULL OR mode = ?) RETURNING seq", (self.mode, self.mode))
+        )  # fmt: skip
+        rows = self._execute(query.text, query.params)
         if rows:
             self.replayed += len(rows)
             logger.info("taking over %d pending memory write(s) left by a stopped worker", len(rows))
@@ -828,18 +813,20 @@ class DurableWriteQueue:
         return len(rows)
 
     def _renew_leases(self) -> None:
-        now = time.time()
-        self._execute(
-            "UPDATE pending_writes SET lease_until = ? WHERE state = ? AND owner = ?",
-            (now + self.lease_s, PENDING, self.owner),
-        )
+        """Every row this queue holds: `lease_s` more from now."""
+        at = self._lease.at()
+        mine = Sql(" WHERE state = ? AND ", (PENDING,)) + at.held_by(self.owner)
+        query = "UPDATE pending_writes SET " + at.renew() + mine
+        self._execute(query.text, query.params)
 
     def _release_leases(self) -> None:
         """Let other queues take our rows now; the interrupted one waits out its lease."""
-        self._execute(
-            "UPDATE pending_writes SET owner = NULL, lease_until = 0 WHERE state = ? AND owner = ? AND seq IS NOT ?",
-            (PENDING, self.owner, self._unsettled_seq),
-        )
+        at = self._lease.at()
+        query = (
+            "UPDATE pending_writes SET " + at.vacate() + Sql(" WHERE state = ? AND ", (PENDING,))
+            + at.held_by(self.owner) + Sql(" AND seq IS NOT ?", (self._unsettled_seq,))
+        )  # fmt: skip
+        self._execute(query.text, query.params)
 
     def keep(self, turn: Turn) -> None:
         """Update a waiting turn's journal row (GATED: the gatekeeper's verdict, made
