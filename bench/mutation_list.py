@@ -604,7 +604,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "live-queue-rows-taken",
         "journal",
         "memory/journal/queue.py",
-        '(PENDING, self.owner)) + at.free()',
+        "(PENDING, self.owner)) + at.free()",
         '(PENDING, self.owner)) + Sql("lease_until > ?", (at.now,))',
         "a queue takes over rows whose owner's lease is still running",
         (WQ + "test_two_live_queues_never_take_each_others_rows",),
