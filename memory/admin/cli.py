@@ -38,8 +38,6 @@ from memory.userdata import SPAN_KEYS, UnknownUser, UserData, count_names, count
 if TYPE_CHECKING:  # loaded by the command that recalls, not by those that list
     from memory.service import MemoryService
 
-Unknown = UnknownUser  # the name code was written against
-
 # `show` lists the newest memories (the counts are of all of them; `export` has every one).
 SHOW_MEMORIES = 200
 

@@ -31,9 +31,10 @@ from memory.language import lexical
 from memory.ops.threads import run_in, web_pool
 from memory.settings import LiveKitCredentials, MemorySettings, WebSettings
 from memory.types import describe_error, memory_user_id
+from memory.userdata import UnknownUser
 from memory.web import chart, proxy, security, token_endpoint
 from memory.web.i18n import category_name, pick_lang, translator
-from memory.web.views import Operator, Unknown
+from memory.web.views import Operator
 
 logger = logging.getLogger(__name__)
 
@@ -278,7 +279,7 @@ async def user(request: web.Request) -> web.Response:
     try:
         doc = await blocking(request, request.app[OPERATOR].user, user_id, facts_page=_page(request, "fp"),
                              turns_page=_page(request, "tp"), calls_page=_page(request, "cp"))  # fmt: skip
-    except Unknown:
+    except UnknownUser:
         return _unknown(request, user_id)
     return render(request, "user.html", title=user_id, **doc)
 
@@ -290,7 +291,7 @@ async def recall(request: web.Request) -> web.Response:
     if query:
         try:
             doc = await blocking(request, request.app[OPERATOR].recall, user_id, query)
-        except Unknown:
+        except UnknownUser:
             return _unknown(request, user_id)
     return render(request, "recall.html", title=user_id, user_id=user_id, query=query, doc=doc)
 
@@ -303,7 +304,7 @@ async def export(request: web.Request) -> web.StreamResponse:
     operator = request.app[OPERATOR]
     try:
         await blocking(request, operator.require_known, user_id)
-    except Unknown:
+    except UnknownUser:
         return _unknown(request, user_id)
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", user_id)[:60]
     disposition = f"attachment; filename=\"memory-export-{safe}.json\"; filename*=UTF-8''{quote(user_id[:200])}.json"
