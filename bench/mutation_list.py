@@ -376,7 +376,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "journal-purge-left-readable",
         "privacy",
-        "memory/journal/queue.py",
+        "memory/journal/operator.py",
         '        conn.execute("PRAGMA secure_delete = ON")  # the freed pages are zeroed, not left readable\n',
         "",
         "a forget's journal purge leaves the text in SQLite's free pages",
@@ -583,7 +583,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "bad-input-retried",
         "journal",
-        "memory/journal/queue.py",
+        "memory/journal/consumer.py",
         "never written\n                self._dead_letter(seq, turn_id, attempt, str(exc))\n",
         "never written\n                await self._retry(seq, turn_id, attempt, str(exc))\n",
         "a turn the store refuses for its content is retried instead of dead-lettered",
@@ -603,7 +603,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "live-queue-rows-taken",
         "journal",
-        "memory/journal/queue.py",
+        "memory/journal/leases.py",
         "(PENDING, self.owner)) + at.free()",
         '(PENDING, self.owner)) + Sql("lease_until > ?", (at.now,))',
         "a queue takes over rows whose owner's lease is still running",

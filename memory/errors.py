@@ -20,7 +20,7 @@ the tree where they enter it (the store's: `memory/storage/faults.py`).
     │   └── ImportRefused        an import file, line by line             (memory.admin.importer)
     ├── ForgottenTurn            said before the user asked to be forgotten (memory.types)
     ├── UnknownUser              nothing is stored under an identity      (memory.userdata)
-    ├── DamagedJournal           the journal file is broken               (memory.journal.queue)
+    ├── DamagedJournal           the journal file is broken               (memory.journal.file)
     ├── LeaseLost                retryable: a fenced write whose lock ran out (memory.storage.locks)
     └── Unavailable              retryable: it may work later
         ├── StoreUnavailable     the store cannot be reached               (memory.types)

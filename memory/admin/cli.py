@@ -26,7 +26,8 @@ from memory.admin.tables import table, to_json
 from memory.commands import confirm_forget, exit_status, open_store, quiet_logs
 from memory.commands import report as report_forget
 from memory.errors import InvalidIdentity
-from memory.journal.queue import DEAD, PENDING, journal_rows, replay_dead
+from memory.journal.file import DEAD, PENDING
+from memory.journal.operator import journal_rows, replay_dead
 from memory.ops.printable import printable
 from memory.settings import ConfigError, MemorySettings, load_settings
 from memory.storage.archive import ArchiveStore

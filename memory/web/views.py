@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 from memory.admin.cli import Admin
 from memory.errors import InvalidIdentity
-from memory.journal.queue import DEAD
+from memory.journal.file import DEAD
 from memory.livekit.blocks import fit_recalled, format_memories
 from memory.settings import MemorySettings
 from memory.storage.activity import DailyActivity
