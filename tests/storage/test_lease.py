@@ -14,6 +14,7 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import closing
+from pathlib import Path
 
 import pytest
 from psycopg import sql
@@ -180,3 +181,25 @@ def test_the_fact_lock_is_the_same_lease(store: MemoryStore) -> None:
                 sql.SQL("SELECT holder FROM {} WHERE key = %s").format(sql.Identifier(f"{store.table}_locks")), [key]
             ).fetchone()
         assert row == (fence.holder,)
+
+
+def test_a_journal_row_is_the_same_lease(tmp_path: Path) -> None:
+    """The journal's rows on the moved clock: another queue takes a row over only just
+    past its holder's limit, and the stale holder's release then leaves the row alone."""
+    from memory.journal.queue import DurableWriteQueue
+    from memory.types import Turn
+
+    async def never(turn: Turn) -> None:
+        raise AssertionError("no consumer runs here")
+
+    clock = FakeClock(T0)
+    journal = tmp_path / "journal.db"
+    stale = DurableWriteQueue(journal, never, lease_s=D, clock=clock)
+    other = DurableWriteQueue(journal, never, lease_s=D, clock=clock)
+    assert stale.enqueue(Turn("u", "my sister is Anna", "s", "t-1", "2026-01-01T00:00:00+00:00"))
+    clock.t = T0 + D
+    assert other.adopt_orphans() == 0  # held through its limit (its pid is alive: no other way in)
+    clock.t = T0 + D + EPS
+    assert other.adopt_orphans() == 1
+    stale._release_leases()  # the stale holder closes late: the row is not its own to give back
+    assert (stale.owned_pending_count(), other.owned_pending_count()) == (0, 1)
