@@ -50,7 +50,8 @@ from bench import hostile_surfaces
 from bench.faults import RefusingJournalQueue, can_mount, fill, remount, tiny_tmpfs
 from harness.scripted import LLMRequest, RecordingLLM, VoiceHarness
 from memory.gatekeeper.gatekeeper import Gatekeeper
-from memory.journal.queue import DurableWriteQueue, checkpoint, journal_rows
+from memory.journal.operator import checkpoint, journal_rows
+from memory.journal.queue import DurableWriteQueue
 from memory.language import lexical
 from memory.livekit.agent import MemoryAgent
 from memory.livekit.session import MemorySession

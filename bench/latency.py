@@ -330,7 +330,7 @@ def journal_backlog(store: MemoryStore, settings: MemorySettings, turns: int, ch
     finally:
         from psycopg import sql
 
-        from memory.journal.queue import purge_user
+        from memory.journal.operator import purge_user
 
         purge_user(settings.journal_path, BACKLOG_USER)
         with store.pool.connection() as conn:

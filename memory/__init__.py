@@ -31,13 +31,19 @@ The packages inside, each importing only from those below it (`lint-imports` che
     admin                        the operator's command line
     working                      forms, shared contexts and hand-offs between agents
     livekit | forget             the glue to LiveKit's AgentSession; "forget me"
-    rows                         the journal's handler: what a journaled row becomes
+    rows | commands              the journal's handler: what a journaled row becomes; what
+                                 the operator's commands share
     service | archive            what each MEM0_SETTING does on a turn; the archive
+    userdata                     every place that holds a user's data (`PLACES`)
     journal                      the durable write journal
     gatekeeper | retrieval
     storage                      Postgres, the embedder, Mem0's table and the tables beside it
     language | ops               text in English and Chinese (pure); threads, metrics, heap
     settings | types | prompts
+    errors | progname | bodies   the error tree; a command's own name; no HTTP body in a log
+
+The same stack as the `layers` contract in pyproject.toml, checked by
+`tests/package/test_drawings.py`.
 """
 
 from importlib import import_module

@@ -7,18 +7,21 @@ the tree where they enter it (the store's: `memory/storage/faults.py`).
 
     AgentMemoryError
     ├── InvalidInput             bad input, named; never succeeds (also a ValueError)
-    │   ├── InvalidIdentity      a user identity no door takes            (memory.types.memory_user_id)
+    │   ├── InvalidIdentity      a user identity no door takes (the one rule: memory.types.memory_user_id)
     │   ├── InvalidMemoryText    text or an id the store cannot keep      (memory.types)
     │   │   └── RefusedByStore   the database refused the row's content   (memory.storage.faults)
     │   ├── ConfigError          a variable to fix                        (memory.settings)
-    │   ├── ContextError         a shared context: not found, full        (memory.storage.contexts)
+    │   ├── ContextError         a shared context                         (memory.storage.contexts)
+    │   │   ├── ContextNotFound  no context under that id                 (memory.storage.contexts)
+    │   │   └── ContextFull      a note past the context's size           (memory.storage.contexts)
     │   ├── FormError            a form the frontend sent                 (memory.working.forms)
     │   ├── BadRequest           a token request                          (memory.web.token_endpoint)
     │   ├── NotAllowed           a token request the key's limits refuse  (memory.web.token_endpoint)
     │   └── ImportRefused        an import file, line by line             (memory.admin.importer)
     ├── ForgottenTurn            said before the user asked to be forgotten (memory.types)
     ├── UnknownUser              nothing is stored under an identity      (memory.userdata)
-    ├── DamagedJournal           the journal file is broken               (memory.journal.queue)
+    ├── DamagedJournal           the journal file is broken               (memory.journal.file)
+    ├── LeaseLost                retryable: a fenced write whose lock ran out (memory.storage.locks)
     └── Unavailable              retryable: it may work later
         ├── StoreUnavailable     the store cannot be reached               (memory.types)
         ├── StoreBusy            every read slot or a lock is taken        (memory.types)
@@ -27,8 +30,9 @@ the tree where they enter it (the store's: `memory/storage/faults.py`).
         └── Unfinished           work over many rows stopped part way (`removed`)
             └── HistoryNotPurged Mem0's history file refused a delete     (memory.storage.store)
 
-The classes live beside the code that raises them (their old homes, so imports keep
-working); this module holds the base classes and `retryable`.
+The classes live beside the code that raises them; this module holds the base classes
+and `retryable`. `tests/package/test_drawings.py` checks this drawing against the code:
+every class of the tree, under its real parent, in the module named beside it.
 """
 
 from __future__ import annotations

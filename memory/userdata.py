@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory.errors import AgentMemoryError, Unfinished
-from memory.journal.queue import count_user as journal_count
-from memory.journal.queue import damaged_journals, journal_rows, purge_user
+from memory.journal.operator import count_user as journal_count
+from memory.journal.operator import damaged_journals, journal_rows, purge_user
 from memory.journal.reserve import is_disk_full, no_room, release_reserve
 from memory.journal.spill import purge_user as purge_spilled
 from memory.journal.spill import read_user as spilled_turns

@@ -25,7 +25,7 @@ from memory.admin.tables import table, to_json
 from memory.commands import confirm_forget, exit_status, open_store, quiet_logs
 from memory.commands import report as report_forget
 from memory.errors import InvalidIdentity
-from memory.journal.queue import DEAD
+from memory.journal.file import DEAD
 from memory.ops.printable import printable
 from memory.settings import ConfigError, load_settings
 from memory.storage.locate import where

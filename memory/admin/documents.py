@@ -11,7 +11,8 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from memory.journal.queue import DEAD, PENDING, journal_rows, replay_dead
+from memory.journal.file import DEAD, PENDING
+from memory.journal.operator import journal_rows, replay_dead
 from memory.settings import MemorySettings
 from memory.storage.archive import ArchiveStore
 from memory.storage.locate import where

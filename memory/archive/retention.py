@@ -36,6 +36,7 @@ from psycopg import Connection, sql
 
 from memory.storage.archive import archive_for
 from memory.storage.contexts import ContextStore
+from memory.storage.lease import Lease, Sql
 from memory.storage.store import MemoryStore
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,9 @@ LEASE_S = 600.0  # a run's claim lasts this long past its last batch (renewed af
 FIRST_CHECK_S = (30.0, 300.0)
 PERIOD_JITTER_S = 60.0
 _LOCK_KEY = "memory-retention"
+# The run's lease, on the database's clock (one for the fleet): `memory/storage/lease.py`.
+_LEASE = Lease(LEASE_S, holder="holder", until="lease_until")
+_THIS = Sql(" WHERE name = %s AND ", (_LOCK_KEY,))
 
 
 @dataclass(frozen=True)
@@ -148,23 +152,21 @@ def _run_archive_retention(store: MemoryStore, *, days: float | None, dry_run: b
 def _claim(conn: Connection, holder: str, every_s: float | None) -> bool:
     """Take the lease if nobody holds it (or theirs ran out) and, with `every_s`, the last
     run is older than that. One statement: of processes claiming at once, one gets it."""
-    row = conn.execute(
-        "UPDATE memory_maintenance SET lease_until = now() + make_interval(secs => %s), holder = %s "
-        "WHERE name = %s AND (lease_until IS NULL OR lease_until < now()) "
-        "AND (%s::float8 IS NULL OR ran_at < now() - make_interval(secs => %s::float8)) RETURNING 1",
-        [LEASE_S, holder, _LOCK_KEY, every_s, every_s],
-    ).fetchone()
-    return row is not None
+    at = _LEASE.at()
+    query = (
+        "UPDATE memory_maintenance SET " + at.take(holder) + Sql(" WHERE name = %s AND ", (_LOCK_KEY,)) + at.free()
+        + Sql(" AND (%s::float8 IS NULL OR ran_at < now() - make_interval(secs => %s::float8)) RETURNING 1",
+              (every_s, every_s))
+    )  # fmt: skip
+    return conn.execute(query.text, query.params).fetchone() is not None
 
 
 def _renew(conn: Connection, holder: str) -> bool:
     """Extend the lease after a batch; False when it is no longer ours (it ran out and
     another process took over): this run stops, the other carries on."""
-    row = conn.execute(
-        "UPDATE memory_maintenance SET lease_until = now() + make_interval(secs => %s) "
-        "WHERE name = %s AND holder = %s RETURNING 1",
-        [LEASE_S, _LOCK_KEY, holder],
-    ).fetchone()
+    at = _LEASE.at()
+    query = "UPDATE memory_maintenance SET " + at.renew() + _THIS + at.held_by(holder) + " RETURNING 1"
+    row = conn.execute(query.text, query.params).fetchone()
     if row is None:
         logger.warning("retention: the lease passed to another process; this run stops")
     return row is not None
@@ -173,10 +175,9 @@ def _renew(conn: Connection, holder: str) -> bool:
 def _release(conn: Connection, holder: str, finished: bool) -> None:
     """Give the lease back; a finished run is recorded (when, and one more run)."""
     done = "ran_at = now(), runs = runs + 1, " if finished else ""
-    conn.execute(
-        f"UPDATE memory_maintenance SET {done}lease_until = NULL, holder = NULL WHERE name = %s AND holder = %s",
-        [_LOCK_KEY, holder],
-    )
+    at = _LEASE.at()
+    query = "UPDATE memory_maintenance SET " + done + at.vacate() + _THIS + at.held_by(holder)
+    conn.execute(query.text, query.params)
 
 
 _table_ready: set[int] = set()

@@ -1,6 +1,6 @@
 """Where turns go when the write journal refuses them (a full or read-only disk).
 
-The journal (`write_queue.py`) is what lets a turn survive the worker being killed.
+The journal (`queue.py`) is what lets a turn survive the worker being killed.
 When it cannot take a turn, the turn is written straight to the store, but until
 the store has it, it would live in the process's memory only: a kill -9 then lost
 acknowledged turns. So each refused turn is first appended, as one JSON line in one

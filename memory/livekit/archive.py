@@ -40,7 +40,6 @@ from memory.types import clean_text, now_iso
 
 logger = logging.getLogger(__name__)
 
-SUMMARY_MESSAGE_ID = door.SUMMARY_ID  # the summary's block, as the door names it
 SUMMARY_TIMEOUT_S = 20.0  # a summary the model has not written by then is tried again at the next message
 END_SUMMARY_TIMEOUT_S = 8.0  # at session end, within LiveKit's shutdown time
 PAST_MATCHES = 5

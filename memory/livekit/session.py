@@ -52,9 +52,7 @@ logger = logging.getLogger(__name__)
 WRITE_HOLD_MAX_S = 5.0
 
 # Re-exported for the code that names the profile's block (tests, tools).
-PROFILE_MESSAGE_ID = door.PROFILE_ID
-MEMORY_ROLE = door.MEMORY_ROLE
-__all__ = ["PROFILE_MESSAGE_ID", "MEMORY_ROLE", "MemorySession", "TurnLog", "WRITE_HOLD_MAX_S"]
+__all__ = ["MemorySession", "TurnLog", "WRITE_HOLD_MAX_S"]
 
 
 class MemorySession:

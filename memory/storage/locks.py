@@ -40,6 +40,7 @@ from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
 from memory.errors import AgentMemoryError
+from memory.storage.lease import Clock, Lease, Sql
 from memory.types import StoreBusy
 
 LEASE_S = 60.0  # far longer than a write (an embedding and two statements); a dead holder's row lasts this long
@@ -134,12 +135,14 @@ def create_locks_table(conn: Connection, table: str) -> None:
 class RowLocks:
     """Named locks in one table, taken and given back over a pool's connections."""
 
-    def __init__(self, pool: ConnectionPool, table: str) -> None:
+    def __init__(self, pool: ConnectionPool, table: str, *, clock: Clock | None = None) -> None:
+        """`clock`: the lease's clock; None is the database's (one for the fleet)."""
         self.pool = pool
         self._t = sql.Identifier(locks_table(table))
+        self.lease = Lease(LEASE_S, holder="holder", until="until", clock=clock)
         self.attempts = 0  # tries that found the lock held (tests watch a writer wait)
 
-    def _one(self, query: sql.Composable, params: list[object]) -> bool:
+    def _one(self, query: sql.Composable, params: tuple[object, ...]) -> bool:
         """One statement in autocommit (one round trip, no transaction left open): a row back?"""
         with self.pool.connection() as conn:
             conn.autocommit = True
@@ -150,15 +153,19 @@ class RowLocks:
                 conn.autocommit = False
 
     def _try(self, key: str, holder: str) -> bool:
-        query = sql.SQL(
-            "INSERT INTO {t} (key, holder, until) VALUES (%s, %s, now() + make_interval(secs => %s)) "
-            "ON CONFLICT (key) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until "
-            "WHERE {t}.until < now() RETURNING 1"
-        ).format(t=self._t)
-        return self._one(query, [key, holder, LEASE_S])
+        """Take the lock if nobody holds it or its holder's lease ran out (one upsert)."""
+        at = self.lease.at()
+        query = (
+            Sql("INSERT INTO {t} (key, holder, until) VALUES (%s, %s, ", (key, holder)) + at.until_value()
+            + ") ON CONFLICT (key) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until WHERE "
+            + at.free("{t}.") + " RETURNING 1"
+        )  # fmt: skip
+        return self._one(sql.SQL(query.text).format(t=self._t), query.params)
 
     def _release(self, key: str, holder: str) -> None:
-        self._one(sql.SQL("DELETE FROM {} WHERE key = %s AND holder = %s").format(self._t), [key, holder])
+        """Give the lock back: only its holder's row goes (a lock taken over stays its new holder's)."""
+        query = Sql("DELETE FROM {t} WHERE key = %s AND ", (key,)) + self.lease.at().held_by(holder)
+        self._one(sql.SQL(query.text).format(t=self._t), query.params)
 
     @contextmanager
     def hold(self, key: str, *, wait_s: float = WAIT_S) -> Iterator[Fence]:

@@ -15,10 +15,10 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from memory.userdata import UnknownUser
 from memory.web import chart, security
 from memory.web.context import GUARD, OPERATOR, STYLE, blocking, public
 from memory.web.rendering import page_number, render, unknown_user, user_param
-from memory.web.views import Unknown
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ async def user(request: web.Request) -> web.Response:
     try:
         doc = await blocking(request, request.app[OPERATOR].user, user_id, facts_page=page_number(request, "fp"),
                              turns_page=page_number(request, "tp"), calls_page=page_number(request, "cp"))  # fmt: skip
-    except Unknown:
+    except UnknownUser:
         return unknown_user(request, user_id)
     return render(request, "user.html", title=user_id, **doc)
 
@@ -80,7 +80,7 @@ async def recall(request: web.Request) -> web.Response:
     if query:
         try:
             doc = await blocking(request, request.app[OPERATOR].recall, user_id, query)
-        except Unknown:
+        except UnknownUser:
             return unknown_user(request, user_id)
     return render(request, "recall.html", title=user_id, user_id=user_id, query=query, doc=doc)
 
@@ -93,7 +93,7 @@ async def export(request: web.Request) -> web.StreamResponse:
     operator = request.app[OPERATOR]
     try:
         await blocking(request, operator.require_known, user_id)
-    except Unknown:
+    except UnknownUser:
         return unknown_user(request, user_id)
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", user_id)[:60]
     disposition = f"attachment; filename=\"memory-export-{safe}.json\"; filename*=UTF-8''{quote(user_id[:200])}.json"

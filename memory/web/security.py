@@ -40,10 +40,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 # Wrong secrets from one address are paced by `memory.ops.pacing` (the MCP server's keys too).
-from memory.ops.pacing import LIMIT_QUEUE as LIMIT_QUEUE
-from memory.ops.pacing import LOGIN_ATTEMPTS as LOGIN_ATTEMPTS
-from memory.ops.pacing import LOGIN_WINDOW_S as LOGIN_WINDOW_S
-from memory.ops.pacing import SecretLimiter as SecretLimiter
+from memory.ops.pacing import SecretLimiter
 
 SESSION_COOKIE = "memory_session"
 LANG_COOKIE = "memory_lang"

@@ -15,14 +15,13 @@ from zoneinfo import ZoneInfo
 
 from memory.admin.documents import Admin
 from memory.errors import InvalidIdentity
-from memory.journal.queue import DEAD
+from memory.journal.file import DEAD
 from memory.livekit.blocks import fit_recalled, format_memories
 from memory.settings import MemorySettings
 from memory.storage.activity import DailyActivity
 from memory.storage.store import MemoryStore
 from memory.types import MemoryRecord, memory_user_id, parse_time
-from memory.userdata import UnknownUser as Unknown  # the name this module's callers catch
-from memory.userdata import count_names, place_names
+from memory.userdata import UnknownUser, count_names, place_names
 
 USERS_PER_PAGE = 50
 FACTS_PER_PAGE = 100
@@ -78,10 +77,10 @@ class Operator:
 
     # ------------------------------------------------------------- a user
     def user(self, user_id: str, *, facts_page: int = 1, turns_page: int = 1, calls_page: int = 1) -> dict[str, Any]:
-        """Everything about one user, a page of each kind. `Unknown` when nothing is stored."""
+        """Everything about one user, a page of each kind. `UnknownUser` when nothing is stored."""
         counts = self.admin.counts(user_id)
         if not any(counts[name] for name in place_names()):  # `require_known`, from the counts
-            raise Unknown(user_id)
+            raise UnknownUser(user_id)
         journal = self.admin.journal_rows(user_id)
         fp = Paging.of(facts_page, counts["facts"], FACTS_PER_PAGE)
         tp = Paging.of(turns_page, counts["raw_turns"], TURNS_PER_PAGE)
@@ -259,7 +258,7 @@ class Operator:
         return {"stats": self.admin.stats(), "days": [(d, series[d]) for d in sorted(series)], "zone": str(self.zone)}
 
 
-__all__ = ["Operator", "Paging", "Unknown"]
+__all__ = ["Operator", "Paging"]
 
 
 def _user_words_apart(doc: dict[str, Any]) -> dict[str, Any]:

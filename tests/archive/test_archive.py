@@ -24,7 +24,8 @@ from memory.archive.summarizer import MAX_SUMMARY_CHARS
 from memory.archive.writer import archive_turn, message_of
 from memory.gatekeeper.gatekeeper import Gatekeeper
 from memory.livekit.agent import MemoryAgent
-from memory.livekit.archive import SUMMARY_MESSAGE_ID, ArchiveSession
+from memory.livekit.archive import ArchiveSession
+from memory.livekit.blocks import SUMMARY_ID
 from memory.livekit.session import MemorySession
 from memory.service import MemoryService
 from memory.settings import MemoryMode
@@ -213,7 +214,7 @@ async def test_a_long_session_is_summarised_and_the_summary_replaces_the_message
     assert not {f"Noted: {s}" for s in said[:5]} & set(replies) and replies[0] == f"Noted: {said[5]}", replies
     assert said[10] in texts and "And what now?" == texts[-1]  # the newest stay word for word
     assert len(request.messages) < 22
-    assert [it.id for it in request.chat_ctx.items if it.id == SUMMARY_MESSAGE_ID]
+    assert [it.id for it in request.chat_ctx.items if it.id == SUMMARY_ID]
 
     rolling = [r for r in during if r["message_type"] == "summary"]
     assert len(rolling) == 1 and len(rolling[0]["content"]) <= MAX_SUMMARY_CHARS

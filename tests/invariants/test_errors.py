@@ -11,7 +11,8 @@ import pytest
 
 from memory.admin.importer import ImportRefused
 from memory.errors import AgentMemoryError, InvalidInput, Unavailable, Unfinished, retryable
-from memory.journal.queue import DamagedJournal, DurableWriteQueue
+from memory.journal.file import DamagedJournal
+from memory.journal.queue import DurableWriteQueue
 from memory.settings import ConfigError
 from memory.storage.contexts import ContextError, ContextFull, ContextNotFound
 from memory.storage.faults import RefusedByStore

@@ -28,7 +28,9 @@ import psycopg
 import pytest
 
 from memory.journal.codec import decode_turn, encode_turn
-from memory.journal.queue import MAX_TURN_FAILURES, DurableWriteQueue, purge_user
+from memory.journal.consumer import MAX_TURN_FAILURES
+from memory.journal.operator import purge_user
+from memory.journal.queue import DurableWriteQueue
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, Turn, now_iso

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from harness.scripted import LLMRequest, RecordingLLM, VoiceHarness
 from memory.gatekeeper.gatekeeper import Gatekeeper
 from memory.livekit.agent import MemoryAgent
-from memory.livekit.session import MEMORY_ROLE, MemorySession
+from memory.livekit.blocks import MEMORY_ROLE
+from memory.livekit.session import MemorySession
 from memory.service import MemoryService
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore

@@ -13,8 +13,7 @@ from harness.hostile import HOSTILE
 from harness.scripted import LLMRequest, RecordingLLM
 from memory.gatekeeper.gatekeeper import Gatekeeper
 from memory.language.quoting import LOOKALIKES
-from memory.livekit.blocks import format_memories
-from memory.livekit.session import MEMORY_ROLE
+from memory.livekit.blocks import MEMORY_ROLE, format_memories
 from memory.prompts import load_prompt
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore

@@ -12,7 +12,8 @@ from livekit.agents import llm
 from harness.scripted import LLMRequest, VoiceHarness
 from memory.gatekeeper.gatekeeper import Gatekeeper
 from memory.livekit.agent import MemoryAgent
-from memory.livekit.session import PROFILE_MESSAGE_ID, MemorySession
+from memory.livekit.blocks import PROFILE_ID
+from memory.livekit.session import MemorySession
 from memory.prompts import load_prompt
 from memory.service import MemoryService
 from memory.settings import MemoryMode
@@ -36,7 +37,7 @@ async def test_gated_profile_is_fetched_once_and_injected_once_per_request(store
             assert request.messages[profile[0] - 1][0] == "system"  # right after the instructions
             text = request.messages[profile[0]][1]
             assert "User's sister is Anna" in text and "User likes blue" in text
-        assert PROFILE_MESSAGE_ID not in {m.id for m in run.harness.session.history.messages()}
+        assert PROFILE_ID not in {m.id for m in run.harness.session.history.messages()}
 
 
 async def test_gated_profile_says_the_new_value_once_a_fact_is_superseded(store: MemoryStore, user_id: str) -> None:
@@ -248,7 +249,7 @@ async def test_a_profile_read_that_hangs_costs_one_reply_the_budget_not_every_re
         # (and by the odd real millisecond of the store's threads): each reply's wait.
         t0 = float(looptime)
         first = await memory.prepare_chat_ctx(ctx)  # waits out its budget
-        assert PROFILE_MESSAGE_ID not in [item.id for item in first.items]
+        assert PROFILE_ID not in [item.id for item in first.items]
         # The fake clock's floats: 94.1133 - 94.0633 is 0.04999..., one rounding below the budget.
         assert 0.05 - 1e-9 <= float(looptime) - t0 < 1.0
         # A reply that waited for the profile again would wait this whole budget.
@@ -261,7 +262,7 @@ async def test_a_profile_read_that_hangs_costs_one_reply_the_budget_not_every_re
         await wait_until(lambda: bool(memory.profile), what="the profile read to come back")  # a thread: no fake time
         t0 = float(looptime)
         later = await memory.prepare_chat_ctx(ctx)
-        assert PROFILE_MESSAGE_ID in [item.id for item in later.items] and float(looptime) - t0 < 1.0
+        assert PROFILE_ID in [item.id for item in later.items] and float(looptime) - t0 < 1.0
     finally:
         service.release.set()
         await memory.aclose()

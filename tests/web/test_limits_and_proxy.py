@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 
 from harness.pgbouncer import PgBouncer, pgbouncer_binary
+from memory.ops import pacing
 from memory.settings import load_settings, web_settings
 from memory.storage.store import MemoryStore
 from memory.web import security
@@ -96,7 +97,7 @@ def test_cors_origins_are_kept_as_a_browser_sends_them() -> None:
 
 
 # ---------------------------------------------------------------- wrong secrets
-INTERVAL = security.LOGIN_WINDOW_S / security.LOGIN_ATTEMPTS
+INTERVAL = pacing.LOGIN_WINDOW_S / pacing.LOGIN_ATTEMPTS
 
 
 async def test_wrong_bearer_secrets_are_limited_like_logins_and_the_right_one_still_gets_in(
@@ -110,7 +111,7 @@ async def test_wrong_bearer_secrets_are_limited_like_logins_and_the_right_one_st
             assert r.status == 401
     assert len(clock.slept) > slept  # past the first few, guesses wait their turn
     # A few at once, then one a turn: 40 guesses take at least (40 - 2 x 5) turns of 12 s (about 5 a minute).
-    assert clock.now - start >= (guesses - 2 * security.LOGIN_ATTEMPTS) * INTERVAL
+    assert clock.now - start >= (guesses - 2 * pacing.LOGIN_ATTEMPTS) * INTERVAL
     before = clock.now
     async with http.get(f"{gated_web.url}/store", headers=AUTH) as resp:
         assert resp.status == 200  # never refused: it waited one turn at most
@@ -124,7 +125,7 @@ async def test_behind_a_proxy_one_clients_guesses_do_not_slow_another(
 ) -> None:
     # Issue 40: behind a proxy every client was one address, so one guesser locked all out.
     attacker = {"X-Forwarded-For": "203.0.113.7"}
-    for i in range(security.LOGIN_ATTEMPTS + 3):
+    for i in range(pacing.LOGIN_ATTEMPTS + 3):
         async with http.post(f"{proxied.url}/login", data={"secret": f"guess-{i}-xxxxxxxxxxx"},
                              headers=attacker) as resp:  # fmt: skip
             assert resp.status == 401
@@ -147,11 +148,11 @@ async def test_an_address_with_too_many_tries_waiting_gets_429_and_others_are_no
         await release.wait()
 
     limiter = security.SecretLimiter(clock=lambda: now[0], sleep=held)
-    for _ in range(security.LOGIN_ATTEMPTS):
+    for _ in range(pacing.LOGIN_ATTEMPTS):
         assert await limiter.turn("a")
         limiter.failed("a")
     assert await limiter.turn("a")  # the first turn past the budget is now; the next ones wait
-    waiting = [asyncio.create_task(limiter.turn("a")) for _ in range(security.LIMIT_QUEUE)]
+    waiting = [asyncio.create_task(limiter.turn("a")) for _ in range(pacing.LIMIT_QUEUE)]
     await asyncio.sleep(0)
     # (wait_for: were the queue not full, this would wait for `release` forever)
     # the queue is full: refused at once, nothing checked
