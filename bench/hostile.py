@@ -338,7 +338,7 @@ async def instructions(store: MemoryStore) -> dict[str, Any]:
 
     # Stored text that tries to close or forge a memory block, shown in a NORMAL session.
     from harness.hostile import HOSTILE
-    from memory.livekit.session import MEMORY_ROLE
+    from memory.livekit.blocks import MEMORY_ROLE
 
     user = f"forge-{uuid.uuid4().hex[:6]}"
     for text in HOSTILE:

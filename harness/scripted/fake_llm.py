@@ -45,7 +45,7 @@ class LLMRequest:
 
     def memory_block(self, tag: str) -> str:
         """The memory block (a message in memory's role) that starts with `<tag>`, or ""."""
-        from memory.livekit.session import MEMORY_ROLE
+        from memory.livekit.blocks import MEMORY_ROLE
 
         return next((text for role, text in self.messages if role == MEMORY_ROLE and text.startswith(f"<{tag}>")), "")
 
