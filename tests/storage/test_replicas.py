@@ -22,7 +22,7 @@ import pytest
 from harness.pgbouncer import PgBouncer
 from harness.replica import StreamingReplica, primary_position
 from memory.settings import MemoryMode, load_settings
-from memory.storage.mem0_table import Scope
+from memory.storage.lookup import Scope
 from memory.storage.postgres import open_replica_pool
 from memory.storage.replicas import ReadRouter
 from memory.storage.store import MemoryStore
