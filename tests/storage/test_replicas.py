@@ -94,7 +94,7 @@ async def test_a_fact_said_in_one_turn_is_recalled_in_the_next_while_the_replica
     live_replica.pause()
     on_replica = reads.stats.replica
     # The replica serves this process's look-ups: another caller's memory is read there.
-    assert [r[2]["data"] for r in routed.nearest_and_ids(Scope(other), _vector(routed, "dog"), 5, [])] == [
+    assert [r[2]["data"] for r in routed.lookup.nearest_and_ids(Scope(other), _vector(routed, "dog"), 5, [])] == [
         "My neighbour's dog is called Biscuit"
     ]
     assert reads.stats.replica > on_replica
