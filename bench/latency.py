@@ -61,6 +61,7 @@ from memory.prompts import load_prompt
 from memory.retrieval.retriever import Retriever
 from memory.settings import DURABLE_CATEGORIES, MemoryMode, MemorySettings, load_settings
 from memory.storage import embedder as embedder_mod
+from memory.storage.session_index import RoutedSource
 from memory.storage.store import MemoryStore
 from memory.types import MemoryRecord, Turn, now_iso
 
@@ -847,7 +848,7 @@ def _null() -> Iterator[None]:
 @contextmanager
 def _stages(times: dict[str, list[float]]) -> Iterator[None]:
     """The look-up's stages and its statements timed (`bench.lookup_floor`'s)."""
-    with timed_stages(Retriever, times), timed_stages(MemoryStore, times, STORE_SQL):
+    with timed_stages(Retriever, times), timed_stages(RoutedSource, times, STORE_SQL):
         yield
 
 

@@ -33,7 +33,7 @@ RETRIEVER_STAGES = {"query_terms": "keywords", "query_vector": "embedding",
                     "_lexical_recall": "lexical (beside embedding)", "_fetch": "vector + fetch SQL",
                     "with_neighbours": "neighbours", "rank": "ranking", "_score_lexically": "lexical scoring",
                     "retrieve": "whole retrieve"}  # fmt: skip
-# The statements themselves (MemoryStore): one trip's, or the two trips' each.
+# The look-up's reads (`RoutedSource`: SQL or the held rows): one trip's, or the two trips' each.
 STORE_SQL = {"candidates": "SQL: one trip", "lexical_hits": "SQL: lexical trip", "nearest_and_ids": "SQL: vector trip"}
 
 
@@ -92,6 +92,7 @@ def main() -> None:
     from memory.service import MemoryService
     from memory.settings import MemoryMode, load_settings
     from memory.storage import embedder as embedder_mod
+    from memory.storage.session_index import RoutedSource
     from memory.storage.store import MemoryStore
 
     env = {"MEMORY_DATA_DIR": args.data_dir, "MEMORY_COLLECTION": "bench_latency"}
@@ -126,7 +127,7 @@ def main() -> None:
                     if not service.wants_recall(text):
                         continue
                     cache.clear()  # cold: the final transcript's words were never embedded
-                    with timed_stages(Retriever, times[label]), timed_stages(MemoryStore, times[label], STORE_SQL):
+                    with timed_stages(Retriever, times[label]), timed_stages(RoutedSource, times[label], STORE_SQL):
                         t0 = time.perf_counter()
                         service.recall_sync(BENCH_USER, text, (), "bench-floor")
                         totals[label].append((time.perf_counter() - t0) * 1000)

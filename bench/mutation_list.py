@@ -220,7 +220,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "fence-not-carried",
         "fleet",
-        "memory/storage/store.py",
+        "memory/storage/writes.py",
         "        meta.update(fence.payload())  # checked by the database as it writes, then taken off\n",
         "",
         "a fact write made under the lock carries no fence: a writer stalled past its lease overwrites",
@@ -314,7 +314,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "older-statement-overwrites",
         "fleet",
-        "memory/storage/store.py",
+        "memory/storage/writes.py",
         'if current is not None and _said_before(said_at, current.metadata.get("timestamp")):',
         "if current is not None and False:",
         "an older statement arriving late (a replayed journal row) undoes a newer one",
@@ -386,7 +386,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "history-purge-left-readable",
         "privacy",
-        "memory/storage/store.py",
+        "memory/storage/history.py",
         '            db.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left readable\n',
         "",
         "a forget's purge of Mem0's history file leaves the text in SQLite's free pages",
@@ -396,7 +396,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "forgotten-turn-written",
         "privacy",
-        "memory/storage/store.py",
+        "memory/storage/writes.py",
         "        self._refuse_if_forgotten(user_id, said_at, write_id)\n        if write_id and (existing",
         "        if write_id and (existing",
         "a turn said before a forget, arriving after it (a journal during an outage), is stored",

@@ -28,8 +28,8 @@ import numpy as np
 from bench.latency import _memory_texts
 from memory.language import lexical
 from memory.retrieval.retriever import knn_density
-from memory.storage.mem0_table import Scope
-from memory.storage.session_index import Row, as_row, build
+from memory.storage.lookup import Scope
+from memory.storage.snapshot import Row, as_row, build
 
 
 def _rows(n: int, dims: int, user: str, rng: random.Random) -> list[Row]:

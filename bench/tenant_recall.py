@@ -365,7 +365,8 @@ def _explained(lines: list[str]) -> dict[str, Any]:
 
 def plan_of(url: str, store: Any, user: str, query: np.ndarray, *, stage: str) -> dict[str, Any]:
     """Which index the stage's statement uses for this user, and how many tables or partitions it reads."""
-    from memory.storage.mem0_table import HNSW_SETTINGS, Scope, vector_literal
+    from memory.storage.lookup import Scope
+    from memory.storage.mem0_table import HNSW_SETTINGS, vector_literal
 
     literal = vector_literal(query.tolist())
     with psycopg.connect(url, prepare_threshold=None) as conn:
@@ -397,7 +398,8 @@ class Stage:
 
     def nearest(self, user: str, query: np.ndarray) -> list[tuple[str, float]]:
         """(id, cosine) of the user's rows the stage returns."""
-        from memory.storage.mem0_table import Scope, vector_literal
+        from memory.storage.lookup import Scope
+        from memory.storage.mem0_table import vector_literal
 
         if self.conn is None:
             rows = self.store.rows.nearest_and_ids(Scope(user), query.tolist(), POOL, [])

@@ -123,7 +123,8 @@ def load(url: str, real: np.ndarray, rng: np.random.Generator) -> dict[str, np.n
 
 def sql_options(conn: psycopg.Connection, user: str) -> dict[str, Callable[[list[float]], list[str]]]:
     """The statements, each returning the ids of the 20 nearest, best first."""
-    from memory.storage.mem0_table import Mem0Table, Scope, vector_literal
+    from memory.storage.lookup import Scope
+    from memory.storage.mem0_table import Mem0Table, vector_literal
 
     t = sql.Identifier(TABLE)
 

@@ -135,7 +135,7 @@ def warm_up_behind(settings: MemorySettings) -> Callable[[], Future[None]]:
             _load_models(settings)
             if getattr(store, "available", True):
                 store.mem0  # noqa: B018 - built now, off the first look-up
-                store.purge_forgotten_history()  # as `MemoryStore.open` does when it builds Mem0
+                store.mem0_history.purge_forgotten()  # as `MemoryStore.open` does when it builds Mem0
             _warm_read_path(runtime.service)
             runtime.warmed = True
             done.set_result(None)

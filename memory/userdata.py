@@ -119,7 +119,7 @@ def _delete_memories(data: UserData, user_id: str) -> int:
 
 
 def _history(data: UserData, user_id: str) -> Iterator[Row]:
-    for entry in data.store.history_of(data.store.history_ids(user_id)):
+    for entry in data.store.mem0_history.of(data.store.mem0_history.ids_of_user(user_id)):
         yield {
             "memory_id": entry["memory_id"],
             "event": entry["event"],
@@ -198,8 +198,8 @@ PLACES: list[Place] = [
         "mem0_history",
         "this machine's Mem0 history file: every earlier and later text of the user's memories",
         _history,
-        lambda data, user_id: data.store.purge_history(data.store.history_ids(user_id)),
-        count=lambda data, user_id: data.store.history_count(data.store.history_ids(user_id)),
+        lambda data, user_id: data.store.mem0_history.purge(data.store.mem0_history.ids_of_user(user_id)),
+        count=lambda data, user_id: data.store.mem0_history.count(data.store.mem0_history.ids_of_user(user_id)),
         local=True,
     ),
     Place(

@@ -135,7 +135,7 @@ def _run_archive_retention(store: MemoryStore, *, days: float | None, dry_run: b
                 n_raw = 0
                 while True:
                     ids = rows.delete_raw_turns_older_than(cutoff, BATCH, conn)
-                    store.purge_history(ids)  # Mem0's history keeps each text too
+                    store.mem0_history.purge(ids)  # Mem0's history keeps each text too
                     n_raw += len(ids)
                     if len(ids) < BATCH or not _renew(conn, holder):
                         break

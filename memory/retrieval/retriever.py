@@ -59,16 +59,17 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from memory.language import dates, hanzi, lexical
+from memory.language import hanzi, lexical
 from memory.language.indexing import ASKS_KEY
 from memory.language.prefilter import is_acknowledgement
 from memory.language.validity import asks_about_past
 from memory.ops.threads import DENSITY_POOL, RETRIEVAL_POOL
 from memory.retrieval import ranking, structure, validity
+from memory.retrieval.query import ParsedQuery
 from memory.settings import EmbedderKind, MemoryMode, MemorySettings
 from memory.storage.densities import DensityStore, Stored
 from memory.storage.embedder import local_model
-from memory.storage.mem0_table import Scope
+from memory.storage.lookup import LookupSource, Scope, rank_fulltext
 from memory.storage.store import MemoryStore
 from memory.types import MemoryRecord, canonical_key, parse_time
 
@@ -250,6 +251,11 @@ class Retriever:
         if load_segmenter:
             RETRIEVAL_POOL.submit(lexical.warm_up)
 
+    @property
+    def _source(self) -> LookupSource:
+        """What the look-up reads (`lookup.py`): the store's routed source, the held rows or SQL."""
+        return self.store.lookup
+
     # ------------------------------------------------------------ public API
     def retrieve(
         self,
@@ -280,8 +286,8 @@ class Retriever:
             past = asks_about_past(query, self._today(now))
             return [h for h in hits if (exclude_session is None or h.metadata.get("session_id") != exclude_session)
                     and (past or not h.metadata.get("valid_until"))]  # fmt: skip
-        ranked, floor, _ = self._ranked(self._scope(user_id, categories, exclude_session, query, now), query, k,
-                                        context, now)  # fmt: skip
+        scope = Scope(user_id, categories, exclude_session)
+        ranked, floor, _ = self._ranked(scope, self.parse(query, context, now), k, context)
         relevant = ranking.beside_statements([c for c in ranked if c.score >= floor])
         shown = worth_showing(relevant, near=self._near(user_id), limit=k)
         ranking.mark_newer(shown)
@@ -310,8 +316,8 @@ class Retriever:
                                  exclude_session=exclude_session, now=now)  # fmt: skip
             considered = tuple(Considered(h, 0.0, h.score, None, ("mem0",), RECALLED) for h in hits)
             return Explanation((), s.recall_threshold, k, considered)
-        ranked, floor, q = self._ranked(self._scope(user_id, categories, exclude_session, query, now), query, k,
-                                        context, now)  # fmt: skip
+        scope = Scope(user_id, categories, exclude_session)
+        ranked, floor, q = self._ranked(scope, self.parse(query, context, now), k, context)
         relevant = ranking.beside_statements([c for c in ranked if c.score >= floor])
         shown = [c.id for c in worth_showing(relevant, near=self._near(user_id))]
         recalled, kept, beside = set(shown[:k]), set(shown), {c.id for c in relevant}
@@ -334,31 +340,32 @@ class Retriever:
             considered.append(Considered(c.record(), c.lexical, vector, cosine, tuple(sorted(c.stages)), outcome))
         return Explanation(tuple(zip(q.words, q.weights, strict=True)), floor, k, tuple(considered))
 
-    def _scope(
-        self, user_id: str, categories: Sequence[str] | None, exclude_session: str | None, query: str,
-        now: datetime | None,
-    ) -> Scope:  # fmt: skip
-        """Whose memories a look-up reads: the values a GATED fact held before it changed
-        too, for every question (`validity.for_its_time` ranks them by the time asked)."""
-        return Scope(user_id, categories, exclude_session, past=True)
-
     def _today(self, now: datetime | None) -> date:
         return (now or datetime.now(self._zone)).astimezone(self._zone).date()
 
+    def parse(self, query: str, context: Sequence[str] = (), now: datetime | None = None) -> ParsedQuery:
+        """The message as the look-up reads it, once (`query.ParsedQuery`): the stages take it
+        as a value instead of reading the text again."""
+        asked = self.embedding_text(query)
+        words, weights = self.query_terms(query, context, asked=asked)
+        return ParsedQuery(query, asked, self._today(now), tuple(words), tuple(weights))
+
     def _ranked(
-        self, scope: Scope, query: str, k: int, context: Sequence[str], now: datetime | None = None
+        self, scope: Scope, p: ParsedQuery, k: int, context: Sequence[str]
     ) -> tuple[list[Candidate], float, _Query]:
-        """Every candidate of every stage, scored and sorted best first; the threshold."""
+        """Every candidate of every stage, scored and sorted best first; the threshold. A
+        look-up's scope holds the values a GATED fact held before it changed too, for every
+        question (`validity.for_its_time` ranks them by the time asked)."""
         s = self.settings
-        cands, q, turns = self._candidates(scope, query, top_k=k, context=context)
-        ranked = self.with_structure(self.rank(cands), q, query, now)
+        cands, q, turns = self._candidates(scope, p, top_k=k, context=context)
+        ranked = self.with_structure(self.rank(cands), q, p)
         if scope.past:  # each fact's value for the time the question asks about
-            ranked = validity.for_its_time(ranked, self.embedding_text(query), self._today(now))
+            ranked = validity.for_its_time(ranked, p.asked, p.today, span=p.span)
         if self._neighbours_count:
             ranked = self.with_neighbours(scope, ranked, q, top_k=k, fetched=turns)
-        ranked = self.with_speech_acts(ranked, query)
+        ranked = self.with_speech_acts(ranked, p.text)
         if scope.past:  # a question about now gets no past value, whatever the stages above did
-            ranked = validity.current_first(ranked, self.embedding_text(query), self._today(now))
+            ranked = validity.current_first(ranked, p.asked, p.today, span=p.span)
         # The threshold is calibrated on the weighted score; RRF scores are ranks only.
         floor = self.cut() if s.retrieval.fusion == "weighted" else 0.0
         return ranked, floor, q
@@ -369,7 +376,7 @@ class Retriever:
         r = self.settings.retrieval
         return r.gated_threshold if self.settings.mode is MemoryMode.GATED else r.threshold
 
-    def with_structure(self, ranked: list[Candidate], q: _Query, query: str, now: datetime | None) -> list[Candidate]:
+    def with_structure(self, ranked: list[Candidate], q: _Query, p: ParsedQuery) -> list[Candidate]:
         """The fused scores plus what structure says (`structure`): the conversation a
         turn is in, the days the query names, a day said where the query asks when."""
         r = self.settings.retrieval
@@ -382,12 +389,11 @@ class Retriever:
             )
             structure.session_bonus(ranked, match, r.sessions)
         # The time a message asks about is in its last sentences (what the reply answers),
-        # not in the chatter before them ("saw a film yesterday... anyway, where do I work?").
-        asked = self.embedding_text(query) if r.time_weight > 0 or r.when_weight > 0 else query
+        # not in the chatter before them ("saw a film yesterday... anyway, where do I work?"):
+        # `p.span` and `p.asks_when` are read from `p.asked`.
         if r.time_weight > 0:
-            today = (now or datetime.now(self._zone)).astimezone(self._zone).date()
-            structure.time_bonus(ranked, dates.query_span(asked, today), r.time_weight, self._zone, today)
-        if r.when_weight > 0 and dates.asks_when(asked):
+            structure.time_bonus(ranked, p.span, r.time_weight, self._zone, p.today)
+        if r.when_weight > 0 and p.asks_when:
             structure.when_bonus(ranked, r.when_weight)
         return sorted(ranked, key=_best_first)
 
@@ -455,9 +461,11 @@ class Retriever:
         context: Sequence[str] = (),
     ) -> list[Candidate]:
         """All stages' candidates for one query, merged, with cosine and lexical scores."""
-        return self._candidates(Scope(user_id, categories), query, top_k=top_k, context=context)[0]
+        return self._candidates(Scope(user_id, categories), self.parse(query, context), top_k=top_k, context=context)[0]
 
-    def query_terms(self, query: str, context: Sequence[str] = ()) -> tuple[list[str], list[float]]:
+    def query_terms(
+        self, query: str, context: Sequence[str] = (), *, asked: str | None = None
+    ) -> tuple[list[str], list[float]]:
         """The keywords to match and the weight of each.
 
         Keywords of the part that is embedded (the whole message, or the tail of a
@@ -469,7 +477,7 @@ class Retriever:
         """
         s = self.settings
         words: dict[str, float] = {}
-        tail = self.embedding_text(query)
+        tail = self.embedding_text(query) if asked is None else asked
         parts = [(tail, 1.0), (query, s.retrieval.head_weight)]
         turns = list(context)[-s.retrieval.context_turns :] if s.retrieval.context_turns else []
         parts += [(turn, s.retrieval.context_weight) for turn in turns]
@@ -484,7 +492,7 @@ class Retriever:
                     words[word] *= s.retrieval.focus_weight
         return list(words), list(words.values())
 
-    def query_vector(self, query: str, context: Sequence[str] = ()) -> list[float]:
+    def query_vector(self, query: str, context: Sequence[str] = (), *, asked: str | None = None) -> list[float]:
         """The embedded message, plus the mean vector of the session's earlier turns at
         `retrieval_context_weight`.
 
@@ -495,7 +503,7 @@ class Retriever:
         """
         s = self.settings
         model = self.store.embedder
-        vector = model.embed(self.embedding_text(query), "search")
+        vector = model.embed(self.embedding_text(query) if asked is None else asked, "search")
         turns = list(context)[-s.retrieval.context_turns :] if s.retrieval.context_turns else []
         peek = getattr(model, "cached", None)
         if not turns or s.retrieval.context_weight <= 0 or peek is None:
@@ -514,19 +522,19 @@ class Retriever:
     def _candidates(
         self,
         scope: Scope,
-        query: str,
+        p: ParsedQuery,
         *,
         top_k: int,
         context: Sequence[str],
     ) -> tuple[list[Candidate], _Query, dict[tuple[str, int], Candidate] | None]:
         """The candidates, the query, and the raw turns next to them (None: not fetched)."""
         s = self.settings
-        words, weights = self.query_terms(query, context)
+        words, weights = list(p.words), list(p.weights)
         pool = max(s.retrieval.pool, top_k)
         fetch = self._fetch_size(pool)
         if s.retrieval.one_trip and s.retrieval.vector:
-            self.store.check_fresh(scope.user_id)  # another process's forget or redaction: never served
-            return self._candidates_in_one_trip(scope, query, context, words, weights, pool, top_k)
+            self._source.check_fresh(scope.user_id)  # another process's forget or redaction: never served
+            return self._candidates_in_one_trip(scope, p, context, pool, top_k)
         lexical = bool(words) and (s.retrieval.fulltext or s.retrieval.substring)
         # Beside the query's embedding, before any stage reads the held rows: the freshness
         # check's round trip is hidden behind the embedding instead of added to the look-up.
@@ -534,12 +542,12 @@ class Retriever:
         vector: list[float] | None = None
         try:
             if s.retrieval.vector:
-                vector = self.query_vector(query, context)
+                vector = self.query_vector(p.text, context, asked=p.asked)
         finally:
             lexical_hits = recall.result()
         q = _Query(words, weights, vector)
         merged, turns = self._fetch(scope, vector, lexical_hits, fetch)
-        merged = self._statements_first(merged, list(lexical_hits), query, pool)
+        merged = self._statements_first(merged, list(lexical_hits), p.text, pool)
         if words:
             self._score_lexically(q, merged)
         return merged, q, turns
@@ -598,21 +606,20 @@ class Retriever:
     def _candidates_in_one_trip(
         self,
         scope: Scope,
-        query: str,
+        p: ParsedQuery,
         context: Sequence[str],
-        words: list[str],
-        weights: list[float],
         pool: int,
         top_k: int,
     ) -> tuple[list[Candidate], _Query, dict[tuple[str, int], Candidate] | None]:
-        """`_candidates` with one round trip to the database, after the query's embedding
-        (`Mem0Table.candidates`): the same candidates as the lexical recall beside the
+        """`_candidates` with one call after the query's embedding (`LookupSource.candidates`;
+        in SQL one round trip): the same candidates as the lexical recall beside the
         embedding and the vector stage after it, without the second trip, and without the
         keyword SQL's backend taking a core from the embedding's two threads."""
+        words, weights = list(p.words), list(p.weights)
         terms, patterns = self._lexical_terms(words)
-        vector = self.query_vector(query, context)
+        vector = self.query_vector(p.text, context, asked=p.asked)
         density = self.density(scope.user_id)
-        rows = self.store.candidates(
+        rows = self._source.candidates(
             scope, vector, terms, patterns, limit=self._fetch_size(pool), scan=_SUBSTRING_SCAN,
             substring_below=top_k / 2, neighbours=self._neighbours_count,
         )  # fmt: skip
@@ -621,7 +628,7 @@ class Retriever:
             if stage in ("fulltext", "substring"):
                 lexical_hits.setdefault(mem_id, Candidate(mem_id)).stages.add(stage)
         merged, turns = self._merge(rows, lexical_hits, density, vector)
-        merged = self._statements_first(merged, list(lexical_hits), query, pool)
+        merged = self._statements_first(merged, list(lexical_hits), p.text, pool)
         q = _Query(words, weights, vector)
         if words:
             self._score_lexically(q, merged)
@@ -703,7 +710,7 @@ class Retriever:
             density = _NO_DENSITY
             r = self.settings.retrieval
             # Past the bound there is no correction: counted first, not found out by reading the vectors.
-            too_many = self.store.user_has_more_than(user_id, _DENSITY_MAX)
+            too_many = self._source.user_has_more_than(user_id, _DENSITY_MAX)
             # A process's first densities of the user are the stored ones when still good; a
             # process that held them past the TTL (a long call) computes them with what was added.
             with self._densities_lock:
@@ -712,7 +719,7 @@ class Retriever:
             # The vectors are read when the densities must be computed, or for the near-copies'
             # fold (which needs them whatever is stored); the k-NN pass only for the former.
             need_vectors = not too_many and (stored is None or r.near_copies > 0)
-            rows = self.store.user_vectors(user_id, _DENSITY_MAX + 1) if need_vectors else []
+            rows = self._source.user_vectors(user_id, _DENSITY_MAX + 1) if need_vectors else []
             vectors: np.ndarray | None = None
             if 2 <= len(rows) <= _DENSITY_MAX:
                 vectors = np.stack([v for _, v in rows]).astype(np.float32)
@@ -779,7 +786,7 @@ class Retriever:
     def _fresh_lexical_recall(self, scope: Scope, words: Sequence[str], pool: int, top_k: int) -> dict[str, Candidate]:
         """Another process's forget or redaction seen first (`MemoryStore.check_fresh`: the
         held rows are dropped if the user's generation moved), then the lexical recall."""
-        self.store.check_fresh(scope.user_id)
+        self._source.check_fresh(scope.user_id)
         return self._lexical_recall(scope, words, pool, top_k) if words else {}
 
     def _lexical_recall(self, scope: Scope, words: Sequence[str], pool: int, top_k: int) -> dict[str, Candidate]:
@@ -790,10 +797,10 @@ class Retriever:
         if not terms and not patterns:
             return found
         # The scan bound: past `_SUBSTRING_SCAN` matches, more rows would not change what is kept much.
-        full, sub = self.store.lexical_hits(
+        full, sub = self._source.lexical_hits(
             scope, terms, patterns, scan=_SUBSTRING_SCAN, limit=pool, substring_below=top_k / 2
         )
-        for mem_id in self._fulltext(terms, full, pool):
+        for mem_id in rank_fulltext(terms, full, pool):  # the index ranks the hits here, not ts_rank
             found.setdefault(mem_id, Candidate(mem_id)).stages.add("fulltext")
         if len(found) < top_k / 2:  # as the statement decided: substring rows came only then
             for mem_id in sub:
@@ -808,27 +815,6 @@ class Retriever:
         terms = [t for t in lexical.search_terms(words) if t not in _NEUTRAL] if s.retrieval.fulltext else []
         patterns = _like_patterns(words) if s.retrieval.substring else []
         return terms, patterns
-
-    @staticmethod
-    def _fulltext(terms: Sequence[str], rows: Sequence[tuple[str, str | None]], limit: int) -> list[str]:
-        """Ids of memories whose `lex` holds any keyword (or its stem), best first.
-
-        Matching uses the GIN index; ranking happens here on the short `lex` strings,
-        by the summed rarity (in the matched set) of the terms each memory holds,
-        instead of ts_rank, which re-parses every matched row in the database.
-        """
-        if len(rows) <= limit:
-            return [r[0] for r in rows]
-        wanted = set(terms)
-        held = [wanted.intersection((lex or "").split()) for _, lex in rows]
-        df: dict[str, int] = {}
-        for terms_held in held:
-            for term in terms_held:
-                df[term] = df.get(term, 0) + 1
-        n = len(rows)
-        scores = [sum(math.log(1.0 + n / df[t]) for t in terms_held) for terms_held in held]
-        order = sorted(range(n), key=lambda i: (-scores[i], rows[i][0]))  # ties by id: repeatable
-        return [rows[i][0] for i in order[:limit]]
 
     def _fetch(
         self,
@@ -847,9 +833,9 @@ class Retriever:
         if vector is None:
             if not ids:
                 return [], None
-            rows = self.store.payloads(scope.user_id, ids)
+            rows = self._source.payloads(scope.user_id, ids)
         else:
-            rows = self.store.nearest_and_ids(scope, vector, pool, ids, neighbours=self._neighbours_count)
+            rows = self._source.nearest_and_ids(scope, vector, pool, ids, neighbours=self._neighbours_count)
         return self._merge(rows, lexical_hits, density, vector)
 
     def _merge(
@@ -976,7 +962,7 @@ class Retriever:
         sessions = sorted({t[0] for t in turns})
         wanted = set(turns)
         density = self.density(user_id) if vector is not None else _NO_DENSITY
-        rows = self.store.session_turns(user_id, sessions, sorted({str(t[1]) for t in turns}), vector)
+        rows = self._source.turns(user_id, sessions, sorted({str(t[1]) for t in turns}), vector)
         out = []
         for mem_id, c, payload in rows:
             cand = Candidate(mem_id, payload or {}, cosine=density.adjust(mem_id, c))
@@ -1105,4 +1091,4 @@ def _like_patterns(words: Sequence[str]) -> list[str]:
     return list(out)
 
 
-__all__ = ["Candidate", "Considered", "Explanation", "Retriever", "Scope", "calibrated_cosine"]
+__all__ = ["Candidate", "Considered", "Explanation", "Retriever", "calibrated_cosine"]

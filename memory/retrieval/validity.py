@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from datetime import date, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from memory.language import dates
 from memory.language.asked_time import AskedTime, asked_time, words
@@ -30,6 +30,7 @@ __all__ = ["Held", "current_first", "for_its_time", "held"]
 
 # How far above its lineage's best score the value for the question's time is put.
 _LIFT = 1e-6
+READ = object()  # a `span` argument not given: the days are read from the question's text
 
 
 class Ranked(Protocol):
@@ -136,18 +137,21 @@ def _key(cand: Ranked) -> str:
     return str(cand.payload.get("superseded_by") or cand.id)
 
 
-def for_its_time(ranked: list[Ranked], query: str, today: date, *, past: bool = False) -> list[Ranked]:
+def for_its_time(
+    ranked: list[Ranked], query: str, today: date, *, past: bool = False, span: object = READ
+) -> list[Ranked]:
     """`ranked` (best first, past values among them) ordered for the time the question
     asks about (`asked_time`): for a question about now each fact's current value at its
     line's best score and no past value; for one about the past, in the line of values
     the question is about, the value that fits its time first: the days it names, the
     span of an event it names ("when I got Nova": the day that fact began), the value
     before or after the one it names, the first, the one it names by its own words, else
-    the latest that no longer holds. Best first again."""
+    the latest that no longer holds. Best first again. `span`: the days the question names
+    as the look-up parsed them (`query.ParsedQuery.span`); by default read from `query`."""
     lines = _lineages(ranked)
     if not lines:
         return ranked
-    asked, span = _judged(lines, query, today, past)
+    asked, span = _judged(lines, query, today, past, span)
     if not asked.past:
         return _now_first(ranked, lines, words(query))
     dated = span is not None
@@ -197,16 +201,18 @@ def for_its_time(ranked: list[Ranked], query: str, today: date, *, past: bool = 
     return sorted(ranked, key=lambda c: (-c.score, c.id))
 
 
-def _judged(lines: list[list[Ranked]], query: str, today: date, past: bool) -> tuple[AskedTime, dates.Span | None]:
+def _judged(
+    lines: list[list[Ranked]], query: str, today: date, past: bool, span: object = READ
+) -> tuple[AskedTime, dates.Span | None]:
     """Whether the question is about the past (`AskedTime.past`) and the past days it
     names. Days that reach today ("today", "this year") are now unless the tense says
     past; a question with no tense either way is past when it names a past value by its
     own words."""
     asked = asked_time(query)
-    span = dates.query_span(query, today)
-    dated = span is not None and span.start <= today and (past or asked.past or span.end < today)
+    days = dates.query_span(query, today) if span is READ else cast("dates.Span | None", span)
+    dated = days is not None and days.start <= today and (past or asked.past or days.end < today)
     if past or dated:
-        return dataclasses.replace(asked, past=True), span if dated else None
+        return dataclasses.replace(asked, past=True), days if dated else None
     if asked.past:
         return asked, None
     if not (asked.now or asked.present):
@@ -218,12 +224,12 @@ def _judged(lines: list[list[Ranked]], query: str, today: date, past: bool) -> t
     return asked, None
 
 
-def current_first(ranked: list[Ranked], query: str, today: date) -> list[Ranked]:
+def current_first(ranked: list[Ranked], query: str, today: date, *, span: object = READ) -> list[Ranked]:
     """`ranked` with no value that no longer holds when the question is not judged to be
     about the past (`_judged`): whatever later stages did to the scores, a question about
     now never gets a past value, let alone first."""
     lines = _lineages(ranked)
-    if not lines or _judged(lines, query, today, False)[0].past:
+    if not lines or _judged(lines, query, today, False, span)[0].past:
         return ranked
     gone = {id(m) for members in lines for m in members if held(m.payload).end is not None}
     return [c for c in ranked if id(c) not in gone]

@@ -104,7 +104,7 @@ def add_raw_page(
                     ),
                     [user_id, ids],
                 )
-            store.purge_history(ids)
+            store.mem0_history.purge(ids)
             store._wrote(user_id)  # noqa: SLF001
             raise ForgottenTurn(f"the user asked to be forgotten after this import was asked for ({asked_at})")
     written = dict(zip((t.write_id for t, _ in new), ids, strict=True))

@@ -26,7 +26,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -36,6 +35,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from memory.storage import generations
+from memory.storage.lookup import Hit, LexicalHits, Scope, Turn
 from memory.storage.partitions import PARTITIONED, PARTITIONS, create_partitioned, migrate_in_place
 from memory.storage.replicas import ReadRouter
 
@@ -68,16 +68,6 @@ _SIZE_TTL_S = 600.0  # how long a user's "walk or scan" stands before it is coun
 _OLDER_THAN = sql.SQL("payload->>'created_at' ~ {iso} AND (payload->>'created_at')::timestamptz < %s").format(
     iso=sql.Literal(_ISO)
 )
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Whose memories a look-up may return."""
-
-    user_id: str
-    categories: Sequence[str] | None = None
-    exclude_session: str | None = None  # the current session: its turns are in the chat already
-    past: bool = True  # False: not GATED's superseded values (rows with `valid_until`), only what holds now
 
 
 Row = tuple[str, dict[str, Any]]  # (id, payload)
@@ -622,8 +612,11 @@ class Mem0Table:
         with self._reading() as conn:
             return conn.execute(query, [zone, since]).fetchall()
 
-    # ------------------------------------------------------------ retrieval stages
-    def payloads(self, user_id: str, ids: Sequence[str]) -> list[tuple[str, None, dict[str, Any], str]]:
+    # ------------------------------------------------------------ retrieval stages (lookup.LookupSource)
+    def check_fresh(self, user_id: str) -> None:
+        """The statements read the rows as they are: nothing to check."""
+
+    def payloads(self, user_id: str, ids: Sequence[str]) -> list[Hit]:
         """(id, no cosine, payload, "id") of the user's rows with these ids."""
         query = sql.SQL(
             "SELECT id::text, NULL, payload, 'id' FROM {} WHERE user_id = %s AND id = ANY(%s::uuid[])"
@@ -639,7 +632,7 @@ class Mem0Table:
         scan: int,
         limit: int,
         substring_below: float,
-    ) -> tuple[list[tuple[str, str | None]], list[str]]:
+    ) -> LexicalHits:
         """Both lexical stages in one round trip: what `fulltext_hits(scope, terms)` gives,
         and, only when that is fewer than `substring_below` rows, what
         `substring_hits(scope, patterns, scan, limit)` gives (a one-time filter: Postgres
@@ -673,7 +666,7 @@ class Mem0Table:
 
     def nearest_and_ids(
         self, scope: Scope, vector: Sequence[float], limit: int, ids: Sequence[str], *, neighbours: bool = False
-    ) -> list[tuple[str, float, dict[str, Any], str]]:
+    ) -> list[Hit]:
         """One round trip: (id, cosine, payload, "vector") of the scope's `limit` rows
         nearest to `vector`, then (id, cosine, payload, "id") of the user's rows with these
         ids; with `neighbours`, then (id, cosine, payload, "neighbour") of the user's raw
@@ -766,7 +759,7 @@ class Mem0Table:
         scan: int,
         substring_below: float,
         neighbours: bool = False,
-    ) -> list[tuple[str, float, dict[str, Any], str]]:
+    ) -> list[Hit]:
         """A look-up's every stage in ONE statement, one round trip, after the query's
         embedding: what `lexical_hits` and then `nearest_and_ids` give, without the trip
         between them.
@@ -775,7 +768,7 @@ class Mem0Table:
         nearest, exact: `nearest_and_ids`), "fulltext" and "substring" (the lexical hits, with their cosine:
         an id both stages found comes once per stage), "neighbour" (the user's raw turns
         said just before or after any of those). The full-text hits past `limit` are cut
-        here as `Retriever._fulltext` cuts them: by the summed rarity, among the hits, of
+        here as `lookup.rank_fulltext` cuts them: by the summed rarity, among the hits, of
         the terms each holds (ln(1 + n / df) per term), ties by id. The substring stage
         runs only when full text found fewer than `substring_below` rows. Every part names
         the user in its WHERE (one partition of a table partitioned by user)."""
@@ -836,7 +829,7 @@ class Mem0Table:
 
     def turns(
         self, user_id: str, sessions: Sequence[str], seqs: Sequence[str], vector: Sequence[float] | None
-    ) -> list[tuple[str, float | None, dict[str, Any]]]:
+    ) -> list[Turn]:
         """(id, cosine to `vector` or None, payload) of the user's raw turns in these sessions
         at these positions (any pairing of the two: the caller keeps the pairs it wants)."""
         cos = sql.SQL("1 - (vector <=> %s::vector)") if vector is not None else sql.SQL("NULL")
@@ -856,7 +849,7 @@ class Mem0Table:
 
     def user_snapshot(self, user_id: str, ids: Sequence[str] | None = None) -> list[tuple[Any, ...]]:
         """The user's rows (or those with these ids) as a session's in-process index holds
-        them (the fields of `session_index.Row`, in order): id, row version, vector (read in binary), the payload
+        them (the fields of `snapshot.Row`, in order): id, row version, vector (read in binary), the payload
         as JSON text, and the payload's fields the look-up's stages filter and match on,
         extracted here by the same `->>` and `?` the statements use. The row version is
         `xmin`, which every insert and update changes (a replica has the primary's)."""
@@ -894,6 +887,6 @@ class Mem0Table:
 
 
 __all__ = [
-    "HNSW_SETTINGS", "Mem0Table", "Row", "Scope", "create_table", "entities_table", "for_user", "migrate_table",
+    "HNSW_SETTINGS", "Mem0Table", "Row", "create_table", "entities_table", "for_user", "migrate_table",
     "stored_dims", "user_scoped_vectors", "vector_array", "vector_literal",
 ]  # fmt: skip

@@ -130,7 +130,7 @@ def test_forget_loads_neither_livekit_nor_mem0(store: MemoryStore, user_id: str,
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"forgot {user_id}: memories 1, mem0_history 1," in proc.stdout
     assert not _top(modules) & {"livekit", "mem0"}, sorted(m for m in modules if m.startswith(("livekit", "mem0")))
-    assert store.list_user(user_id) == [] and store.history_count([]) == 0
+    assert store.list_user(user_id) == [] and store.mem0_history.count([]) == 0
 
 
 def test_the_web_server_says_its_secret_is_missing_before_loading_anything_heavy(tmp_path: Path) -> None:

@@ -84,7 +84,7 @@ def test_densities_are_computed_again_when_half_the_memories_were_replaced_by_as
     seed(store, user_id, CHATTER[:20])
     calls = counting_knn(monkeypatch)
     Retriever(store, store.settings).prepare(user_id)
-    for mem_id, _ in store.user_vectors(user_id, 100)[:10]:
+    for mem_id, _ in store.lookup.user_vectors(user_id, 100)[:10]:
         store.delete(mem_id)  # 10 forgotten ...
     seed(store, user_id, [f"I watered the {plant}" for plant in ("fern", "rose", "fig", "palm", "ivy")])
     seed(store, user_id, [f"I painted the {room}" for room in ("hall", "attic", "porch", "study", "den")])

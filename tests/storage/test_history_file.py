@@ -9,7 +9,8 @@ import uuid
 from pathlib import Path
 
 from memory.settings import load_settings
-from memory.storage.store import MemoryStore, history_problems, schema_problems
+from memory.storage.history import history_problems
+from memory.storage.store import MemoryStore, schema_problems
 
 
 def test_a_damaged_history_file_fails_the_start_up_check_and_moving_it_aside_loses_no_memory(

@@ -180,7 +180,7 @@ def test_every_statement_on_a_users_rows_names_the_user_and_reads_one_partition(
     store.upsert_fact(user_id, "User's sister is Maria", category="relationships", slot="sister")
     Retriever(store, store.settings).retrieve(user_id, "Where does my sister live?")
     Retriever(store, store.settings.tuned(one_trip=True)).retrieve(user_id, "Where does my sister live?")
-    store.user_vectors(user_id, 100)
+    store.lookup.user_vectors(user_id, 100)
     store.newest_per_category(user_id, ["relationships"], 5)
     store.reindex_lex(user_id)
     store.delete_user(user_id)

@@ -22,7 +22,7 @@ import pytest
 from harness.pgbouncer import PgBouncer
 from harness.replica import StreamingReplica, primary_position
 from memory.settings import MemoryMode, load_settings
-from memory.storage.mem0_table import Scope
+from memory.storage.lookup import Scope
 from memory.storage.postgres import open_replica_pool
 from memory.storage.replicas import ReadRouter
 from memory.storage.store import MemoryStore
@@ -97,7 +97,7 @@ async def test_a_fact_said_in_one_turn_is_recalled_in_the_next_while_the_replica
     live_replica.pause()
     on_replica = reads.stats.replica
     # The replica serves this process's look-ups: another caller's memory is read there.
-    assert [r[2]["data"] for r in routed.nearest_and_ids(Scope(other), _vector(routed, "dog"), 5, [])] == [
+    assert [r[2]["data"] for r in routed.lookup.nearest_and_ids(Scope(other), _vector(routed, "dog"), 5, [])] == [
         "My neighbour's dog is called Biscuit"
     ]
     assert reads.stats.replica > on_replica

@@ -1,10 +1,10 @@
 """The caller's memories held in the job process (memory/storage/session_index.py).
 
 A look-up after the final transcript reads the in-process snapshot instead of running
-statements: it must find exactly what the SQL path finds (English and Chinese, categories,
-superseded values, the session's own turns left out, neighbours), run no statement, fall
-back to SQL above the bound and after the process's own write until a refresh caught up,
-pick up what another session wrote or deleted, and never hold another user's rows.
+statements. That it finds exactly what the SQL path finds, and runs no statement, is the
+look-up seam's contract (test_lookup_contract.py). Here: it falls back to SQL above the
+bound and after the process's own write until a refresh caught up, picks up what another
+session wrote or deleted, and never holds another user's rows.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from memory.retrieval.retriever import Retriever
-from memory.storage import session_index
+from memory.storage import snapshot
 from memory.storage.store import MemoryStore
 
 
@@ -54,86 +54,6 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 def _retriever(store: MemoryStore) -> Retriever:
     # No hubness correction: it is computed in the background, apart from the look-up.
     return Retriever(store, store.settings.tuned(density=0.0))
-
-
-def _explained(
-    retriever: Retriever, user_id: str, query: str, **kw: object
-) -> list[tuple[str, tuple[str, ...], float]]:
-    got = retriever.explain(user_id, query, top_k=10, **kw)  # type: ignore[arg-type]
-    return [(c.record.id, c.stages, c.record.score) for c in got.considered]
-
-
-ENGLISH = [
-    "My cousin plays chess on Monday",
-    "My cousin plays chess on Friday",
-    "I played chess with my friend Tom",
-    "How long have you had the turtles?",
-    "I've had them for three years",
-    "My sister Anna lives in Lisbon",
-    "I don't like spicy food",
-]
-CHINESE = ["我妹妹下个月要结婚了", "我喜欢蓝色", "我在上海工作", "我养了两只乌龟", "我不吃辣"]
-QUERIES = [
-    "does my cousin play chess",
-    "chess",
-    "how long have I had the turtles",
-    "where does Anna live",
-    "spicy",
-    "结婚",
-    "我喜欢什么颜色",
-    "我在哪里工作",
-    "乌龟",
-    "Lisbon 上海",
-]
-
-
-def _fill(store: MemoryStore, user_id: str) -> None:
-    for seq, text in enumerate(ENGLISH):
-        store.add_raw(user_id, text, metadata={"session_id": "s-en", "seq": seq})
-    for seq, text in enumerate(CHINESE):
-        store.add_raw(user_id, text, metadata={"session_id": "s-zh", "seq": seq})
-    store.upsert_fact(user_id, "The user works as a nurse", category="personal_facts", slot="job")
-    store.upsert_fact(
-        user_id, "The user works as a teacher", category="personal_facts", slot="job"
-    )  # the nurse: superseded
-    store.upsert_fact(user_id, "The user loves peanuts", category="preferences")
-
-
-def test_the_in_process_look_up_finds_what_sql_finds_and_runs_no_statement(
-    store: MemoryStore, user_id: str, indexes, statements
-) -> None:
-    _fill(store, user_id)
-    retriever = _retriever(store)
-    indexes.enabled = False
-    expected = {
-        (q, kw): _explained(retriever, user_id, q, **dict(kw))
-        for q in QUERIES
-        for kw in ((), (("exclude_session", "s-en"),), (("categories", ("personal_facts", "preferences")),))
-    }
-    indexes.enabled = True
-    store.open_session_index(user_id)
-    statements.clear()
-    for (q, kw), want in expected.items():
-        assert indexes.usable(user_id) is not None
-        got = _explained(retriever, user_id, q, **dict(kw))
-        # The same candidates, stages and order; the scores to float precision (the cosine
-        # in numpy's float32 against pgvector's, the query sent to it with 7 digits).
-        assert [c[:2] for c in got] == [c[:2] for c in want], (q, kw)
-        assert all(abs(a[2] - b[2]) < 1e-5 for a, b in zip(got, want, strict=True)), (q, kw)
-        assert want or q == "spicy", q
-    # The refreshes after the look-ups run on the index's thread: waited for, so the statements
-    # seen are known to be recorded at all.
-    assert indexes.wait_idle(user_id)
-    assert statements
-    # Not one statement on the look-ups' path: the refreshes after them, and a path not taken
-    # for a while timed again (lookup_paths.py), run apart, on the index's thread; the freshness
-    # check (the user's generation, one per look-up: test_seen_at_once.py) runs beside the
-    # query's embedding, on a retrieval thread.
-    seen = list(zip(statements.threads, statements, strict=False))
-    assert all(
-        thread.startswith("memory-index") or (thread.startswith("retrieval") and "_generations" in sql)
-        for thread, sql in seen
-    ), seen
 
 
 def test_a_user_past_the_bound_is_looked_up_in_sql(store: MemoryStore, user_id: str, indexes, statements) -> None:
@@ -194,9 +114,9 @@ def test_a_snapshot_never_holds_another_users_rows(store: MemoryStore, indexes) 
     snap = indexes.usable(mine)
     assert snap is not None and snap.rows == 1
     assert [r.text for r in _retriever(store).retrieve(mine, "bees")] == ["I keep bees in the garden"]
-    row = session_index.Row(*store.rows.user_snapshot(theirs)[0])
+    row = snapshot.Row(*store.rows.user_snapshot(theirs)[0])
     with pytest.raises(ValueError, match="another user"):
-        session_index.build(mine, [row], 0)
+        snapshot.build(mine, [row], 0)
 
 
 def test_the_densities_from_the_snapshot_are_the_sql_ones(store: MemoryStore, user_id: str, indexes) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memory.storage import mem0_table
-from memory.storage.mem0_table import Scope
+from memory.storage.lookup import Scope
 from memory.storage.store import MemoryStore
 
 TEXTS = [f"I planted {n} tulips in the {place} garden" for n in range(6) for place in ("front", "back", "roof", "side")]
