@@ -12,7 +12,7 @@ from pathlib import Path
 import dotenv
 import pytest
 
-import memory.settings as settings_mod
+import memory.settings.process as settings_mod
 from memory.livekit import startup
 from memory.settings import load_env_file, load_settings
 
