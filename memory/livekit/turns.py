@@ -42,7 +42,7 @@ def answered_turn(items: list[llm.ChatItem]) -> int | None:
     return last_user
 
 
-def _same_words(a: str, b: str) -> bool:
+def same_words(a: str, b: str) -> bool:
     """Equal but for case, punctuation and spacing, as LiveKit compares transcripts."""
     return [w for w in re.split(r"\W+", a.casefold()) if w] == [w for w in re.split(r"\W+", b.casefold()) if w]
 
