@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from memory import bodies
 from memory.admin.tables import to_json
-from memory.api.runtime import (
+from memory.api.lifecycle import (
     _get_runtime,
     _Runtime,
     close,

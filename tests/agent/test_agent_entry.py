@@ -11,7 +11,7 @@ import pytest
 
 from harness import memory_parts
 from memory import api
-from memory.api import runtime as api_runtime
+from memory.api import lifecycle
 
 
 @pytest.fixture(autouse=True)
@@ -161,7 +161,7 @@ def test_a_table_made_for_another_embedder_still_stops_the_process(store) -> Non
 
     wrong = dataclasses.replace(store.settings, embedder=EmbedderKind.OPENAI)  # 1536-d, the table holds 384-d
     with pytest.raises(ConfigError, match="MEMORY_EMBEDDER"):
-        api_runtime.open_store(wrong)
+        lifecycle.open_store(wrong)
 
 
 async def test_a_store_that_comes_back_wrongly_configured_is_reported_once_not_retried(
