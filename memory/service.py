@@ -299,11 +299,17 @@ class MemoryService:
                 )
         return self.mode
 
+    @staticmethod
+    def _redacted_context(turn: Turn, items: tuple[str, ...]) -> list[str]:
+        """The turn's context without secrets: as it came when the door redacted the turn."""
+        return list(items) if turn.redacted else [redact_secrets(clean_text(t))[0] for t in items]
+
     async def remember(self, turn: Turn, keep_verdict: Callable[[Turn], None] | None = None) -> RememberReport:
         """Store what this mode keeps of a turn, secrets left out. Bad input is dropped
         with a reason. The glue splits long turns (`split_turn`); one that still comes
         longer is cut, and says so."""
-        text, secrets = redact_secrets(clean_text(turn.text).strip())
+        # A turn the session's door redacted (`Turn.redacted`) is not redacted again.
+        text, secrets = (turn.text.strip(), []) if turn.redacted else redact_secrets(clean_text(turn.text).strip())
         report = RememberReport(redacted=secrets)
         if secrets:
             logger.info("left secrets out of a memory: %s", ", ".join(sorted(set(secrets))))
@@ -331,7 +337,7 @@ class MemoryService:
                     write_id=turn.turn_id,
                     said_at=turn.created_at,
                     # What the turn answers indexes it (MEMORY_RETRIEVAL_INDEX_CONTEXT).
-                    context=[redact_secrets(clean_text(t))[0] for t in turn.context[-1:]],
+                    context=self._redacted_context(turn, turn.context[-1:]),
                 )
             except AgentMemoryError as exc:  # bad text, or said before a forget: dropped
                 if exc.retryable:
@@ -347,7 +353,7 @@ class MemoryService:
             return report
         outcome = self._reviewed.get(turn.turn_id) or _journaled_verdict(turn)
         if outcome is None:
-            context = [redact_secrets(clean_text(t))[0] for t in turn.context]
+            context = self._redacted_context(turn, turn.context)
             outcome = await self.gatekeeper.review(text, context, functools.partial(self._known_facts, turn.user_id))
             for fact in outcome.facts:  # a model that kept a secret anyway
                 fact.text, more = redact_secrets(fact.text)

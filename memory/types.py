@@ -247,3 +247,7 @@ class Turn:
     # ("archive": memory/archive/writer.py) whose `extra` holds its type and what it covers.
     kind: str = "memory"
     extra: dict[str, Any] | None = None
+    # True when `text` and `context` were cleaned and their secrets replaced where the turn
+    # came in (the session's door, `memory/livekit/turns.py`): the write path does not do
+    # it again. False (a row from before, an import, any other door): the write path does.
+    redacted: bool = False

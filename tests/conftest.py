@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-import memory.settings
+import memory.settings.process
 
 # No developer's .env reaches the tests (README: `cp .env.example .env`, then `uv run
 # pytest`): `import agent` and `load_settings()` read the one above the working
 # directory into this process, and with its MEMORY_DATABASE_URL the prewarm test wrote
 # into that database. Subprocesses run from a temporary directory for the same reason.
-memory.settings.find_dotenv = lambda *args, **kwargs: ""
+memory.settings.process.find_dotenv = lambda *args, **kwargs: ""
 
 from harness.guards import HANG_GUARD_S  # noqa: E402, F401 - the tests' one hang bound
 from memory.settings import MemoryMode, MemorySettings, load_settings  # noqa: E402 - after the .env is blocked

@@ -35,12 +35,14 @@ def fit_summary(text: str, limit: int = MAX_SUMMARY_CHARS) -> str:
 
 async def summarize(model: llm.LLM, messages: Sequence[tuple[str, str]], *, previous: str | None = None) -> str:
     """The summary of `previous` (a summary of what came before) and `messages`
-    ((role, text), oldest first). Raises what the model raises; empty output is an error."""
+    ((role, text), oldest first, as archived: cleaned and redacted once where they came in,
+    `memory/livekit/turns.py`); what the model writes is redacted. Raises what the model
+    raises; empty output is an error."""
     ctx = llm.ChatContext.empty()
     ctx.add_message(role="system", content=load_prompt("summarize_conversation"))
     payload = {
         "summary_so_far": previous or "",
-        "messages": [{"role": role, "text": redact_secrets(text)[0]} for role, text in messages],
+        "messages": [{"role": role, "text": text} for role, text in messages],
     }
     ctx.add_message(role="user", content=json.dumps(payload, ensure_ascii=False))
     parts: list[str] = []

@@ -25,18 +25,18 @@ from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
 from livekit.agents import AgentSession, llm
-from livekit.agents.voice.events import ConversationItemAddedEvent, UserInputTranscribedEvent
+from livekit.agents.voice.events import UserInputTranscribedEvent
 
 from memory.archive.intent import asks_about_past_conversations
 from memory.archive.summarizer import summarize
 from memory.archive.writer import archive_turn
-from memory.language.redact import redact_secrets
 from memory.livekit import blocks as door
 from memory.livekit.session import MemorySession
+from memory.livekit.turns import Redacted
 from memory.ops.threads import run_read
 from memory.settings import MemoryMode
 from memory.storage.archive import Match, archive_for
-from memory.types import clean_text, now_iso
+from memory.types import now_iso
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class ArchiveSession:
         return archive_for(self.memory.service.store)
 
     def attach(self, session: AgentSession) -> None:
-        session.on("conversation_item_added", self._on_item)
+        self.memory.message_hooks.append(self._on_message)  # each message, redacted once by the session
         session.on("user_input_transcribed", self._on_transcribed)
         self.memory.block_sources.append(self.add_blocks)
         self.memory.close_hooks.append(self.aclose)
@@ -104,15 +104,11 @@ class ArchiveSession:
             self._last_task = asyncio.ensure_future(self._load_last_conversation())
 
     # ----------------------------------------------------------- archiving
-    def _on_item(self, ev: ConversationItemAddedEvent) -> None:
-        item = ev.item
-        if not isinstance(item, llm.ChatMessage) or item.role not in ("user", "assistant"):
-            return
-        text = (item.text_content or "").strip()
-        if not text:
-            return
-        kept, _ = redact_secrets(clean_text(text))  # as memory writes: no secret kept
-        msg = _Message(item.id, f"{self.chat_id}:{item.id}", item.role, kept)
+    def _on_message(self, item_id: str, role: str, said: Redacted) -> None:
+        """A user's or the agent's message, as the session cleaned and redacted it (as
+        memory writes: no secret kept)."""
+        kept = said.text
+        msg = _Message(item_id, f"{self.chat_id}:{item_id}", role, kept)
         self.messages.append(msg)
         self.memory.queue.enqueue(
             archive_turn(
@@ -120,7 +116,7 @@ class ArchiveSession:
                 chat_id=self.chat_id,
                 user_id=self.user_id,
                 text=kept,
-                message_type=item.role,
+                message_type=role,
                 created_at=now_iso(),
             )  # fmt: skip
         )

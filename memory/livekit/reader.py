@@ -20,16 +20,16 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from livekit.agents import llm
 
 from memory.livekit import blocks as door
-from memory.livekit.turns import _same_words, answered_turn, query_text
+from memory.livekit.turnlog import TurnLog
+from memory.livekit.turns import answered_turn, query_text, same_words
 from memory.ops import metrics
-from memory.retrieval.prefetch import Recaller, RecallResult
+from memory.retrieval.prefetch import Recaller
 from memory.service import MemoryService
 from memory.types import MemoryRecord, parse_time
 
@@ -51,35 +51,6 @@ INTERIM_SETTLE_S = 0.8
 # the user message the request answers (None: the agent speaks first) and the ids of the
 # request's context items.
 BlockSource = Callable[[door.Blocks, str | None, frozenset[str]], Awaitable[None]]
-
-
-@dataclass
-class TurnLog:
-    """What memory did for one reply; logged and kept for the session summary."""
-
-    text: str
-    recall: RecallResult | None = None
-    injected: int = 0
-    injected_ids: list[str] = field(default_factory=list)
-    profile_injected: bool = False
-    started_at: float = field(default_factory=time.perf_counter)
-    item_id: str | None = None  # the user message answered
-    # Asked for before LiveKit committed the user's message (as it does for every reply:
-    # it adds the message once the speech is scheduled): settled when it is, dropped if
-    # another message is (a preemptive reply for words the user went on from).
-    provisional: bool = False
-    placed: door.Placed | None = None  # the blocks the request got
-
-    def __repr__(self) -> str:
-        """One short line a developer can read (`print(mem.turns[-1])`), not the whole record."""
-        text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
-        parts = [f"text={text!r}", f"injected={self.injected}", f"profile={self.profile_injected}"]
-        if self.recall is not None:
-            found = len(self.recall.records)
-            parts.append(f"recall=({found} found, waited {self.recall.waited_s * 1000:.0f} ms"
-                         + (", missed the budget" if self.recall.missed_budget else "")
-                         + (f", error {self.recall.error!r}" if self.recall.error else "") + ")")  # fmt: skip
-        return f"TurnLog({', '.join(parts)})"
 
 
 class MemoryReader:
@@ -374,7 +345,7 @@ class MemoryReader:
         if not self.turns or not self.turns[-1].provisional:
             return
         log = self.turns[-1]
-        if log.item_id == item_id or _same_words(log.text, committed):
+        if log.item_id == item_id or same_words(log.text, committed):
             log.provisional, log.text = False, committed
             self._log_turn(log)
         else:

@@ -34,7 +34,7 @@ from livekit.agents.voice.events import (
 from memory.journal.queue import DurableWriteQueue
 from memory.livekit import blocks as door
 from memory.livekit.reader import BlockSource, MemoryReader, TurnLog
-from memory.livekit.turns import INLINE_TURN_CHARS, bounded_turn, context_text, turn_parts
+from memory.livekit.turns import INLINE_TURN_CHARS, Redacted, bounded_turn, context_text, redacted, turn_parts
 from memory.ops.threads import run_text
 from memory.retrieval.prefetch import Recaller
 from memory.rows import RowHandler
@@ -90,6 +90,9 @@ class MemorySession:
         # Others that close before the journal does (the archive: what they enqueue at the
         # end is drained with the turns).
         self.close_hooks: list[Callable[[], Awaitable[None]]] = []
+        # Others that keep the session's messages (the archive): each message is given to
+        # them as `(item_id, role, redacted)`, cleaned and redacted once, here.
+        self.message_hooks: list[Callable[[str, str, Redacted], None]] = []
         self._closing: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------- the read side's
@@ -172,19 +175,29 @@ class MemorySession:
         text = (item.text_content or "").strip()
         if not text or item.role not in ("user", "assistant"):
             return
+        # Cleaned and redacted once, here, and carried: to the journal row, the context of
+        # later turns and the archive. A long message is redacted on the event loop only when
+        # the archive needs it whole (it did so itself before); else its rows are, on a thread.
+        said = redacted(text) if len(text) <= INLINE_TURN_CHARS or self.message_hooks else None
         if item.role == "user":
-            self._journal(item.id, text)
+            self._journal(item.id, text, said)
             self.reader.committed(item.id, text)
-        self._recent.append(f"{item.role}: {context_text(text)}")
+        self._recent.append(f"{item.role}: {context_text(said or text)}")
+        if said is not None:
+            for hook in self.message_hooks:
+                hook(item.id, item.role, said)
 
     # ---------------------------------------------------------------- writes
-    def _journal(self, item_id: str | None, text: str) -> None:
+    def _journal(self, item_id: str | None, text: str, said: Redacted | None = None) -> None:
         """The user's message into the journal: its stored part, split into rows, with
-        what came before it as context (on the first row only)."""
+        what came before it as context (on the first row only). `said`: the message already
+        cleaned and redacted, used when it is stored whole."""
         stored = bounded_turn(text, self.service.settings.max_stored_turn_chars, item_id)
+        whole = said is not None and stored is text
         turn = Turn(
             user_id=self.user_id,
-            text=stored,
+            text=said.text if whole and said is not None else stored,
+            redacted=whole,
             session_id=self.session_id,
             turn_id=item_id or uuid.uuid4().hex,
             created_at=now_iso(),

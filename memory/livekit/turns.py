@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+from dataclasses import dataclass
 
 from livekit.agents import llm
 
@@ -41,7 +42,7 @@ def answered_turn(items: list[llm.ChatItem]) -> int | None:
     return last_user
 
 
-def _same_words(a: str, b: str) -> bool:
+def same_words(a: str, b: str) -> bool:
     """Equal but for case, punctuation and spacing, as LiveKit compares transcripts."""
     return [w for w in re.split(r"\W+", a.casefold()) if w] == [w for w in re.split(r"\W+", b.casefold()) if w]
 
@@ -72,19 +73,41 @@ def query_text(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[-limit:].strip()
 
 
-def context_text(text: str) -> str:
-    """A turn as context for later turns: its end, secrets left out. Redacted with a margin
-    before the cut, so a secret the cut goes through is redacted whole, then cut."""
-    tail = text if len(text) <= 2 * CONTEXT_ITEM_CHARS else text[-2 * CONTEXT_ITEM_CHARS :]
-    kept, _ = redact_secrets(clean_text(tail))
+@dataclass(frozen=True)
+class Redacted:
+    """A message's text as memory keeps it: `clean_text`, then `redact_secrets`. Made once,
+    where the message comes in (`MemorySession`), and carried to its journal rows, its
+    context for later turns and the archive, so that none of them does it again."""
+
+    text: str
+    secrets: tuple[str, ...] = ()
+
+
+def redacted(text: str) -> Redacted:
+    """`text` cleaned and its secrets replaced, with the kinds of secret found."""
+    kept, secrets = redact_secrets(clean_text(text))
+    return Redacted(kept, tuple(secrets))
+
+
+def context_text(text: str | Redacted) -> str:
+    """A turn as context for later turns: its end, secrets left out. Redacted before the cut
+    (the whole message when it came redacted; else its end with a margin), so a secret the
+    cut goes through is redacted whole, then cut."""
+    if isinstance(text, Redacted):
+        kept = text.text
+    else:
+        tail = text if len(text) <= 2 * CONTEXT_ITEM_CHARS else text[-2 * CONTEXT_ITEM_CHARS :]
+        kept, _ = redact_secrets(clean_text(tail))
     return kept if len(kept) <= CONTEXT_ITEM_CHARS else "…" + kept[-CONTEXT_ITEM_CHARS:]
 
 
 def turn_parts(turn: Turn, max_chars: int) -> list[Turn]:
     """The journal rows of one turn: no secrets, no character the store would refuse, cut
     into parts the store keeps whole. The first part carries the context; the rest
-    carry none (a 5 MB turn journaled the two items before it with each of its parts)."""
-    kept, _ = redact_secrets(clean_text(turn.text))
+    carry none (a 5 MB turn journaled the two items before it with each of its parts).
+    A turn that came redacted (`Turn.redacted`) is not redacted again; every part is
+    marked redacted (its context is `context_text`'s, redacted too)."""
+    kept = turn.text if turn.redacted else redact_secrets(clean_text(turn.text))[0]
     parts = split_turn(kept, max_chars)
     seq = turn.seq
     return [
@@ -94,6 +117,7 @@ def turn_parts(turn: Turn, max_chars: int) -> list[Turn]:
             turn_id=turn.turn_id if n == 0 else f"{turn.turn_id}/{n}",
             context=turn.context if n == 0 else (),
             seq=None if seq is None else seq + n,
+            redacted=True,
         )
         for n, part in enumerate(parts)
     ]

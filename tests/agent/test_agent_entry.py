@@ -11,6 +11,7 @@ import pytest
 
 from harness import memory_parts
 from memory import api
+from memory.api import lifecycle
 from tests.conftest import HANG_GUARD_S
 
 
@@ -161,7 +162,7 @@ def test_a_table_made_for_another_embedder_still_stops_the_process(store) -> Non
 
     wrong = dataclasses.replace(store.settings, embedder=EmbedderKind.OPENAI)  # 1536-d, the table holds 384-d
     with pytest.raises(ConfigError, match="MEMORY_EMBEDDER"):
-        api._open_store(wrong)
+        lifecycle.open_store(wrong)
 
 
 async def test_a_store_that_comes_back_wrongly_configured_is_reported_once_not_retried(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from dotenv import dotenv_values
 
-import memory.settings as settings_mod
+import memory.settings.process as settings_mod
 from memory.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ from pathlib import Path
 import dotenv
 import pytest
 
-import memory.settings as settings_mod
-from memory.livekit import startup
+import memory.settings.process as settings_mod
+from memory.livekit import problems, startup
 from memory.settings import load_env_file, load_settings
 
 NAMES = ("MEM0_SETTING", "MEMORY_DATA_DIR", "LIVEKIT_URL", "LIVEKIT_API_KEY", "LIVEKIT_API_SECRET", "OPENAI_API_KEY")
@@ -76,7 +76,7 @@ def test_a_second_worker_on_the_same_data_directory_says_so(tmp_path: Path) -> N
     settings = load_settings({"MEMORY_DATA_DIR": str(tmp_path)}, dotenv=False)
     holder = subprocess.Popen(
         [sys.executable, "-c", "import fcntl, os, sys\n"
-         f"fd = os.open({str(tmp_path / startup.WORKER_LOCK)!r}, os.O_RDWR | os.O_CREAT)\n"
+         f"fd = os.open({str(tmp_path / problems.WORKER_LOCK)!r}, os.O_RDWR | os.O_CREAT)\n"
          "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode()); print('held', flush=True)\n"
          "sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
