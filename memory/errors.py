@@ -10,7 +10,7 @@ the tree where they enter it (the store's: `memory/storage/faults.py`).
     │   ├── InvalidIdentity      a user identity no door takes (the one rule: memory.types.memory_user_id)
     │   ├── InvalidMemoryText    text or an id the store cannot keep      (memory.types)
     │   │   └── RefusedByStore   the database refused the row's content   (memory.storage.faults)
-    │   ├── ConfigError          a variable to fix                        (memory.settings)
+    │   ├── ConfigError          a variable to fix                        (memory.settings.parse)
     │   ├── ContextError         a shared context                         (memory.storage.contexts)
     │   │   ├── ContextNotFound  no context under that id                 (memory.storage.contexts)
     │   │   └── ContextFull      a note past the context's size           (memory.storage.contexts)
