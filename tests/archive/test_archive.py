@@ -33,7 +33,7 @@ from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, now_iso
 from tests.conftest import HANG_GUARD_S, make_service, wait_until
 
-BUDGET_S = 10.0  # these tests check what is injected, not how fast (bench/archive.py, bench/latency.py)
+BUDGET_S = 10.0  # these tests check what is injected, not how fast (bench/retrieval/archive.py, bench/latency/run.py)
 
 
 def echo(request: LLMRequest) -> str:

@@ -1,7 +1,7 @@
 """No benchmark can rot unnoticed: every module under bench/ imports against the product
 as it is (a renamed or moved name fails here, not at the next measurement), the mutation
 runner's map names files that exist and its mutants are the module with one change, and
-bench.latency's peer (Mem0's documented pattern) is the agent the worker's entry point
+bench.latency.run's peer (Mem0's documented pattern) is the agent the worker's entry point
 starts."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench_modules() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(bench.__path__, "bench."))
+    return sorted(m.name for m in pkgutil.walk_packages(bench.__path__, "bench.") if not m.ispkg)
 
 
 def test_every_bench_module_imports_against_the_product() -> None:
@@ -35,7 +35,7 @@ def test_every_bench_module_imports_against_the_product() -> None:
 
 
 def test_the_mutant_map_names_modules_and_tests_that_exist() -> None:
-    from bench.mutant_map import MUTANT_MAP
+    from bench.mutations.mutant_map import MUTANT_MAP
 
     missing = [p for module, tests in MUTANT_MAP for p in (module, *(t.split("::")[0] for t in tests))
                if not (ROOT / p).exists()]  # fmt: skip
@@ -48,7 +48,7 @@ def test_the_mutant_map_names_modules_and_tests_that_exist() -> None:
 
 
 def test_each_mutant_is_the_module_with_one_change_on_the_line_it_names() -> None:
-    from bench.mutants import mutants_of
+    from bench.mutations.mutants import mutants_of
 
     source = "def bound(n: int) -> bool:\n    limit = 10\n    return n <= limit\n"
     mutants = mutants_of(Path("memory/example.py"), source)
@@ -67,7 +67,7 @@ def test_each_mutant_is_the_module_with_one_change_on_the_line_it_names() -> Non
 async def test_the_latency_peer_is_the_agent_the_workers_entry_point_starts() -> None:
     import agent
     import memory
-    from bench.mem0_pattern import HookTimes, Mem0PatternAgent, mem0_pattern
+    from bench.latency.mem0_pattern import HookTimes, Mem0PatternAgent, mem0_pattern
 
     # The worker asks the package for its first agent; the peer scenario swaps that name.
     assert "memory.first_agent(" in inspect.getsource(agent.entrypoint)
@@ -94,6 +94,8 @@ async def test_the_latency_peer_is_the_agent_the_workers_entry_point_starts() ->
     assert len(times.search_ms) == len(times.add_ms) == 1 and times.found == [0]
 
 
-@pytest.mark.parametrize("module", ["bench.latency", "bench.hostile", "bench.mutants", "bench.mutations"])
+@pytest.mark.parametrize(
+    "module", ["bench.latency.run", "bench.privacy.hostile", "bench.mutations.mutants", "bench.mutations.run"]
+)
 def test_the_benchmarks_named_in_the_docs_have_a_main(module: str) -> None:
     assert callable(importlib.import_module(module).main)
