@@ -141,7 +141,7 @@ async def _drain(userdata: dict[str, Any]) -> dict[str, Any]:
 
 async def _call(spec: dict[str, Any], userdata: dict[str, Any], conn: Connection) -> dict[str, Any]:
     """One call: the caller's utterances through `agent.entrypoint`, reported turn by turn."""
-    from bench.latency.run import Caught, _memory_off
+    from bench.common.pipeline import Caught, memory_off
     from harness import PipelineHarness, Utterance, load_utterances, scripted_llm
     from memory.livekit.session import MemorySession
 
@@ -156,7 +156,7 @@ async def _call(spec: dict[str, Any], userdata: dict[str, Any], conn: Connection
     h.plugins.memory_llm = scripted_llm(extract, ttft=0.3)  # GATED's extraction: a remote call
     journaled: dict[str, dict[str, str]] = {}
     memory_on = bool(spec["memory"])
-    off = _memory_off() if not memory_on else _Null()
+    off = memory_off() if not memory_on else _Null()
     # `bench.fleet.run --replicas`: every other call's look-ups stay on the primary (the same
     # run's baseline); the router's counts say where this call's reads went.
     store = userdata.get("store")

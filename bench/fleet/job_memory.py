@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common.livekit_stub import Soak, fake_livekit, free_port
 from bench.common.paths import ROOT as REPO_ROOT
-from bench.ops.start_soak import Soak, _free_port, fake_livekit
 
 ROOT = REPO_ROOT
 HEALTH_PORT = 8081  # LiveKit's health check in `start` (agent.py)
@@ -92,7 +92,7 @@ def worker_tree(main_pid: int, job_pids: set[int]) -> dict[str, Any]:
 async def measure(label: str, script: Path, args: argparse.Namespace, extra_env: dict[str, str]) -> dict[str, Any]:
     """Start the worker, wait for N prewarmed idle job processes, read their memory, stop it."""
     await _wait_for_health_port(args.port_wait)
-    soak, port = Soak(), _free_port()
+    soak, port = Soak(), free_port()
     stand_in = await fake_livekit(soak, port)
     env = {
         **os.environ,
@@ -191,7 +191,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                     env["MEMORY_DATABASE_URL"] = args.database_url
                 res = await measure("memory on", ROOT / "agent.py", args, env)
             else:
-                res = await measure("memory off", ROOT / "bench" / "plain_agent.py", args, {})
+                res = await measure("memory off", ROOT / "bench" / "common" / "plain_agent.py", args, {})
             print(f"{res['label']:>10}: {res['pss_mb_per_call']:.1f} MB PSS per call "
                   f"({res['processes']} job processes, load {res['load_average_1m']})", flush=True)  # fmt: skip
             results[label].append(res)

@@ -85,7 +85,7 @@ def main() -> None:
 
     import dataclasses
 
-    from bench.latency.run import BENCH_USER, _remote_database, bench_utterances
+    from bench.latency.stores import BENCH_USER, bench_utterances, remote_database
     from memory.language import lexical
     from memory.ops import heap
     from memory.retrieval.retriever import Retriever
@@ -96,7 +96,7 @@ def main() -> None:
 
     env = {"MEMORY_DATA_DIR": args.data_dir, "MEMORY_COLLECTION": "bench_latency"}
     base = load_settings(env, dotenv=False)
-    network = _remote_database(args, base, env)
+    network = remote_database(args, base, env)
     if network.url:
         base = load_settings({**env, "MEMORY_DATABASE_URL": network.url}, dotenv=False)
     store = MemoryStore.open(base)

@@ -81,12 +81,12 @@ def async_memory(store: Any) -> Any:
 @contextmanager
 def mem0_pattern(memory: Any, user_id: str, session_id: str, times: HookTimes, top_k: int) -> Iterator[None]:
     """`agent.entrypoint` with Mem0's pattern as its memory: the product's memory taken
-    out as for memory off (`bench.latency._memory_off`), and the first agent Mem0's."""
+    out as for memory off (`bench.common.pipeline.memory_off`), and the first agent Mem0's."""
     import memory as product  # `agent.entrypoint` asks the package for its first agent (`memory.first_agent`)
-    from bench.latency.run import _memory_off
+    from bench.common.pipeline import memory_off
 
-    # `agent.entrypoint` calls `memory.first_agent` (the package's), which `_memory_off` replaces too.
-    with _memory_off():
+    # `agent.entrypoint` calls `memory.first_agent` (the package's), which `memory_off` replaces too.
+    with memory_off():
         real_first = product.first_agent
         product.first_agent = lambda *_a, **_kw: Mem0PatternAgent(memory, user_id, session_id, times, top_k)
         try:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.latency.run import _memory_texts
+from bench.latency.stores import memory_texts
 from memory.language import lexical
 from memory.retrieval.retriever import knn_density
 from memory.storage.mem0_table import Scope
@@ -33,7 +33,7 @@ from memory.storage.session_index import Row, as_row, build
 
 
 def _rows(n: int, dims: int, user: str, rng: random.Random) -> list[Row]:
-    texts = _memory_texts(n)
+    texts = memory_texts(n)
     vectors = np.random.default_rng(7).standard_normal((n, dims)).astype(np.float32)
     rows = []
     for i, text in enumerate(texts):
@@ -77,7 +77,7 @@ def measure(n: int, dims: int, queries: int) -> dict[str, Any]:
     t0 = time.process_time()
     snap.with_rows(changed, [], 1)
     refresh_s = time.process_time() - t0
-    texts = _memory_texts(n)
+    texts = memory_texts(n)
     full_ms, sub_ms, vec_ms = [], [], []
     qrng = np.random.default_rng(11)
     for i in range(queries):

@@ -42,19 +42,10 @@ from pathlib import Path
 from typing import Any
 
 import memory  # noqa: F401  (Mem0 telemetry off before mem0 is imported)
-from bench.latency.run import (
-    BENCH_USER,
-    Caught,
-    _memory_off,
-    _null,
-    bench_utterances,
-    forget_sessions,
-    full_passes,
-    pct,
-    preload,
-    store_size,
-    warm_like_prewarm,
-)
+from bench.common.pipeline import Caught, memory_off, null
+from bench.latency.report import pct
+from bench.latency.scenario import full_passes, warm_like_prewarm
+from bench.latency.stores import BENCH_USER, bench_utterances, forget_sessions, preload, store_size
 from harness import LLMRequest, PipelineHarness, Utterance, scripted_llm
 from memory.livekit.archive import ArchiveSession
 from memory.livekit.blocks import SUMMARY_ID
@@ -156,7 +147,7 @@ async def one_session(
     userdata = {"settings": settings or store.settings, "store": store, "retriever": retriever}
     speeches: list[Any] = []
     with Caught(MemorySession) as sessions, Caught(ArchiveSession) as archives, counting_invalidations() as invalid, \
-            (_null() if settings is not None else _memory_off()):  # fmt: skip
+            (null() if settings is not None else memory_off()):  # fmt: skip
         async with h.entrypoint(userdata, user_id=BENCH_USER, job_id=f"bench-swap-{uuid.uuid4().hex[:8]}"):
             assert h.session is not None
             h.session.on("speech_created", lambda ev: speeches.append(ev.speech_handle))

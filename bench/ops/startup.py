@@ -42,9 +42,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.common.livekit_stub import Soak, fake_livekit, free_port
 from bench.common.local_llm_server import start as start_llm
 from bench.common.paths import ROOT as REPO_ROOT
-from bench.ops.start_soak import Soak, _free_port, fake_livekit
 
 ROOT = REPO_ROOT
 GOAL_S = 3.0
@@ -138,9 +138,9 @@ async def _chat(memory: bool, env: dict[str, str]) -> tuple[float, float | None]
 
 
 async def _dev(memory: bool, env: dict[str, str]) -> tuple[float, float | None]:
-    soak, port = Soak(), _free_port()
+    soak, port = Soak(), free_port()
     stand_in = await fake_livekit(soak, port)
-    script = ROOT / "agent.py" if memory else ROOT / "bench" / "plain_agent.py"
+    script = ROOT / "agent.py" if memory else ROOT / "bench" / "common" / "plain_agent.py"
     started = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, str(script), "dev", env={**env, "LIVEKIT_URL": f"ws://127.0.0.1:{port}"}, cwd=str(ROOT),

@@ -180,7 +180,7 @@ def seed(
                 [*args, user],
             )  # fmt: skip
         calls = any(m.session is not None for m in s.memories)
-        for t in added:  # as `bench.retrieval._load` writes them
+        for t in added:  # as `bench.retrieval.run` loads a store
             meta = {"memory_id": t.memory_id, "store_id": s.store_id, "timestamp": t.timestamp,
                     "session_id": t.session if calls else None, "seq": 0 if calls else None,
                     "bench_store": stamp}  # fmt: skip
