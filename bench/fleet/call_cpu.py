@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.common.stats import mean_interval
+from bench.fleet.calls import TABLE, Fleet, run_calls
 from bench.fleet.fleet_data import clear_run_rows, ensure_loaded
-from bench.fleet.run import TABLE, Fleet, plan_calls, run_calls
+from bench.fleet.plan import plan_calls
 
 _TICK = os.sysconf("SC_CLK_TCK")
 

@@ -50,6 +50,7 @@ from bench.common.evaldata import EvalDataError, RetrievalFile, load_retrieval
 from bench.common.holdout import PARTS, select_retrieval
 from bench.common.paths import DATA as DATA_DIR
 from bench.retrieval import run as rb
+from bench.retrieval import stores as rs
 from bench.retrieval.self_questions import self_questions
 from memory.language.asking import tells_nothing
 from memory.livekit.blocks import fit_recalled, format_memories
@@ -152,13 +153,13 @@ def seed(
     """A variant's store from the plain one's rows (the same vectors and index, copied in SQL,
     not embedded again), then the variant's own: GATED's memories as facts of `category`
     (no place in a call), the self-question variant's added turns through `add_raw`. Each
-    store is stamped as `bench.retrieval.load` stamps it, so that `load` keeps it."""
+    store is stamped as `bench.retrieval.stores.load` stamps it, so that `load` keeps it."""
     from psycopg import sql
 
     for s in data.stores:
-        user = rb.user_for(s.store_id)
+        user = rs.user_for(s.store_id)
         added = extra.get(s.store_id, ())
-        stamp = rb.fingerprint(s, added)
+        stamp = rs.fingerprint(s, added)
         with store.pool.connection() as conn:
             (have,) = conn.execute(
                 sql.SQL("SELECT count(*) FROM {} WHERE user_id = %s").format(sql.Identifier(store.table)), [user]
@@ -213,7 +214,7 @@ def run_file(
 ) -> list[Row]:
     service = _service(store, mode)
     stores = [s.store_id for s in data.stores]
-    users = [rb.user_for(s) for s in stores]
+    users = [rs.user_for(s) for s in stores]
     store.session_index.keep = max(store.session_index.keep, len(users))
     for user in users:
         store.open_session_index(user)
@@ -226,7 +227,7 @@ def run_file(
 
     def ask(kind: str, store_id: str, text: str, category: str, relevant: Iterable[str], context=(), when=None) -> None:
         started = time.perf_counter()
-        records = service.recall_sync(rb.user_for(store_id), text, list(context), now=when)
+        records = service.recall_sync(rs.user_for(store_id), text, list(context), now=when)
         ms = (time.perf_counter() - started) * 1000
         ids = [
             frozenset({str(r.metadata.get("memory_id")), *(names.get(c, c) for c in r.metadata.get("copies") or ())})
@@ -425,11 +426,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     small_talk = (
         load_small_talk(args.small_talk) if args.small_talk else {k: list(v) for k, v in DEV_SMALL_TALK.items()}
     )
-    shipped = load_settings(rb.bench_env(args.data_dir), dotenv=False)
+    shipped = load_settings(rs.bench_env(args.data_dir), dotenv=False)
     cut = Cut(shipped.retrieval.threshold)
     max_chars = shipped.recall_max_chars
     cache = args.embed_cache or args.data_dir / "passages.sqlite"
-    variants = (rb.PLAIN, rb.SELFQ) if args.self_questions else (rb.PLAIN,)
+    variants = (rs.PLAIN, rs.SELFQ) if args.self_questions else (rs.PLAIN,)
     rows: list[Row] = []
     started = time.perf_counter()
     for name in args.data:
@@ -439,19 +440,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         now = rb.asked_at(data)
-        plain = rb.open_store(data, args.data_dir, variant=rb.PLAIN)
+        plain = rs.open_store(data, args.data_dir, variant=rs.PLAIN)
         try:
-            rb.load(plain, data, cache=cache)
+            rs.load(plain, data, cache=cache)
             for mode in args.modes:
-                for variant in variants if mode == "normal" else (rb.PLAIN,):  # GATED stores no questions
+                for variant in variants if mode == "normal" else (rs.PLAIN,):  # GATED stores no questions
                     tag = variant if mode == "normal" else "gated"
-                    store = plain if tag == rb.PLAIN else rb.open_store(data, args.data_dir, variant=tag)
+                    store = plain if tag == rs.PLAIN else rs.open_store(data, args.data_dir, variant=tag)
                     try:
-                        extra = self_questions(data, now) if variant == rb.SELFQ else {}
+                        extra = self_questions(data, now) if variant == rs.SELFQ else {}
                         category = FACT_CATEGORY if mode == "gated" else None
                         if store is not plain:
                             seed(plain, store, data, extra, category)
-                            rb.load(store, data, cache=cache, extra=extra, category=category)
+                            rs.load(store, data, cache=cache, extra=extra, category=category)
                         got = run_file(data, store, variant=variant, mode=mode, small_talk=small_talk,
                                        limit=args.limit_queries)  # fmt: skip
                     finally:
@@ -491,7 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for file in dict.fromkeys(r.file for r in rows):
                 sel = [r for r in rows if r.mode == mode and r.variant == variant and r.file == file]
                 group(f"{file} / {variant} / {mode}", sel)
-                if file.startswith("locomo") and variant == rb.PLAIN:
+                if file.startswith("locomo") and variant == rs.PLAIN:
                     for category in sorted({r.category for r in sel if r.kind == "own"}):
                         group(f"  {category} / {mode}", [r for r in sel if r.kind == "own" and r.category == category])
     print(f"\nthe shipped block: relevance cut {cut.threshold}, MEMORY_TOP_K {shipped.recall_top_k}, "
@@ -499,7 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_table(groups)
     sweep: dict[str, Any] = {}
     if args.sweep:
-        normal = [r for r in rows if r.mode == "normal" and r.variant == rb.PLAIN]
+        normal = [r for r in rows if r.mode == "normal" and r.variant == rs.PLAIN]
         sweep = {"curve": curve(normal, max_chars), "cv": cross_validate(normal, max_chars),
                  "cv_per_lang": cross_validate(normal, max_chars, per_lang=True),
                  "chosen_on_all": choose(normal, max_chars).threshold,

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.common.evaldata import load_retrieval
-from bench.retrieval import run as rb
+from bench.retrieval import stores as rs
 from memory.retrieval.retriever import Retriever
 
 VARIANTS: dict[str, dict[str, object]] = {
@@ -47,11 +47,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/bench-block"))
     args = ap.parse_args(argv)
     data = load_retrieval(args.data)
-    store = rb.open_store(data, args.data_dir)
+    store = rs.open_store(data, args.data_dir)
     try:
-        rb.load(store, data, cache=args.data_dir / "passages.sqlite")
+        rs.load(store, data, cache=args.data_dir / "passages.sqlite")
         retrievers = {k: Retriever(store, store.settings.tuned(**v)) for k, v in VARIANTS.items()}
-        users = sorted({rb.user_for(s.store_id) for s in data.stores})
+        users = sorted({rs.user_for(s.store_id) for s in data.stores})
         store.session_index.keep = max(store.session_index.keep, len(users))
         for user in users:
             store.open_session_index(user)
@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         queries = list(data.queries)[: args.queries]
         for q in queries[:5]:
             for r in retrievers.values():
-                r.retrieve(rb.user_for(q.store_id), q.query)
+                r.retrieve(rs.user_for(q.store_id), q.query)
         gc.collect()
         times: dict[str, list[float]] = {k: [] for k in retrievers}
         names = list(retrievers)
@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if cache is not None:
                     cache.clear()
                 started = time.perf_counter()
-                retrievers[name].retrieve(rb.user_for(q.store_id), q.query)
+                retrievers[name].retrieve(rs.user_for(q.store_id), q.query)
                 times[name].append((time.perf_counter() - started) * 1000)
     finally:
         store.close()

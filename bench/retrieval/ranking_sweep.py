@@ -33,7 +33,9 @@ from typing import Any
 
 from bench.common.evaldata import EvalDataError, load_retrieval
 from bench.common.holdout import PARTS, select_retrieval
+from bench.retrieval import report as rr
 from bench.retrieval import run as R
+from bench.retrieval import stores as rs
 from bench.retrieval.self_questions import self_questions
 from memory.retrieval.ranking import NearCopies
 from memory.retrieval.retriever import Candidate, Retriever, worth_showing
@@ -55,7 +57,7 @@ def record(store: Any, settings: Any, queries: Sequence[Any], now: dict[str, Any
     """Each query's scored candidates, with the last step off (looked up once), and the
     retriever (its users' vectors, read at their session start, tell near-copies)."""
     retriever = _Recorder(store, settings)
-    for user in sorted({R.user_for(q.store_id) for q in queries}):
+    for user in sorted({rs.user_for(q.store_id) for q in queries}):
         retriever.prepare(user)
     out = []
     model = store.mem0.embedding_model
@@ -64,14 +66,14 @@ def record(store: Any, settings: Any, queries: Sequence[Any], now: dict[str, Any
         for turn in R.earlier_turns(q)[-settings.retrieval.context_turns :] if settings.retrieval.context_turns else []:
             model.embed(retriever.embedding_text(turn), "search")
         retriever.last = []
-        retriever.retrieve(R.user_for(q.store_id), q.query, top_k=10, context=R.earlier_turns(q), now=now.get(q.id))
+        retriever.retrieve(rs.user_for(q.store_id), q.query, top_k=10, context=R.earlier_turns(q), now=now.get(q.id))
         out.append(retriever.last)
     return retriever, out
 
 
 def rerank(
     retriever: Retriever, vectors: Retriever, cands: list[Candidate], query: Any, names: dict[str, str], k: int = 10
-) -> R.QueryResult:
+) -> rr.QueryResult:
     """What `Retriever.retrieve` returns with `retriever`'s settings, from the kept
     candidates; near-copies told by the vectors `vectors` read for the user."""
     for cand in cands:  # as fetched and scored (`record` kept the scores in `_fused`)
@@ -81,19 +83,19 @@ def rerank(
     ranked = retriever.with_speech_acts(list(cands), query.query)
     r = retriever.settings.retrieval
     floor = r.threshold if r.fusion == "weighted" else 0.0
-    near = NearCopies(r.near_copies, vectors.density(R.user_for(query.store_id)).vector) if r.near_copies > 0 else None
+    near = NearCopies(r.near_copies, vectors.density(rs.user_for(query.store_id)).vector) if r.near_copies > 0 else None
     shown = worth_showing((c for c in ranked if c.score >= floor), near=near, limit=k)
     ids = [str(c.payload.get("memory_id")) for c in shown]
     copies = [frozenset(names.get(x, x) for x in c.copies) for c in shown]
     ms = (time.perf_counter() - started) * 1000  # the last step's own time, on the look-up's clock
-    return R.QueryResult(query, ids, ms, [c.score for c in shown], copies)
+    return rr.QueryResult(query, ids, ms, [c.score for c in shown], copies)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.retrieval.ranking_sweep", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True)
     ap.add_argument("--part", choices=PARTS, default="dev")
-    ap.add_argument("--data-dir", type=Path, default=R.DEFAULT_DATA_DIR)
+    ap.add_argument("--data-dir", type=Path, default=rs.DEFAULT_DATA_DIR)
     ap.add_argument("--self-questions", action="store_true")
     ap.add_argument("--question-weight", type=float, nargs="+", default=[1.0, 0.5, 0.3, 0.2, 0.1])
     ap.add_argument("--echo-weight", type=float, nargs="+", default=[1.0, 0.5, 0.3, 0.1])
@@ -111,8 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # All three off, but the users' vectors read (a near-copy threshold no two memories reach).
     off = {"retrieval_question_weight": 1.0, "retrieval_echo_weight": 1.0, "retrieval_near_copies": 1.5}
     now = R.asked_at(data)
-    variants = R.VARIANTS if args.self_questions else (R.PLAIN,)
-    added = {R.PLAIN: {}, R.SELFQ: self_questions(data, now)}
+    variants = rs.VARIANTS if args.self_questions else (rs.PLAIN,)
+    added = {rs.PLAIN: {}, rs.SELFQ: self_questions(data, now)}
     queries = list(data.queries)
     kept: dict[str, list[list[Candidate]]] = {}
     readers: dict[str, Retriever] = {}
@@ -120,13 +122,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     stores = {}
     try:
         for variant in variants:
-            store = stores[variant] = R.open_store(data, args.data_dir, None, variant)
-            R.load(store, data, cache=args.embed_cache or args.data_dir / "passages.sqlite", extra=added[variant])
+            store = stores[variant] = rs.open_store(data, args.data_dir, None, variant)
+            rs.load(store, data, cache=args.embed_cache or args.data_dir / "passages.sqlite", extra=added[variant])
             readers[variant], kept[variant] = record(store, store.settings.tuned(**{**overrides, **off}), queries, now)
-            names[variant] = R.memory_ids(store, sorted({R.user_for(q.store_id) for q in queries}))
+            names[variant] = R.memory_ids(store, sorted({rs.user_for(q.store_id) for q in queries}))
             print(f"  {variant}: candidates of {len(queries)} queries kept", file=sys.stderr)
         grid = list(itertools.product(args.question_weight, args.echo_weight, args.near_copies))
-        runs: dict[str, dict[str, list[R.QueryResult]]] = {}
+        runs: dict[str, dict[str, list[rr.QueryResult]]] = {}
         table = []
         for qw, ew, near in grid:
             name = f"q{qw:g} e{ew:g} n{near:g}"
@@ -140,9 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
             row: dict[str, Any] = {"point": name}
             for v in variants:
-                m = R.metrics(runs[name][v])
+                m = rr.metrics(runs[name][v])
                 row[v] = {key: m[key] for key in ("hit@1", "hit@5", "ndcg@5", "hit@1+copies", "hit@5+copies")}
-                row[v]["step_ms"] = R.timing(runs[name][v])
+                row[v]["step_ms"] = rr.timing(runs[name][v])
             table.append(row)
             print(f"  {name}: " + "  ".join(f"{v} hit@1 {row[v]['hit@1']:.3f} hit@5 {row[v]['hit@5']:.3f}"
                                           for v in variants), file=sys.stderr)  # fmt: skip
@@ -154,9 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{'point':<18}" + "".join(f"{v + ' ' + c:>20}" for v in variants for c in cols))
     for row in table:
         print(f"{row['point']:<18}" + "".join(f"{row[v][c]:>20.3f}" for v in variants for c in cols))
-    folds = R.store_folds(runs[next(iter(runs))][variants[0]], args.folds)
-    cv = R.cross_validate(runs, folds)
-    R.print_cv(cv)
+    folds = rr.store_folds(runs[next(iter(runs))][variants[0]], args.folds)
+    cv = rr.cross_validate(runs, folds)
+    rr.print_cv(cv)
     load_avg = [round(x, 2) for x in os.getloadavg()]
     print(f"\nload average {load_avg[0]} {load_avg[1]} {load_avg[2]}")
     if cv:
