@@ -244,13 +244,13 @@ async def start(
     return runner, f"http://{host}:{bound}/v1"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.common.local_llm_server", description=__doc__.split("\n\n")[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8089)
     ap.add_argument("--gguf", metavar="PATH", help="serve this GGUF model (or 'smollm2') with llama-cpp-python")
     ap.add_argument("--threads", type=int, default=2, help="llama.cpp threads (--gguf)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     async def run() -> None:
         if args.gguf:

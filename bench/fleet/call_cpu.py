@@ -160,7 +160,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=12, help="memory-on calls (default 12), as many off")
     ap.add_argument("--callers", type=int, default=4, help="callers making them (default 4)")
@@ -170,7 +170,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=28)
     ap.add_argument("--max-minutes", type=float, default=60.0)
     ap.add_argument("--data-dir", default=os.environ.get("BENCH_CALL_CPU_DIR", "/tmp/bench-call-cpu"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     # The fleet's plan and worker, cut to one worker taking one call at a time.
     args.workers, args.per_worker, args.idle, args.contested_pairs, args.off_every = 1, 1, 1, 0, 1
     args.db_max_connections, args.kill, args.replicas = 3, False, 0  # no read replicas (`bench.fleet.run --replicas`)

@@ -163,7 +163,7 @@ def ensure_loaded(url: str, table: str, users: int, per_user: int) -> dict[str, 
     return load(url, table, users, per_user)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """`python -m bench.fleet.fleet_data --data-dir DIR`: load (or check) the fleet's database alone."""
     import argparse
     import os
@@ -176,7 +176,7 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=1000)
     ap.add_argument("--per-user", type=int, default=1000)
     ap.add_argument("--table", default="fleet_memories")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     data = Path(args.data_dir)
     data.mkdir(parents=True, exist_ok=True)
     os.chmod(data, 0o755)  # the embedded server's own user reaches its directory

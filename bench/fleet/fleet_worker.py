@@ -299,12 +299,12 @@ class Worker:
         proc.join(120)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--worker-id", type=int, required=True)
     ap.add_argument("--idle", type=int, default=1, help="prewarmed job processes kept waiting")
     ap.add_argument("--first-check", default="1,4", help="seconds range of retention's first check")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     lo, hi = (float(x) for x in args.first_check.split(","))
     worker = Worker(args.worker_id, args.idle, (lo, hi))
     worker.top_up()

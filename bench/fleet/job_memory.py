@@ -228,7 +228,7 @@ def print_table(out: dict[str, Any]) -> None:
           f"(target <= {out['target_mb']} MB), {out['processes']} job processes a worker")  # fmt: skip
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--processes", type=int, default=6, help="prewarmed job processes a worker (default 6)")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds idle before reading memory (default 5)")
@@ -236,7 +236,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds for all processes to be ready")
     parser.add_argument("--port-wait", type=float, default=600.0, help="seconds to wait for port 8081 to be free")
     parser.add_argument("--database-url", default="", help="memory on: a shared Postgres (default: embedded)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     out = asyncio.run(amain(args))
     print_table(out)
     print(json.dumps(out))

@@ -164,7 +164,7 @@ async def run_fleet(
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--calls", type=int, default=60, help="memory-on calls, contested pairs included (default 60)")
@@ -187,7 +187,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=28)
     ap.add_argument("--data-dir", default=os.environ.get("BENCH_FLEET_DIR", "/tmp/bench-fleet"))
     ap.add_argument("--smoke", action="store_true", help="50 users x 400 memories, 16 calls: a quick check")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.smoke:
         args.users, args.per_user, args.calls, args.callers, args.contested_pairs = 50, 400, 16, 6, 2
         args.pss_processes = 3

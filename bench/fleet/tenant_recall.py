@@ -365,7 +365,7 @@ def print_table(out: dict[str, Any]) -> None:
         print(f"in-place migration: {out['migration']['rows']:,} rows in {out['migration']['s']} s")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-dir", default=os.environ.get("BENCH_TENANT_DIR", "/tmp/bench-tenant-recall"))
     ap.add_argument("--scale", type=float, default=1.0, help="share of the 1,000,000 synthetic memories (default 1)")
@@ -375,7 +375,7 @@ def main() -> None:
     ap.add_argument("--migrate", action="store_true", help="move the loaded table into partitions in place, timed")
     ap.add_argument("--also-hnsw", action="store_true", help="also measure the filtered HNSW statement (the old stage)")
     ap.add_argument("--smoke", action="store_true", help="2%% of the rows, 3 users a size, 6 queries: a quick check")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.smoke:
         args.scale, args.users, args.queries = 0.02, 3, 6
         args.data_dir = str(Path(args.data_dir) / "smoke")

@@ -230,12 +230,12 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-dir", default=os.environ.get("BENCH_DATA_DIR", "/tmp/bench-latency"))
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--seed", type=int, default=52)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     from memory.storage.postgres import embedded_url
 
     url = embedded_url(Path(args.data_dir) / "pg")

@@ -67,7 +67,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=os.environ.get("BENCH_DATA_DIR", "/tmp/bench-latency"))
     parser.add_argument("--repeat", type=int, default=5)
@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument(
         "--ab", action="store_true", help="one trip and two trips (MEMORY_RETRIEVAL_ONE_TRIP), alternating"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not (Path(args.data_dir) / "pg").exists() and not any(Path(args.data_dir).glob("*")):
         sys.exit(
             f"bench.latency.lookup_floor: {args.data_dir} holds no store;"

@@ -78,11 +78,11 @@ async def run(turns: int, mode: str) -> dict[str, object]:
     return {"session_start": start, "turns": during, "n_turns": len(utts)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--stt", choices=("realtime", "batch"), default="realtime")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench-offline")  # the real plugins are built, never called
     os.environ.setdefault("MEMORY_DATA_DIR", tempfile.mkdtemp(prefix="bench-loop-"))
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)

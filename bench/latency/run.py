@@ -211,7 +211,7 @@ def _stages(times: dict[str, list[float]]) -> Iterator[None]:
         yield
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=24, help="turns per main scenario (default 24)")
     parser.add_argument("--session-turns", type=int, default=6, help="turns per session (default 6)")
@@ -249,7 +249,7 @@ def main() -> None:
         action="store_false",
         help="leave out the peer: Mem0's documented LiveKit pattern on the same store (bench/latency/mem0_pattern.py)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     unknown = {g.strip() for g in args.stt.split(",")} - {"realtime", "batch"}
     if unknown:  # before minutes of preload, not after
         parser.error(f"--stt: unknown {', '.join(sorted(unknown))} (realtime, batch, or realtime,batch)")

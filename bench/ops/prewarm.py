@@ -60,13 +60,13 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=12, help="job processes in all (default 12)")
     parser.add_argument("--concurrent", type=int, default=2, help="started at once (default 2: one per core)")
     parser.add_argument("--load", type=int, default=2, help="busy processes beside them (default 2)")
     parser.add_argument("--data-dir", default=None, help="memory data directory (default: a new temporary one)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     import agent
 
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="bench-prewarm-")

@@ -158,7 +158,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=300.0, help="how long the worker runs (default 300)")
     parser.add_argument("--load", type=int, default=2, help="busy processes beside it (default 2)")
@@ -169,7 +169,7 @@ def main() -> None:
         help="seconds after which a ready idle process is ended, as after a job (0: never)",
     )
     parser.add_argument("--data-dir", default="", help="the worker's MEMORY_DATA_DIR (default: a new temporary one)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     out = asyncio.run(run(args))
     print(f"{'prewarms':28} {out['prewarms']}")
     print(f"{'killed for init timeout':28} {out['init_timeout_kills']}")

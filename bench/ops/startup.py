@@ -288,11 +288,11 @@ def print_table(out: dict[str, Any]) -> None:
     print(f"load average (1 min) during the run: {out['load_average_1m']}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3, help="measured starts of each kind, with and without memory")
     ap.add_argument("--skip", nargs="*", default=[], choices=list(MEASURES), help="starts not to measure")
-    out = asyncio.run(amain(ap.parse_args()))
+    out = asyncio.run(amain(ap.parse_args(argv)))
     print_table(out)
     print(json.dumps(out))
 

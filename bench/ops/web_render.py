@@ -253,7 +253,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.ops.web_render", description=__doc__.split("\n\n")[0])
     ap.add_argument("--memories", type=int, default=10_000, help="memories of the one user (default 10,000)")
     ap.add_argument("--others", type=int, default=20_000, help="rows of 90 other users (default 20,000)")
@@ -261,7 +261,7 @@ def main() -> None:
     ap.add_argument("--data-dir", help="keep the store here and reuse it on the next run (default: a new temp dir)")
     ap.add_argument("--no-browser", action="store_true", help="HTTP only (no chromium)")
     random.seed(7)
-    doc = asyncio.run(amain(ap.parse_args()))
+    doc = asyncio.run(amain(ap.parse_args(argv)))
     print(json.dumps(doc))
 
 

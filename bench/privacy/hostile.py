@@ -306,14 +306,14 @@ def report(result: dict[str, Any]) -> None:
     print(json.dumps(result, ensure_ascii=False))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help=f"comma-separated sections: {','.join(SECTIONS)}")
     parser.add_argument("--sessions", type=int, nargs="+", default=[20, 50], help="sessions per process")
     parser.add_argument("--capacity-seconds", type=float, default=20.0, help="how long each capacity run lasts")
     parser.add_argument("--data-dir", default=None, help="data directory (default: a new temporary one)")
     parser.add_argument("--database-url", default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     for name in ("memory", "livekit", "bench"):
         logging.getLogger(name).setLevel(logging.ERROR)

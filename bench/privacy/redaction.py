@@ -178,14 +178,14 @@ def _default_paths() -> list[Path]:
     return found
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", nargs="*", help="eval files (default: every one found, bench/data/eval/README.md)")
     ap.add_argument("--show", type=int, default=20, help="texts changed to print")
     ap.add_argument("--sets", nargs="*", default=["held_apart", "tuning"],
                     help="sets of bench/data/redaction/ to measure (held_apart: once, at the end), or a .json "
                          "path of that format (bench/data/blind/redaction_tuning.json)")  # fmt: skip
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     paths = [Path(p) for p in args.data] if args.data else _default_paths()
     result = probes()
     for name in args.sets:

