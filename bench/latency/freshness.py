@@ -28,13 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.latency.freshness", description=__doc__.split("\n\n")[0])
     ap.add_argument("--lookups", type=int, default=200)
     ap.add_argument("--memories", type=int, default=300)
+    ap.add_argument("--data-dir", default=None, help="the store's data directory (default: a new temporary one)")
     args = ap.parse_args(argv)
-    os.environ["MEMORY_DATA_DIR"] = tempfile.mkdtemp(prefix="bench-freshness-")
+    data_dir = args.data_dir or tempfile.mkdtemp(prefix="bench-freshness-")
     from memory.retrieval.retriever import Retriever
     from memory.settings import load_settings
     from memory.storage.store import MemoryStore
 
-    store = MemoryStore.open(load_settings(dotenv=False))
+    store = MemoryStore.open(load_settings({**os.environ, "MEMORY_DATA_DIR": data_dir}, dotenv=False))
     try:
         user = "bench-freshness"
         for i in range(args.memories):

@@ -184,7 +184,7 @@ def bulk_load(
         loaded = time.perf_counter() - started
         started = time.perf_counter()
         conn.execute("SET maintenance_work_mem = '512MB'")
-        conn.execute(f"ALTER TABLE {table} ADD PRIMARY KEY (id)")
+        conn.execute(f"ALTER TABLE {table} ADD PRIMARY KEY (user_id, id)")  # the partition key first
         conn.execute(f"CREATE INDEX {table}_user_idx ON {table} (user_id, created_at)")
         conn.execute(f"CREATE INDEX {table}_chat_idx ON {table} (chat_id, created_at)")
         conn.execute(f"CREATE INDEX {table}_age_idx ON {table} (created_at) WHERE message_type <> 'summary'")

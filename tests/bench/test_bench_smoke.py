@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import os
 import pkgutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +127,7 @@ def tiny_eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
         ("m2", "我对花生过敏"),
         ("m3", "I adopted a turtle called Shelly last spring."),
         ("m4", "The dentist is on Friday."),
+        *((f"n{i}", f"Note {i}: plan number {i} for project {i % 5}.") for i in range(8)),
     ]
     queries = [("q1", "Where does Anna live?", ["m1"]), ("q2", "我对什么过敏", ["m2"]),
                ("q3", "what is my pet's name", ["m3"])]  # fmt: skip
@@ -154,9 +157,16 @@ def tiny_eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
 def test_each_benchmark_runs_at_its_smoke_size(
     module: str, tiny_eval: dict[str, str], data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    places = {**tiny_eval, "tmp": str(tmp_path / "run"), "data": str(data_dir)}
+    run_dir = Path(tempfile.mkdtemp(prefix="smoke-", dir=data_dir))  # the embedded server's user reaches it
+    run_dir.chmod(0o755)
+    places = {**tiny_eval, "tmp": str(run_dir), "data": str(data_dir)}
     for name in [module, *sorted(m for m, first in AFTER.items() if first == module)]:
-        args = [a.format(**places) for a in SMOKE[name]]
-        result = importlib.import_module(name).main(args)
+        args = [a.format(**places) for a in SMOKE[name].split()]
+        environ = dict(os.environ)
+        try:
+            result = importlib.import_module(name).main(args)
+        finally:  # a benchmark that sets its variables in its own process leaves the suite's alone
+            os.environ.clear()
+            os.environ.update(environ)
         out = capsys.readouterr()
         assert result in (None, 0), (name, out.err[-2000:])
