@@ -15,6 +15,7 @@ SMOKE: dict[str, str] = {
     "bench.retrieval.temporal": "--data {temporal} --data-dir {data} --limit-stories 1",
     "bench.retrieval.block": "--data {retrieval} --data-dir {data} --modes normal --limit-queries 2 "
     "--small-talk {small_talk}",
+    "bench.retrieval.block_time": "--data {retrieval} --queries 2 --data-dir {data}",
     "bench.retrieval.ranking_sweep": "--data {retrieval} --part all --data-dir {data} --folds 2 "
     "--question-weight 1 --echo-weight 1",
     "bench.retrieval.archive_threshold": "--max-queries 2",
@@ -43,23 +44,31 @@ SMOKE: dict[str, str] = {
     "bench.fleet.vector_stage": "--data-dir {data} --queries 2",
     "bench.fleet.tenant_recall": "--smoke --data-dir {data}",
     "bench.fleet.fleet_data": "--users 2 --per-user 5 --data-dir {data}",
+    # operations: the operator's pages
+    "bench.ops.web_render": "--memories 10 --others 10 --repeat 1 --no-browser",
+    # mutations
+    "bench.mutations.run": "--check",
+}
+
+# Benchmarks whose smoke run starts worker processes (LiveKit's process pool, a fleet behind
+# PgBouncer, a copy of the repository per mutant, a new Python per command): minutes on a
+# loaded 2-core machine, so marked `bench_heavy` and left out of the default run
+# (`uv run pytest -m bench_heavy tests/bench/test_bench_smoke.py` runs them).
+HEAVY: dict[str, str] = {
     "bench.fleet.job_memory": "--processes 1 --rounds 1 --settle 0.5",
     "bench.fleet.run": "--smoke --workers 1 --calls 2 --callers 2 --contested-pairs 0 --users 2 --per-user 5 "
     "--skip-pss --no-kill --stt batch --data-dir {data}",
     "bench.fleet.call_cpu": "--calls 1 --callers 1 --users 2 --per-user 5 --data-dir {data}",
-    # operations: LiveKit's process pool against a stand-in server, the operator's commands and pages
     "bench.ops.prewarm": "--runs 1 --concurrent 1 --load 0 --data-dir {tmp}",
     "bench.ops.start_soak": "--seconds 5 --load 0 --data-dir {tmp}",
     "bench.ops.startup": "--rounds 1",
-    "bench.ops.commands": "--runs 0",  # its store seeded; each command is a new process (minutes)
-    "bench.ops.web_render": "--memories 10 --others 10 --repeat 1 --no-browser",
-    # mutations
-    "bench.mutations.run": "--check",
+    "bench.ops.commands": "--runs 1",
     "bench.mutations.mutants": "--module memory/errors.py --limit 1 --out {tmp}/mutants.json",
 }
 
 # A benchmark that reads what another left in its data directory runs after it, in the same test.
 AFTER: dict[str, str] = {
+    "bench.retrieval.block_time": "bench.retrieval.block",
     "bench.latency.lookup_floor": "bench.latency.run",
     "bench.fleet.vector_stage": "bench.latency.run",
 }

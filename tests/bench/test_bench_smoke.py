@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import bench
-from tests.bench.smoke_cases import AFTER, NOT_RUN, SMOKE
+from tests.bench.smoke_cases import AFTER, HEAVY, NOT_RUN, SMOKE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,10 +111,10 @@ def modules_with_a_main() -> set[str]:
 
 
 def test_every_benchmark_with_a_main_has_a_smoke_size_or_says_why_not() -> None:
-    listed = set(SMOKE) | set(NOT_RUN)
+    listed = set(SMOKE) | set(HEAVY) | set(NOT_RUN)
     assert modules_with_a_main() - listed == set()  # a new benchmark gets its smoke size
     assert listed - modules_with_a_main() == set()  # a renamed one is renamed here too
-    assert not set(SMOKE) & set(NOT_RUN) and all(NOT_RUN.values())
+    assert len(listed) == len(SMOKE) + len(HEAVY) + len(NOT_RUN) and all(NOT_RUN.values())
 
 
 @pytest.fixture
@@ -153,7 +153,16 @@ def tiny_eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
             "temporal": str(temporal), "small_talk": str(small_talk)}  # fmt: skip
 
 
-@pytest.mark.parametrize("module", sorted(set(SMOKE) - set(AFTER)))
+CASES = {**SMOKE, **HEAVY}
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        *sorted(set(SMOKE) - set(AFTER)),
+        *(pytest.param(m, marks=pytest.mark.bench_heavy) for m in sorted(HEAVY)),
+    ],
+)
 def test_each_benchmark_runs_at_its_smoke_size(
     module: str, tiny_eval: dict[str, str], data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -161,7 +170,7 @@ def test_each_benchmark_runs_at_its_smoke_size(
     run_dir.chmod(0o755)
     places = {**tiny_eval, "tmp": str(run_dir), "data": str(data_dir)}
     for name in [module, *sorted(m for m, first in AFTER.items() if first == module)]:
-        args = [a.format(**places) for a in SMOKE[name].split()]
+        args = [a.format(**places) for a in CASES[name].split()]
         environ = dict(os.environ)
         try:
             result = importlib.import_module(name).main(args)
