@@ -271,6 +271,7 @@ def write_real_users(store: Any, texts: list[str], *, seed: int) -> int:
             missing = size - sum(have)
             if missing <= 0:
                 continue
+            missing = min(missing, len(texts))  # tiny evaluation files (the smoke run): as many as there are
             for text in rng.sample(texts, missing):
                 store.add_raw(uid, text)
                 written += 1

@@ -42,7 +42,6 @@ SMOKE: dict[str, str] = {
     "bench.latency.loop_stalls": "--turns 1 --stt batch",
     # fleet and scaling
     "bench.fleet.vector_stage": "--data-dir {data} --queries 2",
-    "bench.fleet.tenant_recall": "--smoke --data-dir {data}",
     "bench.fleet.fleet_data": "--users 2 --per-user 5 --data-dir {data}",
     # operations: the operator's pages
     "bench.ops.web_render": "--memories 10 --others 10 --repeat 1 --no-browser",
@@ -63,6 +62,7 @@ HEAVY: dict[str, str] = {
     "bench.ops.start_soak": "--seconds 5 --load 0 --data-dir {tmp}",
     "bench.ops.startup": "--rounds 1",
     "bench.ops.commands": "--runs 1",
+    "bench.fleet.tenant_recall": "--smoke --data-dir {data}",  # its own embedded server, 2 minutes at load 20
     "bench.mutations.mutants": "--module memory/errors.py --limit 1 --out {tmp}/mutants.json",
 }
 
