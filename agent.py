@@ -114,7 +114,7 @@ def turn_handling() -> TurnHandlingOptions:
 
 
 def build_session(vad: lk_vad.VAD, plugins: Plugins) -> AgentSession:
-    """The voice pipeline every session runs (tests and bench.latency run this one too)."""
+    """The voice pipeline every session runs (tests and bench.latency.run run this one too)."""
     return AgentSession(vad=vad, stt=plugins.stt, llm=plugins.llm, tts=plugins.tts, turn_handling=turn_handling())
 
 

@@ -22,7 +22,7 @@ _FRAME_SAMPLES = int(SAMPLE_RATE * FRAME_S)
 # Silero reads 512-sample windows (32 ms). An utterance that starts at another phase of
 # that grid is cut into other windows, and its end of speech is seen up to a window
 # earlier or later: noise of a few tens of milliseconds between two runs of the same
-# turn, larger than the effects bench.latency looks for. Utterances start on a multiple
+# turn, larger than the effects bench.latency.run looks for. Utterances start on a multiple
 # of 2,560 samples (160 ms: 16 frames of 10 ms, 5 windows) from the first frame.
 ALIGN_SAMPLES = 2560
 

@@ -8,7 +8,7 @@ and shares these pages copy-on-write: Mem0 and its dependencies (about 60 MB a p
 jieba's dictionary, wordfreq's word lists and the Chinese character tables (about 190 MB),
 the local embedder's weights and vocabulary (about 20 MB). Prewarm, in each job process,
 then finds them loaded and opens only what is per process: the store's connections,
-Mem0's instance, the VAD (`python -m bench.job_memory` measures the difference).
+Mem0's instance, the VAD (`python -m bench.fleet.job_memory` measures the difference).
 
 Fork-safe: imports and data only, no thread, connection or event loop is started here
 (the embedder's OpenMP threads start at its first encoding, in the job process). A failure

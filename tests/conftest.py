@@ -78,7 +78,7 @@ def embedded_server_url(data_dir: Path) -> str:
 @pytest.fixture(scope="session")
 def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
     """MEMORY_DATABASE_URL of the run: PgBouncer's with --through-pgbouncer, a server
-    already running with MEMORY_TEST_DATABASE_URL (`bench.mutants` runs many short test
+    already running with MEMORY_TEST_DATABASE_URL (`bench.mutations.mutants` runs many short test
     runs on one), else none (the embedded server under MEMORY_DATA_DIR)."""
     if url := os.environ.get("MEMORY_TEST_DATABASE_URL"):
         yield url

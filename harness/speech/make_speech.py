@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 
 # What the user says: memory questions from the public eval files (LoCoMo, MemDaily),
-# statements and chit-chat in English and Chinese, as bench.latency's turns mix them;
+# statements and chit-chat in English and Chinese, as bench.latency.run's turns mix them;
 # then the few the tests speak.
 UTTERANCES: list[tuple[str, str]] = [
     ("u00", "舅妈的电话号码是多少来着？"),

@@ -1,6 +1,6 @@
 """Is the user asking about earlier conversations? ("what did we talk about last time?",
 "上次我们聊了什么"). Rules, not a model: checked on every user turn, in microseconds,
-so replies that do not ask pay nothing (bench/archive.py does not need to measure it).
+so replies that do not ask pay nothing (bench/retrieval/archive.py does not need to measure it).
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ def chat_problems(env: dict[str, str]) -> list[str]:
             0,
             "OPENAI_API_KEY is not set: the chat needs an OpenAI key, or OPENAI_BASE_URL pointing at an "
             "OpenAI-compatible server (Ollama: OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_LLM_MODEL=llama3.2; "
-            "no model at all, in a checkout: `uv run python -m bench.local_llm_server` in another terminal, "
+            "no model at all, in a checkout: `uv run python -m bench.common.local_llm_server` in another terminal, "
             "then OPENAI_BASE_URL=http://127.0.0.1:8089/v1)",
         )
     return problems

@@ -21,9 +21,9 @@ the grammar the rules are written in.
 It passes the turn when the probability reaches the threshold chosen on the training
 conversations alone: the lowest whose skip rate keeps a margin above the product's floor
 (.50, at the lower end of its 95% interval over conversations), so that as few facts as
-that allows are lost on conversations it was not chosen on (bench/gate_model.py).
+that allows are lost on conversations it was not chosen on (bench/gate/gate_model.py).
 Weights and threshold live in ``gate_model.json`` beside this module, written by
-``python -m bench.gate_model --write`` from the development conversations only
+``python -m bench.gate.gate_model --write`` from the development conversations only
 (bench/data/holdout.json keeps a third apart). Nothing is downloaded; scoring is a
 few dictionary look-ups (microseconds).
 

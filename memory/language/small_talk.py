@@ -4,7 +4,7 @@
 A reply to small talk is given no recalled memories (`MemoryService.wants_recall`): what a
 look-up would find for it is whatever the user's store holds nearest to "hello", and
 in a store of conversations that is the user's own chit-chat, scoring as high as a real
-answer (bench/block.py measured LoCoMo's small talk at the scores of its answers, so no
+answer (bench/retrieval/block.py measured LoCoMo's small talk at the scores of its answers, so no
 relevance cut can drop it). Read in order:
 
 1. a message that asks for memory (`needs_memory`: "what's my name?", 你还记得吗) is never

@@ -91,7 +91,7 @@ class Blocks:
 
 @dataclass(frozen=True)
 class Placed:
-    """What `apply` did to one request (tests, logs, bench.summary_swap)."""
+    """What `apply` did to one request (tests, logs, bench.latency.summary_swap)."""
 
     ids: tuple[str, ...]
     took_s: float

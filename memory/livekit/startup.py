@@ -306,7 +306,7 @@ def run(run_app: Callable[[Any], None], server: Any, checked: Checked) -> None:
 # ---------------------------------------------------------------- for any worker script
 
 # LiveKit kills a job process whose prewarm takes longer than `initialize_process_timeout`
-# (10 s by default). Measured with `python -m bench.prewarm` (docs/latency.md): 4.9-8.3 s
+# (10 s by default). Measured with `python -m bench.ops.prewarm` (docs/latency.md): 4.9-8.3 s
 # (p50 7.9 s) for two processes prewarming at once beside a busy process and the test suite
 # on 2 cores, after 12 s of importing, and up to 10 s on a busier machine, where LiveKit's
 # default kills and respawns processes in a loop. 60 s is a wide margin over the worst

@@ -4,7 +4,7 @@ CPython's cyclic collector now and then makes a *full* pass over every object it
 tracks, holding the GIL throughout. A worker process that has loaded LiveKit,
 Mem0, jieba, the embedder and the store tracks some 240,000 objects; one pass
 over them took about 130 ms on 2 cores, and a reply whose look-up lands on it is
-late by that much (`python -m bench.latency` measures it). Nearly all of those
+late by that much (`python -m bench.latency.run` measures it). Nearly all of those
 objects live as long as the process, so scanning them finds nothing.
 
 `settle` moves them out of the collector's sight (`gc.freeze`) once prewarm has

@@ -46,7 +46,7 @@ _NEUTRAL = frozenset({lexical.USER_ZH, lexical.USER_EN})
 MIN_WORDS = 3
 # How alike (Jaccard of their content words) a memory and the message are when the memory
 # only repeats the message: 0.9 took 1 of 3,361 labelled memories of MemDaily's development
-# part for an echo, and 90-95% of its questions said again (bench/self_questions.py).
+# part for an echo, and 90-95% of its questions said again (bench/retrieval/self_questions.py).
 ECHO_SIMILAR = 0.9
 # How alike two memories' content words must also be for near-copies (`NearCopies`):
 # templated facts of different people or events ("王强的电话是…", "李明的电话是…";

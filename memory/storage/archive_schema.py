@@ -9,7 +9,7 @@ MATERIALIZED CTE keeps the planner from walking the HNSW index instead): a user 
 thousands of messages at most, which take a few milliseconds to score, and an HNSW
 walk with a filter this selective (one user in thousands) either returns too few rows
 (`ef_search` candidates, then the filter) or, with pgvector's iterative scans, visits
-much of the graph (bench/archive.py measures both). The HNSW index is there for
+much of the graph (bench/retrieval/archive.py measures both). The HNSW index is there for
 searches without a user filter (an operator's analysis), never the product's.
 """
 
@@ -58,7 +58,7 @@ def create_archive_table(conn: Connection, table: str, dims: int, *, indexes: bo
     if create_partitioned(conn, table, columns) != PARTITIONED or not indexes:
         return
     # A user's vectors side by side in one btree (an index-only scan reads them from a
-    # few hundred adjacent pages, not one heap page per message: bench/archive.py). A
+    # few hundred adjacent pages, not one heap page per message: bench/retrieval/archive.py). A
     # btree entry holds at most ~2.7 kB: 384-d vectors (1.5 kB) fit, 1536-d ones do not.
     covering = (
         [("cover", sql.SQL("(user_id) INCLUDE (id, chat_id, message_type, embedding)"))]

@@ -58,7 +58,7 @@ _HOLDS_NOW = sql.SQL("NOT (payload ? 'valid_until')")
 # the user's partition's graph above (`nearest_and_ids`).
 HNSW_SETTINGS = (("hnsw.iterative_scan", "relaxed_order"), ("hnsw.ef_search", "100"))
 # From this many rows of a user the SQL vector stage walks the partition's HNSW graph
-# (iterative scan) instead of scanning every row of the user: `python -m bench.vector_stage`
+# (iterative scan) instead of scanning every row of the user: `python -m bench.fleet.vector_stage`
 # (docs/latency.md) measured the exact scan at 15 ms for 1,000 rows, 98 ms for 10,000 and
 # 535 ms for 50,000, the walk at 8-18, 10 and 19 ms, with recall@5 1.000 against exact at
 # each size; below 1,000 rows the walk is the slower (3 ms against 1 at 100 rows) and a
@@ -678,7 +678,7 @@ class Mem0Table:
         partition), then the nearest. An HNSW walk filtered to one user returns the first
         rows of that user it meets, not the nearest: in a table of 1,000,000 memories a
         user of 10,000 got 0.56 of its true 5 nearest through the shared index, 0.84
-        through its partition's (`python -m bench.tenant_recall`, docs/scaling.md). The
+        through its partition's (`python -m bench.fleet.tenant_recall`, docs/scaling.md). The
         scan costs time linear in the user's rows (a user of 1,000: p50 6 ms; of 10,000:
         p50 53 ms on 2 busy cores); the subquery fence (`OFFSET 0`) keeps the planner off
         the HNSW index.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.faults import can_mount, fill, tiny_tmpfs
+from bench.privacy.faults import can_mount, fill, tiny_tmpfs
 from memory.admin.cli import main as admin_main
 from memory.forget import main as forget_main
 from memory.journal.queue import DurableWriteQueue

@@ -201,7 +201,7 @@ async def test_in_gated_a_file_of_turns_goes_through_the_gatekeepers_extraction(
     import asyncio
     import sys
 
-    from bench.local_llm_server import start as start_llm
+    from bench.common.local_llm_server import start as start_llm
 
     path = tmp_path / "turns.jsonl"
     path.write_text("\n".join(json.dumps(line) for line in (

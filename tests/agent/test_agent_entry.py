@@ -67,7 +67,7 @@ def test_prewarm_takes_what_it_loaded_out_of_full_garbage_collections(
     """A full collection holds the GIL while it scans every tracked object. After
     prewarm, the worker's long-lived objects (LiveKit, Mem0, jieba, the embedder, the
     store) must not be among them: scanning them stalled replies by ~130 ms a pass
-    (bench/latency.py)."""
+    (bench/latency/run.py)."""
     import agent
     from memory.language import lexical
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from bench.local_llm_server import start as start_llm
+from bench.common.local_llm_server import start as start_llm
 from memory.livekit.preflight import llm_problems
 from memory.livekit.startup import HandledConditions
 from memory.settings import startup_problems

@@ -29,7 +29,7 @@ UTTERANCES = load_utterances()
 def userdata(store: MemoryStore) -> dict[str, Any]:
     """What prewarm leaves in a job process, over the suite's store. A long recall budget:
     these tests check what reaches the store and the LLM, not how fast, so a busy machine
-    cannot fail them (`python -m bench.latency` measures the real budget on this pipeline)."""
+    cannot fail them (`python -m bench.latency.run` measures the real budget on this pipeline)."""
     settings = dataclasses.replace(store.settings, recall_budget_ms=10_000)
     return {"settings": settings, "store": store, "retriever": Retriever(store, settings)}
 
@@ -91,7 +91,7 @@ async def test_the_shipped_entrypoint_remembers_a_spoken_fact_and_the_next_sessi
     block = turn.requests[-1].memory_block("recalled_memories")
     assert "Anna" in block, turn.requests[-1].messages
     assert log is not None and log.injected >= 1
-    assert turn.first_audio_s is not None  # the reply played (its latency: bench.latency)
+    assert turn.first_audio_s is not None  # the reply played (its latency: bench.latency.run)
 
 
 async def test_with_realtime_stt_the_look_up_for_the_words_said_starts_before_the_final_transcript(

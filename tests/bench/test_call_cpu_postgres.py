@@ -1,4 +1,4 @@
-"""`bench.call_cpu` counts the database's CPU: work done in a Postgres backend shows in
+"""`bench.fleet.call_cpu` counts the database's CPU: work done in a Postgres backend shows in
 `postgres_cpu_s`, including a backend that ended (its time moves to the postmaster's
 reaped children)."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psycopg
 
-from bench.call_cpu import postgres_cpu_s
+from bench.fleet.call_cpu import postgres_cpu_s
 
 BUSY = "SELECT count(*) FROM generate_series(1, 3000000) g WHERE md5(g::text) LIKE 'ab%'"
 

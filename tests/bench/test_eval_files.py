@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import bench.evaldata as evaldata
-from bench.evaldata import MissingEvalFile, eval_file, load_retrieval
+import bench.common.evaldata as evaldata
+from bench.common.evaldata import MissingEvalFile, eval_file, load_retrieval
 
 ROOT = Path(__file__).resolve().parents[2]
 IN_REPO = ROOT / "bench" / "data" / "eval"
@@ -51,7 +51,7 @@ def test_every_file_a_benchmark_or_the_docs_name_is_here_or_said_where_to_get(
 def test_a_benchmark_whose_data_is_missing_says_so_in_one_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from bench import gate
+    from bench.gate import run as gate
 
     monkeypatch.setenv("EVAL_DIR", str(tmp_path))
     monkeypatch.setattr(evaldata, "TEAM_EVAL_DIR", tmp_path / "no-shared")  # as on a fresh clone

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.evaldata import default_eval_dir, load_gate
-from bench.gate import main as gate_main
-from bench.gate_cv import cross_validate, fire_all, folds_by_group, group_of, select_rules
+from bench.common.evaldata import default_eval_dir, load_gate
+from bench.gate.gate_cv import cross_validate, fire_all, folds_by_group, group_of, select_rules
+from bench.gate.run import main as gate_main
 from memory.language.prefilter import GateAction, prefilter
 
 _EVAL = default_eval_dir()
@@ -65,7 +65,7 @@ def test_the_rule_sets_the_cv_scores_are_the_pre_filters_own_decisions() -> None
 
 
 def test_the_rule_set_of_a_fold_is_chosen_without_its_items(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bench.gate_cv as cv
+    import bench.gate.gate_cv as cv
 
     seen: list[set[int]] = []
     real = cv.select_rules

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.evaldata import GateItem
-from bench.gate_model import (
+from bench.common.evaldata import GateItem
+from bench.gate.gate_model import (
     Example,
     cross_validate,
     examples,

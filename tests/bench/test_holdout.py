@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import holdout
-from bench.evaldata import GateFile, GateItem, Memory, Query, RetrievalFile, Store, default_eval_dir
+from bench.common import holdout
+from bench.common.evaldata import GateFile, GateItem, Memory, Query, RetrievalFile, Store, default_eval_dir
 
 
 def test_the_committed_split_is_the_one_the_seed_derives() -> None:

@@ -1,4 +1,4 @@
-"""`bench.hostile`'s forms and contexts sections run against today's product.
+"""`bench.privacy.hostile`'s forms and contexts sections run against today's product.
 
 The benchmark drives the door, the forms RPC and the shared contexts through their
 public entry points; when one of those changes shape, the benchmark must fail here, in
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench import hostile_surfaces
+from bench.privacy import hostile_surfaces
 from memory.storage.store import MemoryStore
 
 

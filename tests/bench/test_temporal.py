@@ -1,4 +1,4 @@
-"""bench.retrieval --set temporal end to end on a tiny file: stories written through
+"""bench.retrieval.run --set temporal end to end on a tiny file: stories written through
 GATED's write path, questions scored against the value for their time."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import retrieval, temporal
+from bench.retrieval import run as retrieval
+from bench.retrieval import temporal
 
 STORIES = {
     "name": "tiny",

@@ -1,6 +1,6 @@
 """`python -m memory.chat USER`, as a newcomer runs it: the command's own entry point in a
 subprocess, typed lines on its standard input, against a local OpenAI-compatible server
-(bench/local_llm_server.py's rules: it answers a conversation turn with the notes memory
+(bench/common/local_llm_server.py's rules: it answers a conversation turn with the notes memory
 injected into the request, so a recall is visible in the reply). The real store, embedder,
 journal and LiveKit session; no LiveKit server, no sound card."""
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.local_llm_server import start as start_llm
+from bench.common.local_llm_server import start as start_llm
 from tests.conftest import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ async def test_a_fact_typed_in_one_chat_is_recalled_in_the_next(tmp_path: Path) 
     try:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "OPENAI_BASE_URL": url,
                "MEM0_SETTING": mode, "MEMORY_DATA_DIR": str(data_dir),
-               # What is recalled, not how fast (bench/latency.py): no budget missed on a busy machine.
+               # What is recalled, not how fast (bench/latency/run.py): no budget missed on a busy machine.
                "MEMORY_BUDGET_MS": "10000"}  # fmt: skip  # no key: a local server
         user = f"chat-{mode.lower()}-{uuid.uuid4().hex[:8]}"
         code, out, err = await _chat(user, ["My sister is called Anna.", "/quit"], env, tmp_path)

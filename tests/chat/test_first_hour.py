@@ -21,8 +21,8 @@ from typing import Any
 
 from aiohttp import web
 
-from bench.local_llm_server import _rules
-from bench.local_llm_server import start as start_llm
+from bench.common.local_llm_server import _rules
+from bench.common.local_llm_server import start as start_llm
 from memory.bodies import NoResponseBodies
 from memory.chat.terminal import PROFILE_NOTE, _memory_note
 from memory.livekit.reader import TurnLog
@@ -106,18 +106,20 @@ def test_with_neither_a_key_nor_a_server_the_refusal_names_the_stand_in(tmp_path
     )  # fmt: skip
     (line,) = proc.stderr.splitlines()
     assert proc.returncode == 2
-    assert "uv run python -m bench.local_llm_server" in line and "OPENAI_BASE_URL=http://127.0.0.1:8089/v1" in line
-    helped = subprocess.run([sys.executable, "-m", "bench.local_llm_server", "--help"], capture_output=True,
+    assert (
+        "uv run python -m bench.common.local_llm_server" in line and "OPENAI_BASE_URL=http://127.0.0.1:8089/v1" in line
+    )
+    helped = subprocess.run([sys.executable, "-m", "bench.common.local_llm_server", "--help"], capture_output=True,
                             text=True, cwd=ROOT, timeout=HANG_GUARD_S)  # fmt: skip
-    assert helped.stdout.startswith("usage: python -m bench.local_llm_server ")
+    assert helped.stdout.startswith("usage: python -m bench.common.local_llm_server ")
     with socket.socket() as taken:  # a stand-in still running from before: one line, not a traceback
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        again = subprocess.run([sys.executable, "-m", "bench.local_llm_server", "--port", str(port)],
+        again = subprocess.run([sys.executable, "-m", "bench.common.local_llm_server", "--port", str(port)],
                                capture_output=True, text=True, cwd=ROOT, timeout=HANG_GUARD_S)  # fmt: skip
     assert again.returncode == 1 and again.stderr.startswith(
-        f"python -m bench.local_llm_server: cannot listen on 127.0.0.1:{port}: "
+        f"python -m bench.common.local_llm_server: cannot listen on 127.0.0.1:{port}: "
     ), again.stderr
     assert len(again.stderr.splitlines()) == 1 and "Traceback" not in again.stderr
 

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.faults import RefusingJournalQueue  # noqa: E402 - after the repository root is put on sys.path
+from bench.privacy.faults import RefusingJournalQueue  # noqa: E402 - after the repository root is put on sys.path
 from memory.types import Turn  # noqa: E402 - after the repository root is put on sys.path
 from tests.journal.write_queue_child import child_turns  # noqa: E402 - after the repository root is put on sys.path
 

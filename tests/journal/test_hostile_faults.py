@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.faults import RefusingJournalQueue, can_mount, fill, remount, tiny_tmpfs
+from bench.privacy.faults import RefusingJournalQueue, can_mount, fill, remount, tiny_tmpfs
 from memory.journal.queue import DurableWriteQueue
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.faults import can_mount, fill, tiny_tmpfs
+from bench.privacy.faults import can_mount, fill, tiny_tmpfs
 from memory.journal.queue import DurableWriteQueue
 from memory.settings import MemoryMode
 from memory.storage.store import MemoryStore

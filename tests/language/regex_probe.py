@@ -1,7 +1,7 @@
 """Which text the language rules' regular expressions are handed, and how long it is.
 
 A count in place of a stopwatch: the rules' cost is bounded when no pattern ever sees
-more than the bounded text, whatever the machine's load (`bench.rule_cost` times them).
+more than the bounded text, whatever the machine's load (`bench.gate.rule_cost` times them).
 """
 
 from __future__ import annotations

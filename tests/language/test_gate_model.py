@@ -14,7 +14,7 @@ from memory.language.prefilter import GateAction, prefilter
 
 def test_the_model_ships_with_the_code_and_is_small() -> None:
     model = shipped()
-    assert model is not None, f"{gate_model.MODEL_PATH} is missing: python -m bench.gate_model --write"
+    assert model is not None, f"{gate_model.MODEL_PATH} is missing: python -m bench.gate.gate_model --write"
     assert 0.0 < model.threshold < 1.0
     assert 10 <= len(model.weights) <= 500  # cues of the language, not a vocabulary
     assert not any(name.startswith(("w:", "b:")) for name in model.weights)

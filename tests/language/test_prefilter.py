@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import memory.language.prefilter as prefilter_module
-from bench.evaldata import EvalDataError, default_eval_dir, load_gate, load_retrieval
-from bench.gate import baseline, evaluate, gate_metrics
-from bench.gate import main as gate_main
+from bench.common.evaldata import EvalDataError, default_eval_dir, load_gate, load_retrieval
+from bench.gate.run import baseline, evaluate, gate_metrics
+from bench.gate.run import main as gate_main
 from memory.language import hanzi
 from memory.language.prefilter import MAX_CHARS, REASONS, GateAction, GateDecision, prefilter
 from tests.language.regex_probe import probed, with_submodules
@@ -320,7 +320,7 @@ def test_every_reason_is_declared_for_its_action() -> None:
 def test_bounded_whatever_the_input(monkeypatch: pytest.MonkeyPatch) -> None:
     # Pathological input stays cheap: the rules see the first MAX_CHARS characters of the
     # message and of the turn before it, the normalisation twice that; never the rest.
-    # (Speed per call: `python -m bench.rule_cost` and `bench.gate`, not a stopwatch here.)
+    # (Speed per call: `python -m bench.gate.rule_cost` and `bench.gate.run`, not a stopwatch here.)
     with probed(monkeypatch, *with_submodules(prefilter_module), hanzi) as seen:
         prefilter("his name " * 5000 + "?", ["what " * 5000])
     assert seen, "no rule was probed"

@@ -151,7 +151,7 @@ def test_reasons_are_declared_and_bounded(monkeypatch: pytest.MonkeyPatch) -> No
     reasons = {recall_reason(t) for t in texts}
     assert reasons - {None} <= set(RECALL_REASONS)
     # A long message costs what its first MAX_CHARS characters cost (the normalisation
-    # reads twice that); per-call speed is `python -m bench.rule_cost`'s, not a stopwatch's.
+    # reads twice that); per-call speed is `python -m bench.gate.rule_cost`'s, not a stopwatch's.
     with probed(monkeypatch, recall_module, *with_submodules(prefilter_module), hanzi) as seen:
         recall_reason("what is my sister's name " * 2000)
     assert seen, "no rule was probed"
@@ -162,7 +162,7 @@ def test_reasons_are_declared_and_bounded(monkeypatch: pytest.MonkeyPatch) -> No
 def test_the_trigger_benchmark_counts_what_it_says(tmp_path, capsys) -> None:
     import json
 
-    from bench.recall_intent import main as bench_main
+    from bench.gate.recall_intent import main as bench_main
 
     questions = tmp_path / "questions.json"
     questions.write_text(json.dumps({

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.hostile_probes import PLAIN, SECRETS
+from bench.privacy.hostile_probes import PLAIN, SECRETS
 from memory.language.redact import MARK, redact_secrets
 
 

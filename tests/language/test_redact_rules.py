@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.hostile_probes import PLAIN_SAID, SECRETS_HELD_OUT, SECRETS_ISSUE30, SECRETS_SAID
+from bench.privacy.hostile_probes import PLAIN_SAID, SECRETS_HELD_OUT, SECRETS_ISSUE30, SECRETS_SAID
 from memory.language.redact import MARK, redact_secrets
 
 # Each rule with sentences that only it catches: take the rule out and one gets through.

@@ -22,7 +22,7 @@ from memory.storage.store import MemoryStore
 from tests.conftest import HANG_GUARD_S, make_service
 
 # Long budget in these tests: they check what is injected, not how fast
-# (tests/retrieval/test_prefetch.py and bench/latency.py cover the budget).
+# (tests/retrieval/test_prefetch.py and bench/latency/run.py cover the budget).
 BUDGET_S = HANG_GUARD_S
 
 

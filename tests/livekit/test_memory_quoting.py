@@ -113,7 +113,7 @@ async def test_through_a_gated_session_no_instruction_is_stored(store: MemorySto
 def test_labelled_facts_are_not_taken_for_instructions() -> None:
     # The gate data's facts (MSC persona labels, Chinese smoke set): none is dropped.
 
-    from bench.evaldata import default_eval_dir
+    from bench.common.evaldata import default_eval_dir
     from memory.language.instructions import is_instruction
 
     eval_dir = default_eval_dir()

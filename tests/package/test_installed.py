@@ -1,7 +1,7 @@
 """The package as an integrator gets it: `uv build` makes the wheel, a fresh virtualenv
 outside the repository installs it, and docs/integrate.md's example agent is talked to as the
 page says (`memory-chat USER --agent my_agent.py`), from another directory, against a
-scripted OpenAI-compatible server (bench/local_llm_server.py: it answers with the notes
+scripted OpenAI-compatible server (bench/common/local_llm_server.py: it answers with the notes
 memory put in the request) and without an OpenAI key. Two sessions of one identity, each a
 cold process: the second recalls the first. Only documented commands and output are used.
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.local_llm_server import start as start_llm
+from bench.common.local_llm_server import start as start_llm
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "my_agent.py"

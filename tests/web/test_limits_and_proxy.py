@@ -193,7 +193,7 @@ async def test_a_store_that_is_down_gives_a_page_saying_so_with_503(
 
 async def test_the_models_load_as_the_server_starts_not_on_the_first_recall(store: MemoryStore, tmp_path: Path) -> None:
     # Issue 40: the first "what would it recall" paid for loading the models (22 of its
-    # 30 s for a user with 50,000 memories, at load 19; bench.web_render).
+    # 30 s for a user with 50,000 memories, at load 19; bench.ops.web_render).
     fresh = MemoryStore.open(store.settings, load_mem0=False)  # as `python -m memory.web` opens it
     try:
         assert fresh._mem0 is None and fresh._reader is None

@@ -28,7 +28,7 @@ from memory.working import SUBMIT_FORM, first_agent
 from memory.working.workspace import Workspace
 from tests.conftest import HANG_GUARD_S, scripted_extraction, wait_until
 
-BUDGET_S = HANG_GUARD_S  # what is injected is checked here, not how fast (bench/working_memory.py)
+BUDGET_S = HANG_GUARD_S  # what is injected is checked here, not how fast (bench/latency/working_memory.py)
 
 
 @dataclass

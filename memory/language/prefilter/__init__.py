@@ -70,7 +70,7 @@ How a turn is read
    ``pure_question``, ``stance``, ``reaction``, ``generic_statement``,
    ``no_self_reference``.
 
-Measured with ``python -m bench.gate --cv 5`` (dev files; docs/gatekeeper.md has the
+Measured with ``python -m bench.gate.run --cv 5`` (dev files; docs/gatekeeper.md has the
 per-fold table): msc_gate.realistic recall .970 / skip .558 (keyword baseline .576 /
 .807), every held-out fold >= .958 / .547; msc_gate.balanced .956 / .566; zh_gate.smoke
 1.000 / .717; 50-100 us a call (p50) on a loaded 2-core machine.

@@ -51,7 +51,7 @@ def read_clause(c: str, off: frozenset[str] = frozenset()) -> _Reading:
 
 def _disclosure(rest: str, frame: str | None, reaction: bool, off: frozenset[str] = frozenset()) -> str | None:
     """The cue, in order of strength, that a clause (frame removed) is about the user;
-    cues named in `off` are not used (rule-set selection in bench/gate.py)."""
+    cues named in `off` are not used (rule-set selection in bench/gate/run.py)."""
     if "first_person_statement" not in off and first_person(rest):
         return "first_person_statement"
     zh, en = bool(CJK.search(rest)), bool(LATIN.search(rest))

@@ -35,7 +35,7 @@ def prefilter(text: str, context: Sequence[str] = (), *, off: frozenset[str] = f
 
     ``context`` holds the previous turns, oldest first; the last one is normally the
     assistant's turn just before this one. Pure function, safe to call on any thread.
-    ``off`` names EXTRACT rules (reason tags) not to use: how bench/gate.py's
+    ``off`` names EXTRACT rules (reason tags) not to use: how bench/gate/run.py's
     cross-validation selects a rule set; the product uses them all.
     """
     t = normalise(text)

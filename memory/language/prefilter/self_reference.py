@@ -2,7 +2,7 @@
 relation named without another owner, an attribute, "here", a generic evaluation.
 
 Each is a reason tag of its own (``REASONS``), so a dashboard can tell why a turn was
-sent to extraction and ``bench.gate`` can switch one off.
+sent to extraction and ``bench.gate.run`` can switch one off.
 """
 
 from __future__ import annotations
