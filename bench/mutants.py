@@ -101,6 +101,7 @@ class ModuleResult:
     survived: int = 0
     timed_out: int = 0
     not_run: int = 0
+    set_aside: int = 0  # equivalent by rule (`equivalent_by_rule`): not run, counted apart
     baseline_s: float | None = None
     baseline_ok: bool | None = None
     seconds: float = 0.0
@@ -137,6 +138,82 @@ def mutants_of(path: Path, source: str) -> list[Mutant]:
             )
         )
     return out
+
+
+# Decorators that read no annotation at run time: a function under any other (a tool
+# registry that builds a schema from the annotations) keeps its annotations in the comparison.
+_PLAIN_DECORATORS = {"property", "staticmethod", "classmethod", "lru_cache", "cache", "cached_property", "setter",
+                     "dataclass", "contextmanager", "asynccontextmanager", "wraps", "abstractmethod", "override"}  # fmt: skip
+
+
+class _Unread(ast.NodeTransformer):
+    """Takes out of a module what its running code never reads: docstrings, the value of
+    `__all__` (read only by `import *`), and, under `from __future__ import annotations`
+    (annotations kept as strings, evaluated by nothing in the product), the annotations of
+    arguments, returns and annotated assignments (the target and value are kept: a
+    dataclass field stays a field)."""
+
+    def __init__(self, annotations: bool) -> None:
+        self.annotations = annotations
+
+    @staticmethod
+    def _no_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+        first = body[0] if body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            return body[1:] or [ast.Pass()]
+        return body
+
+    def visit_Module(self, node: ast.Module) -> ast.AST:
+        node.body = self._no_docstring(node.body)
+        return self.generic_visit(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        node.body = self._no_docstring(node.body)
+        return self.generic_visit(node)
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        node.body = self._no_docstring(node.body)
+        names = {ast.unparse(d).split("(")[0].split(".")[-1] for d in node.decorator_list}
+        if self.annotations and names <= _PLAIN_DECORATORS:
+            node.returns = None
+            a = node.args
+            for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
+                if arg is not None:
+                    arg.annotation = None
+        return self.generic_visit(node)
+
+    visit_FunctionDef = _function
+    visit_AsyncFunctionDef = _function
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        if self.annotations:
+            node.annotation = ast.Constant(None)
+        return self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        if [ast.unparse(t) for t in node.targets] == ["__all__"]:
+            node.value = ast.Constant(None)
+        return self.generic_visit(node)
+
+
+def _unread_removed(source: str) -> str:
+    tree = ast.parse(source)
+    future = any(
+        isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    )
+    return ast.dump(_Unread(future).visit(tree))
+
+
+def equivalent_by_rule(source: str, mutants: Sequence[Mutant]) -> tuple[list[Mutant], list[Mutant]]:
+    """(the mutants to run, those set aside): a mutant that changes only what the running
+    code never reads (`_Unread`: a docstring, an `__all__` entry, an annotation under
+    postponed evaluation) is the original program, equivalent by construction."""
+    base = _unread_removed(source)
+    run, aside = [], []
+    for m in mutants:
+        (aside if _unread_removed(m.code) == base else run).append(m)
+    return run, aside
 
 
 def make_copy(dest: Path) -> None:
@@ -269,6 +346,8 @@ def run_module(
     if limit is not None:
         mutants = mutants[:limit]
     result.mutants = len(mutants)
+    mutants, aside = equivalent_by_rule(source, mutants)
+    result.set_aside = len(aside)
     start = time.monotonic()
     purge = importers_of(copy, module.removesuffix(".py").removesuffix("/__init__").replace("/", "."))
     status, took = run_tests(copy, tests, 1800.0, purge)
@@ -309,13 +388,13 @@ def run_module(
 
 def table(results: Sequence[ModuleResult]) -> str:
     rows = [
-        f"{'module':<34} {'mutants':>7} {'killed':>6} {'survived':>8} {'timeout':>7} {'not run':>7} "
+        f"{'module':<34} {'mutants':>7} {'aside':>5} {'killed':>6} {'survived':>8} {'timeout':>7} {'not run':>7} "
         f"{'surviving':>9} {'base s':>6} {'s':>6}"
     ]
     for r in results:
         share = "-" if r.surviving_share is None else f"{100 * r.surviving_share:.0f}%"
         rows.append(
-            f"{r.module:<34} {r.mutants:>7} {r.killed:>6} {r.survived:>8} {r.timed_out:>7} {r.not_run:>7} "
+            f"{r.module:<34} {r.mutants:>7} {r.set_aside:>5} {r.killed:>6} {r.survived:>8} {r.timed_out:>7} {r.not_run:>7} "
             f"{share:>9} {r.baseline_s if r.baseline_s is not None else '-':>6} {r.seconds:>6}"
             + ("" if r.baseline_ok is not False else "  (its tests fail unchanged: not mutated)")
         )
@@ -333,6 +412,7 @@ def summary(results: Sequence[ModuleResult]) -> dict[str, Any]:
         "survived": sum(r.survived for r in results),
         "timed_out": sum(r.timed_out for r in results),
         "not_run": sum(r.not_run for r in results),
+        "set_aside": sum(r.set_aside for r in results),
         "per_module": {
             r.module: {
                 "mutants": r.mutants,
@@ -340,6 +420,7 @@ def summary(results: Sequence[ModuleResult]) -> dict[str, Any]:
                 "survived": r.survived,
                 "timed_out": r.timed_out,
                 "not_run": r.not_run,
+                "set_aside": r.set_aside,
             }  # fmt: skip
             for r in results
         },
