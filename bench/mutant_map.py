@@ -26,8 +26,12 @@ MUTANT_MAP: list[tuple[str, tuple[str, ...]]] = [
     ("memory/retrieval/validity.py", (f"{INV}test_validity.py",)),
     (
         "memory/web/security.py",
-        (f"{INV}test_security.py", "tests/web/test_guard.py", "tests/web/test_limits_and_proxy.py",
-         "tests/web/test_pages.py"),
+        (
+            f"{INV}test_security.py",
+            "tests/web/test_guard.py",
+            "tests/web/test_limits_and_proxy.py",
+            "tests/web/test_pages.py",
+        ),
     ),  # fmt: skip
     ("memory/commands.py", (f"{INV}test_commands.py",)),
     ("memory/storage/replicas.py", (f"{INV}test_replicas.py", "tests/storage/test_replicas.py")),

@@ -142,8 +142,10 @@ def mutants_of(path: Path, source: str) -> list[Mutant]:
 
 # Decorators that read no annotation at run time: a function under any other (a tool
 # registry that builds a schema from the annotations) keeps its annotations in the comparison.
-_PLAIN_DECORATORS = {"property", "staticmethod", "classmethod", "lru_cache", "cache", "cached_property", "setter",
-                     "dataclass", "contextmanager", "asynccontextmanager", "wraps", "abstractmethod", "override"}  # fmt: skip
+_PLAIN_DECORATORS = {
+    "property", "staticmethod", "classmethod", "lru_cache", "cache", "cached_property", "setter",
+    "dataclass", "contextmanager", "asynccontextmanager", "wraps", "abstractmethod", "override",
+}  # fmt: skip
 
 
 class _Unread(ast.NodeTransformer):
@@ -394,7 +396,8 @@ def table(results: Sequence[ModuleResult]) -> str:
     for r in results:
         share = "-" if r.surviving_share is None else f"{100 * r.surviving_share:.0f}%"
         rows.append(
-            f"{r.module:<34} {r.mutants:>7} {r.set_aside:>5} {r.killed:>6} {r.survived:>8} {r.timed_out:>7} {r.not_run:>7} "
+            f"{r.module:<34} {r.mutants:>7} {r.set_aside:>5} {r.killed:>6} {r.survived:>8} {r.timed_out:>7} "
+            f"{r.not_run:>7} "
             f"{share:>9} {r.baseline_s if r.baseline_s is not None else '-':>6} {r.seconds:>6}"
             + ("" if r.baseline_ok is not False else "  (its tests fail unchanged: not mutated)")
         )
