@@ -337,14 +337,14 @@ def run_module(
     factor: float,
     deadline: float,
     out: Any,
-    line: int | None = None,
+    line: set[int] | None = None,
 ) -> ModuleResult:
     result = ModuleResult(module, tests)
     target = copy / module
     source = target.read_text(encoding="utf-8")
     mutants = mutants_of(target, source)
     if line is not None:
-        mutants = [m for m in mutants if m.line == line]
+        mutants = [m for m in mutants if m.line in line]
     if limit is not None:
         mutants = mutants[:limit]
     result.mutants = len(mutants)
@@ -471,12 +471,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.mutants", description=__doc__.split("\n")[0])
     parser.add_argument("--module", action="append", help="a module of the map (its path); default every one")
     parser.add_argument("--limit", type=int, default=None, help="the first N mutants of each module (smoke)")
-    parser.add_argument("--line", type=int, default=None, help="only the mutants of this line (a survivor again)")
+    parser.add_argument("--line", action="append", default=None,
+                        help="only the mutants of this line (a survivor again): N for every module given, or "
+                        "PATH:N; may be repeated")  # fmt: skip
     parser.add_argument("--timeout-factor", type=float, default=3.0)
     parser.add_argument("--budget-s", type=float, default=float("inf"), help="start no mutant after this")
+    parser.add_argument("--module-budget-s", type=float, default=float("inf"),
+                        help="start no mutant of a module after this long on it")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="the results as JSON, rewritten after each mutant")
     args = parser.parse_args(argv)
-    modules = [(m, t) for m, t in MUTANT_MAP if not args.module or m in args.module]
+    mapped = dict(MUTANT_MAP)
+    modules = [(m, mapped[m]) for m in args.module if m in mapped] if args.module else list(MUTANT_MAP)
     unknown = set(args.module or ()) - {m for m, _ in MUTANT_MAP}
     if unknown:
         parser.error(f"not in bench/mutant_map.py: {', '.join(sorted(unknown))}")
@@ -504,6 +509,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _lines_of(module: str, given: Sequence[str] | None) -> set[int] | None:
+    """The lines of `module` among `--line`'s values (None: every line)."""
+    if not given:
+        return None
+    out = set()
+    for value in given:
+        path, _, n = value.rpartition(":")
+        if not path or path == module:
+            out.add(int(n))
+    return out
+
+
 def _run_all(copy: Path, modules: Any, args: argparse.Namespace, deadline: float, results: list[ModuleResult],
              write: Any) -> None:  # fmt: skip
     _preload(copy)
@@ -517,9 +534,9 @@ def _run_all(copy: Path, modules: Any, args: argparse.Namespace, deadline: float
             list(tests),
             limit=args.limit,
             factor=args.timeout_factor,
-            deadline=deadline,
+            deadline=min(deadline, time.monotonic() + args.module_budget_s),
             out=write,
-            line=args.line,
+            line=_lines_of(module, args.line),
         )
         results.append(result)
         write(result)
