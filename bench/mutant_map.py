@@ -35,7 +35,10 @@ MUTANT_MAP: list[tuple[str, tuple[str, ...]]] = [
     ),  # fmt: skip
     ("memory/commands.py", (f"{INV}test_commands.py",)),
     ("memory/storage/replicas.py", (f"{INV}test_replicas.py", "tests/storage/test_replicas.py")),
-    ("memory/web/proxy.py", ("tests/web/test_behind_tls_proxy.py",)),
+    (
+        "memory/web/proxy.py",
+        (f"{INV}test_proxy.py", "tests/web/test_limits_and_proxy.py", "tests/web/test_behind_tls_proxy.py"),
+    ),
     (
         "memory/storage/locks.py",
         (
