@@ -82,6 +82,14 @@ PRELOAD = (
 # Our own packages: the product's (first) imported once, the mutated module and its importers
 # again in each forked child; the others dropped in each child.
 OWN = ("memory", "tests", "harness", "agent", "bench")
+# LIGHT: a first pass per mutant with the module's invariant tests only (tests/invariants/,
+# which import the module under test directly), in a child that imports again only the
+# mutated module and those tests, not the product's modules that import it nor the test
+# suite's conftest: a failure there is the mutant's (the same tests pass on the unchanged
+# module in the same child, checked first), and a kill costs a second or two instead of
+# a minute at load. A mutant that survives it runs the whole list as before.
+LIGHT_TESTS = ("tests.invariants",)
+LIGHT_PREFIX = "tests/invariants/"
 
 
 @dataclass
@@ -101,6 +109,7 @@ class ModuleResult:
     survived: int = 0
     timed_out: int = 0
     not_run: int = 0
+    first_pass_kills: int = 0  # killed by the invariant tests' first pass (LIGHT)
     set_aside: int = 0  # equivalent by rule (`equivalent_by_rule`): not run, counted apart
     baseline_s: float | None = None
     baseline_ok: bool | None = None
@@ -258,13 +267,17 @@ def importers_of(copy: Path, module: str) -> set[str]:
     return closure
 
 
-def _child(copy: Path, tests: Sequence[str], log: Path, purge: set[str]) -> None:
+def _child(copy: Path, tests: Sequence[str], log: Path, purge: set[str], light: bool = False) -> None:
     """In the forked child: import afresh from the copy what the mutated module reaches
     (it, the product's modules that import it, the tests) and run the tests. The rest of
     the product stays as the parent imported it: the same source, seconds saved per mutant."""
     try:
         os.setpgid(0, 0)  # its own group: a timeout kills the test's subprocesses with it
-        for name in [n for n in sys.modules if n in purge or n.split(".")[0] in OWN[1:]]:
+        if light:  # the first pass: only the module and the invariant tests again (`LIGHT`)
+            dropped = [n for n in sys.modules if n in purge or n.startswith(LIGHT_TESTS)]
+        else:
+            dropped = [n for n in sys.modules if n in purge or n.split(".")[0] in OWN[1:]]
+        for name in dropped:
             del sys.modules[name]
             parent, _, child = name.rpartition(".")
             if parent in sys.modules:  # `from package import module` reads the package's attribute first
@@ -298,14 +311,15 @@ def _child(copy: Path, tests: Sequence[str], log: Path, purge: set[str]) -> None
     os._exit(code)
 
 
-def run_tests(copy: Path, tests: Sequence[str], timeout_s: float, purge: set[str]) -> tuple[str, float]:
+def run_tests(copy: Path, tests: Sequence[str], timeout_s: float, purge: set[str],
+              light: bool = False) -> tuple[str, float]:  # fmt: skip
     """ "passed", "failed" or "timeout", and how long it took (the output: `run.log` beside the copy)."""
     start = time.monotonic()
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        _child(copy, tests, copy.parent / "run.log", purge)
+        _child(copy, tests, copy.parent / "run.log", purge, light)
     fd = os.pidfd_open(pid)
     try:
         ready, _, _ = select.select([fd], [], [], timeout_s)
@@ -351,7 +365,8 @@ def run_module(
     mutants, aside = equivalent_by_rule(source, mutants)
     result.set_aside = len(aside)
     start = time.monotonic()
-    purge = importers_of(copy, module.removesuffix(".py").removesuffix("/__init__").replace("/", "."))
+    purge_name = module.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    purge = importers_of(copy, purge_name)
     status, took = run_tests(copy, tests, 1800.0, purge)
     result.baseline_s, result.baseline_ok = round(took, 1), status == "passed"
     if not result.baseline_ok:
@@ -360,6 +375,14 @@ def run_module(
         print("\n".join(["# its tests fail unchanged:", *tail]), file=sys.stderr)
         return result
     timeout_s = factor * took + 20.0
+    light_tests = [t for t in tests if t.startswith(LIGHT_PREFIX)]
+    light_purge = {purge_name}
+    if light_tests:
+        status, light_took = run_tests(copy, light_tests, 1800.0, light_purge, light=True)
+        if status != "passed":  # the first pass cannot be trusted here: every mutant runs the whole list
+            print(f"# {module}: its invariant tests fail in a light child: no first pass", file=sys.stderr)
+            light_tests = []
+        light_timeout_s = factor * light_took + 20.0
     try:
         for n, m in enumerate(mutants, 1):
             if time.monotonic() > deadline:
@@ -367,7 +390,12 @@ def run_module(
                 break
             target.write_text(m.code, encoding="utf-8")
             _drop_bytecode(target)
-            status, _ = run_tests(copy, tests, timeout_s, purge)
+            status = "passed"
+            if light_tests:
+                status, _ = run_tests(copy, light_tests, light_timeout_s, light_purge, light=True)
+                result.first_pass_kills += status == "failed"
+            if status == "passed":  # survived the first pass (or there is none): the whole list
+                status, _ = run_tests(copy, tests, timeout_s, purge)
             if status == "failed":
                 result.killed += 1
                 said = (copy.parent / "run.log").read_text(errors="replace").strip().splitlines()[-1:]
@@ -436,6 +464,9 @@ def _preload(copy: Path) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(copy), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     for name in PRELOAD:
         __import__(name)
+    import jieba
+
+    jieba.initialize()  # its dictionary loaded once here, not in every child
     import pkgutil
 
     import memory
