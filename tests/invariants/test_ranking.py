@@ -197,3 +197,26 @@ def test_near_copies_at_exactly_the_threshold_with_few_words_or_few_shared() -> 
     # 3 of 5 words shared is 0.6: a near-copy; 3 of 6 is not.
     assert at.of(Memory("g", "apple banana cherry grape"), [Memory("h", "apple banana cherry lemon")]) == 0
     assert at.of(Memory("i", "apple banana cherry grape"), [Memory("j", "apple banana cherry lemon melon")]) is None
+
+
+def test_near_copies_of_exactly_three_words_and_a_memory_whose_vector_is_not_known() -> None:
+    import numpy as np
+
+    from memory.retrieval.ranking import NearCopies
+
+    @dataclass
+    class Memory:
+        id: str
+        text: str
+
+    same = np.asarray([0.6, 0.8], dtype=np.float32)
+    # "at least MIN_WORDS (3) content words each": three words, word for word, are near-copies.
+    near = NearCopies(0.99, lambda _id: same)
+    assert near.of(Memory("a", "apple banana cherry"), [Memory("b", "apple banana cherry")]) == 0
+    # A memory written after the user's vectors were read (no vector) is nobody's copy, and
+    # a kept memory without one is passed over for the next.
+    vectors = {"new": None, "old": same, "unknown": None, "kept": same}
+    near = NearCopies(0.99, vectors.get)
+    assert near.of(Memory("new", "apple banana cherry"), [Memory("old", "apple banana cherry")]) is None
+    kept = [Memory("unknown", "apple banana cherry"), Memory("kept", "apple banana cherry")]
+    assert near.of(Memory("old", "apple banana cherry"), kept) == 1
