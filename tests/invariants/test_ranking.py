@@ -220,3 +220,85 @@ def test_near_copies_of_exactly_three_words_and_a_memory_whose_vector_is_not_kno
     assert near.of(Memory("new", "apple banana cherry"), [Memory("old", "apple banana cherry")]) is None
     kept = [Memory("unknown", "apple banana cherry"), Memory("kept", "apple banana cherry")]
     assert near.of(Memory("old", "apple banana cherry"), kept) == 1
+
+
+def test_echo_folds_pronouns_by_default() -> None:
+    assert echo(words(YOURS), MINE) is True
+
+
+def test_questions_are_left_out_beside_a_statement_and_kept_when_nothing_states() -> None:
+    from memory.retrieval.ranking import beside_statements
+
+    asked = Cand("where does Anna live?", 0.9, {ASKS_KEY: True})
+    stated = Cand("my sister Anna lives in Lisbon", 0.5, {"idx_v": 5})
+    also = Cand("Anna moved to Lisbon in May", 0.4, {"idx_v": 5})
+    assert beside_statements([asked, stated, also]) == [stated, also]
+    assert beside_statements([asked]) == [asked]
+    assert beside_statements([stated, also]) == [stated, also]
+    assert beside_statements([]) == []
+
+
+def said_on(text: str, day: str, **payload: Any) -> Cand:
+    return Cand(text, 0.5, {"idx_v": 5, "created_at": f"{day}T10:00:00+00:00", **payload})
+
+
+def test_of_two_statements_about_one_thing_the_later_is_marked_newer_than_the_others_day() -> None:
+    from memory.retrieval.ranking import mark_newer
+
+    paris = said_on("I live in Paris", "2025-01-01")
+    berlin = said_on("I live in Berlin now", "2025-06-01")
+    mark_newer([berlin, paris])
+    assert berlin.payload["newer_than"] == "2025-01-01" and "newer_than" not in paris.payload
+    # The order of the block does not matter; updated_at counts before created_at.
+    paris = said_on("I live in Paris", "2025-01-01", updated_at="2025-09-01T08:00:00+00:00")
+    berlin = said_on("I live in Berlin now", "2025-06-01")
+    mark_newer([paris, berlin])
+    assert paris.payload["newer_than"] == "2025-06-01" and "newer_than" not in berlin.payload
+    # Three: the newest is marked with the latest of the older days.
+    a, b, c = (said_on("I live in Paris", "2024-01-01"), said_on("I live in Berlin", "2024-06-01"),
+               said_on("I live in Rome", "2025-01-01"))  # fmt: skip
+    mark_newer([a, b, c])
+    assert c.payload["newer_than"] == "2024-06-01" and b.payload["newer_than"] == "2024-01-01"
+    assert "newer_than" not in a.payload
+
+
+def test_statements_not_marked_newer() -> None:
+    from memory.retrieval.ranking import mark_newer
+
+    NONE = [False, False]  # noqa: N806
+
+    def marked(*cands: Cand) -> list[bool]:
+        mark_newer(list(cands))
+        return ["newer_than" in c.payload for c in cands]
+
+    # The same day: nothing to tell apart.
+    assert marked(said_on("I live in Paris", "2025-01-01"), said_on("I live in Berlin now", "2025-01-01")) == [
+        False,
+        False,
+    ]
+    # Facts (GATED) and questions are left alone; a statement without a date too.
+    assert (
+        marked(
+            said_on("I live in Paris", "2025-01-01", category="personal_facts"),
+            said_on("I live in Berlin now", "2025-06-01", category="personal_facts"),
+        )
+        == NONE
+    )
+    assert (
+        marked(
+            said_on("do I live in Paris", "2025-01-01", asks=True),
+            said_on("do I live in Berlin", "2025-06-01", asks=True),
+        )
+        == NONE
+    )
+    assert marked(Cand("I live in Paris", 0.5, {"idx_v": 5}), said_on("I live in Berlin now", "2025-06-01")) == [
+        False,
+        False,
+    ]
+    # About different things (less than half the shorter's words shared), one word, or the same words.
+    assert marked(said_on("I live in Paris", "2025-01-01"), said_on("my cat eats fish daily", "2025-06-01")) == [
+        False,
+        False,
+    ]
+    assert marked(said_on("Paris", "2025-01-01"), said_on("Berlin", "2025-06-01")) == NONE
+    assert marked(said_on("I live in Paris", "2025-01-01"), said_on("in Paris I live", "2025-06-01")) == NONE
