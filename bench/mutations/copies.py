@@ -93,6 +93,9 @@ def preload(copy: Path) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(copy), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     for name in PRELOAD:
         __import__(name)
+    import jieba
+
+    jieba.initialize()  # its dictionary loaded once here, not in every child
     import pkgutil
 
     import memory

@@ -24,10 +24,21 @@ MUTANT_MAP: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),  # fmt: skip
     ("memory/retrieval/validity.py", (f"{INV}test_validity.py",)),
-    ("memory/web/security.py", (f"{INV}test_security.py", "tests/web/test_guard.py")),
+    (
+        "memory/web/security.py",
+        (
+            f"{INV}test_security.py",
+            "tests/web/test_guard.py",
+            "tests/web/test_limits_and_proxy.py",
+            "tests/web/test_pages.py",
+        ),
+    ),  # fmt: skip
     ("memory/commands.py", (f"{INV}test_commands.py",)),
     ("memory/storage/replicas.py", (f"{INV}test_replicas.py", "tests/storage/test_replicas.py")),
-    ("memory/web/proxy.py", ("tests/web/test_behind_tls_proxy.py",)),
+    (
+        "memory/web/proxy.py",
+        (f"{INV}test_proxy.py", "tests/web/test_limits_and_proxy.py", "tests/web/test_behind_tls_proxy.py"),
+    ),
     (
         "memory/storage/locks.py",
         (

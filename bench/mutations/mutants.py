@@ -46,44 +46,25 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from bench.common.paths import ROOT as REPO_ROOT
 from bench.mutations.copies import OWN, drop_bytecode, importers_of, make_copy, preload
+from bench.mutations.equivalent import equivalent_by_rule
 from bench.mutations.mutant_map import MUTANT_MAP
+from bench.mutations.results import ModuleResult, Mutant, summary, table
 
 ROOT = REPO_ROOT
-
-
-@dataclass
-class Mutant:
-    line: int
-    before: str
-    after: str
-    code: str = field(repr=False)
-
-
-@dataclass
-class ModuleResult:
-    module: str
-    tests: list[str]
-    mutants: int = 0
-    killed: int = 0
-    survived: int = 0
-    timed_out: int = 0
-    not_run: int = 0
-    baseline_s: float | None = None
-    baseline_ok: bool | None = None
-    seconds: float = 0.0
-    survivors: list[dict[str, Any]] = field(default_factory=list)
-    killed_by: list[dict[str, Any]] = field(default_factory=list)  # pytest's last line for each kill (audit)
-
-    @property
-    def surviving_share(self) -> float | None:
-        done = self.killed + self.survived + self.timed_out
-        return None if not done else self.survived / done
+# LIGHT: a first pass per mutant with the module's invariant tests only (tests/invariants/,
+# which import the module under test directly), in a child that imports again only the
+# mutated module and those tests, not the product's modules that import it nor the test
+# suite's conftest: a failure there is the mutant's (the same tests pass on the unchanged
+# module in the same child, checked first), and a kill costs a second or two instead of
+# a minute at load. A mutant that survives it runs the whole list as before.
+LIGHT_TESTS = ("tests.invariants",)
+LIGHT_PREFIX = "tests/invariants/"
 
 
 def mutants_of(path: Path, source: str) -> list[Mutant]:
@@ -112,13 +93,17 @@ def mutants_of(path: Path, source: str) -> list[Mutant]:
     return out
 
 
-def _child(copy: Path, tests: Sequence[str], log: Path, purge: set[str]) -> None:
+def _child(copy: Path, tests: Sequence[str], log: Path, purge: set[str], light: bool = False) -> None:
     """In the forked child: import afresh from the copy what the mutated module reaches
     (it, the product's modules that import it, the tests) and run the tests. The rest of
     the product stays as the parent imported it: the same source, seconds saved per mutant."""
     try:
         os.setpgid(0, 0)  # its own group: a timeout kills the test's subprocesses with it
-        for name in [n for n in sys.modules if n in purge or n.split(".")[0] in OWN[1:]]:
+        if light:  # the first pass: only the module and the invariant tests again (`LIGHT`)
+            dropped = [n for n in sys.modules if n in purge or n.startswith(LIGHT_TESTS)]
+        else:
+            dropped = [n for n in sys.modules if n in purge or n.split(".")[0] in OWN[1:]]
+        for name in dropped:
             del sys.modules[name]
             parent, _, child = name.rpartition(".")
             if parent in sys.modules:  # `from package import module` reads the package's attribute first
@@ -152,14 +137,15 @@ def _child(copy: Path, tests: Sequence[str], log: Path, purge: set[str]) -> None
     os._exit(code)
 
 
-def run_tests(copy: Path, tests: Sequence[str], timeout_s: float, purge: set[str]) -> tuple[str, float]:
+def run_tests(copy: Path, tests: Sequence[str], timeout_s: float, purge: set[str],
+              light: bool = False) -> tuple[str, float]:  # fmt: skip
     """ "passed", "failed" or "timeout", and how long it took (the output: `run.log` beside the copy)."""
     start = time.monotonic()
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        _child(copy, tests, copy.parent / "run.log", purge)
+        _child(copy, tests, copy.parent / "run.log", purge, light)
     fd = os.pidfd_open(pid)
     try:
         ready, _, _ = select.select([fd], [], [], timeout_s)
@@ -191,20 +177,29 @@ def run_module(
     factor: float,
     deadline: float,
     out: Any,
-    line: int | None = None,
+    line: set[int] | None = None,
+    light_only: bool = False,
 ) -> ModuleResult:
     result = ModuleResult(module, tests)
     target = copy / module
     source = target.read_text(encoding="utf-8")
     mutants = mutants_of(target, source)
     if line is not None:
-        mutants = [m for m in mutants if m.line == line]
+        mutants = [m for m in mutants if m.line in line]
     if limit is not None:
         mutants = mutants[:limit]
     result.mutants = len(mutants)
+    mutants, aside = equivalent_by_rule(source, mutants)
+    result.set_aside = len(aside)
     start = time.monotonic()
-    purge = importers_of(copy, module.removesuffix(".py").removesuffix("/__init__").replace("/", "."))
-    status, took = run_tests(copy, tests, 1800.0, purge)
+    purge_name = module.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    purge = importers_of(copy, purge_name)
+    light_only = light_only and any(t.startswith(LIGHT_PREFIX) for t in tests)
+    if light_only:  # only the invariant tests: a survivor here is an upper bound of the map's
+        tests = result.tests = [t for t in tests if t.startswith(LIGHT_PREFIX)]
+        status, took = run_tests(copy, tests, 1800.0, {purge_name}, light=True)
+    else:
+        status, took = run_tests(copy, tests, 1800.0, purge)
     result.baseline_s, result.baseline_ok = round(took, 1), status == "passed"
     if not result.baseline_ok:
         result.not_run = len(mutants)
@@ -212,6 +207,15 @@ def run_module(
         print("\n".join(["# its tests fail unchanged:", *tail]), file=sys.stderr)
         return result
     timeout_s = factor * took + 20.0
+    light_tests = [t for t in tests if t.startswith(LIGHT_PREFIX)]
+    light_purge = {purge_name}
+    light_timeout_s = timeout_s
+    if light_tests and not light_only:
+        status, light_took = run_tests(copy, light_tests, 1800.0, light_purge, light=True)
+        if status != "passed":  # the first pass cannot be trusted here: every mutant runs the whole list
+            print(f"# {module}: its invariant tests fail in a light child: no first pass", file=sys.stderr)
+            light_tests = []
+        light_timeout_s = factor * light_took + 20.0
     try:
         for n, m in enumerate(mutants, 1):
             if time.monotonic() > deadline:
@@ -219,7 +223,12 @@ def run_module(
                 break
             target.write_text(m.code, encoding="utf-8")
             drop_bytecode(target)
-            status, _ = run_tests(copy, tests, timeout_s, purge)
+            status = "passed"
+            if light_tests:
+                status, _ = run_tests(copy, light_tests, light_timeout_s, light_purge, light=True)
+                result.first_pass_kills += status == "failed"
+            if status == "passed" and not light_only:  # survived the first pass (or there is none): the whole list
+                status, _ = run_tests(copy, tests, timeout_s, purge)
             if status == "failed":
                 result.killed += 1
                 said = (copy.parent / "run.log").read_text(errors="replace").strip().splitlines()[-1:]
@@ -238,45 +247,6 @@ def run_module(
         drop_bytecode(target)
     result.seconds = round(time.monotonic() - start, 1)
     return result
-
-
-def table(results: Sequence[ModuleResult]) -> str:
-    rows = [
-        f"{'module':<34} {'mutants':>7} {'killed':>6} {'survived':>8} {'timeout':>7} {'not run':>7} "
-        f"{'surviving':>9} {'base s':>6} {'s':>6}"
-    ]
-    for r in results:
-        share = "-" if r.surviving_share is None else f"{100 * r.surviving_share:.0f}%"
-        rows.append(
-            f"{r.module:<34} {r.mutants:>7} {r.killed:>6} {r.survived:>8} {r.timed_out:>7} {r.not_run:>7} "
-            f"{share:>9} {r.baseline_s if r.baseline_s is not None else '-':>6} {r.seconds:>6}"
-            + ("" if r.baseline_ok is not False else "  (its tests fail unchanged: not mutated)")
-        )
-    for r in results:
-        for s in r.survivors:
-            rows.append(f"  survived {r.module}:{s['line']}: {s['before']}  ->  {s['after']}")
-    return "\n".join(rows)
-
-
-def summary(results: Sequence[ModuleResult]) -> dict[str, Any]:
-    return {
-        "modules": len(results),
-        "mutants": sum(r.mutants for r in results),
-        "killed": sum(r.killed for r in results),
-        "survived": sum(r.survived for r in results),
-        "timed_out": sum(r.timed_out for r in results),
-        "not_run": sum(r.not_run for r in results),
-        "per_module": {
-            r.module: {
-                "mutants": r.mutants,
-                "killed": r.killed,
-                "survived": r.survived,
-                "timed_out": r.timed_out,
-                "not_run": r.not_run,
-            }  # fmt: skip
-            for r in results
-        },
-    }
 
 
 def _start_postgres(work: Path) -> str:
@@ -304,12 +274,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.mutations.mutants", description=__doc__.split("\n")[0])
     parser.add_argument("--module", action="append", help="a module of the map (its path); default every one")
     parser.add_argument("--limit", type=int, default=None, help="the first N mutants of each module (smoke)")
-    parser.add_argument("--line", type=int, default=None, help="only the mutants of this line (a survivor again)")
+    parser.add_argument("--line", action="append", default=None,
+                        help="only the mutants of this line (a survivor again): N for every module given, or "
+                        "PATH:N; may be repeated")  # fmt: skip
     parser.add_argument("--timeout-factor", type=float, default=3.0)
     parser.add_argument("--budget-s", type=float, default=float("inf"), help="start no mutant after this")
+    parser.add_argument("--module-budget-s", type=float, default=float("inf"),
+                        help="start no mutant of a module after this long on it")  # fmt: skip
+    parser.add_argument("--light-only", action="store_true",
+                        help="run each module's tests/invariants/ files only (the first pass): its survivors are an "
+                        "upper bound of the whole map's")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="the results as JSON, rewritten after each mutant")
     args = parser.parse_args(argv)
-    modules = [(m, t) for m, t in MUTANT_MAP if not args.module or m in args.module]
+    mapped = dict(MUTANT_MAP)
+    modules = [(m, mapped[m]) for m in args.module if m in mapped] if args.module else list(MUTANT_MAP)
     unknown = set(args.module or ()) - {m for m, _ in MUTANT_MAP}
     if unknown:
         parser.error(f"not in bench/mutations/mutant_map.py: {', '.join(sorted(unknown))}")
@@ -337,6 +315,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _lines_of(module: str, given: Sequence[str] | None) -> set[int] | None:
+    """The lines of `module` among `--line`'s values (None: every line)."""
+    if not given:
+        return None
+    out = set()
+    for value in given:
+        path, _, n = value.rpartition(":")
+        if not path or path == module:
+            out.add(int(n))
+    return out
+
+
 def _run_all(copy: Path, modules: Any, args: argparse.Namespace, deadline: float, results: list[ModuleResult],
              write: Any) -> None:  # fmt: skip
     preload(copy)
@@ -350,9 +340,10 @@ def _run_all(copy: Path, modules: Any, args: argparse.Namespace, deadline: float
             list(tests),
             limit=args.limit,
             factor=args.timeout_factor,
-            deadline=deadline,
+            deadline=min(deadline, time.monotonic() + args.module_budget_s),
             out=write,
-            line=args.line,
+            line=_lines_of(module, args.line),
+            light_only=args.light_only,
         )
         results.append(result)
         write(result)

@@ -133,3 +133,59 @@ def test_a_command_without_a_log_handler_prints_no_library_warning(capsys: pytes
         assert root.handlers == [kept]
     finally:
         root.handlers[:] = saved
+
+
+def test_the_confirmation_says_what_it_deletes_and_how_to_skip_it() -> None:
+    ok, said = ask("alice\n", ["alice"])
+    assert ok is True
+    assert said == ("This deletes everything kept about alice, everywhere, with no undo.\n"
+                    "Type the identity to confirm: ")  # fmt: skip
+    ok, said = ask("", ["alice"], stdin=io.StringIO("alice\n"))
+    assert said == ("memory-forget: nothing was forgotten: not on a terminal, so nobody typed the identity; "
+                    "pass --yes to forget without asking\n")  # fmt: skip
+
+
+def test_a_closed_or_missing_standard_input_never_confirms() -> None:
+    closed = io.StringIO("alice\n")
+    closed.close()
+    assert ask("", ["alice"], stdin=closed)[0] is False
+
+    class NoTty:
+        def readline(self) -> str:
+            return "alice\n"
+
+    assert ask("", ["alice"], stdin=NoTty())[0] is False  # type: ignore[arg-type]
+
+
+def test_a_store_that_cannot_be_opened_is_said_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from memory import commands
+    from memory.settings import ConfigError
+
+    settings = load_settings({"MEMORY_DATA_DIR": str(tmp_path)}, dotenv=False)
+    monkeypatch.setattr(commands, "missing_store", lambda _s: None)
+    monkeypatch.setattr(commands, "storage_problems", lambda *_: ["the server is not running"])
+    assert open_store(settings) == (None, ["the server is not running"])
+    monkeypatch.setattr(commands, "storage_problems", lambda *_: [])
+    opened: list[bool] = []
+
+    def refuse(_settings, *, load_mem0: bool):  # noqa: ANN001, ANN202
+        opened.append(load_mem0)
+        raise ConfigError("the table was made for another embedder")
+
+    monkeypatch.setattr(commands.MemoryStore, "open", refuse)
+    assert open_store(settings) == (None, ["the table was made for another embedder"])
+    assert open_store(settings, load_mem0=True)[0] is None and opened == [False, True]
+
+    def gone(_settings, *, load_mem0: bool):  # noqa: ANN001, ANN202
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(commands.MemoryStore, "open", gone)
+    opened_store, problems = open_store(settings)
+    assert opened_store is None and len(problems) == 1
+    assert problems[0].startswith("the memory store cannot be opened: ") and "connection refused" in problems[0]
+
+
+def test_the_documented_exit_codes() -> None:
+    from memory import commands
+
+    assert (commands.EXIT_NOTHING_STORED, commands.EXIT_INCOMPLETE) == (1, 3)

@@ -101,3 +101,216 @@ def test_past_the_kept_users_bound_the_oldest_user_is_forgotten_not_the_newest()
     assert r.written("user-2") == 100
     assert read(r, "user-1") == "replica"  # forgotten: its write long on every replica
     assert read(r, "user-10000") == "primary"
+
+
+# --- the documented rules of docs/scaling.md and the module's docstring, with a clock the test moves
+
+import logging  # noqa: E402
+
+import psycopg  # noqa: E402
+import pytest  # noqa: E402
+from psycopg_pool import PoolTimeout  # noqa: E402
+
+from memory.storage import replicas  # noqa: E402
+from memory.storage.replicas import describe, lsn  # noqa: E402
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    c = Clock()
+    monkeypatch.setattr(replicas, "time", c)
+    return c
+
+
+class CountingPool(Pool):
+    """A replica whose status the test sets, counting status reads and connections; down
+    (no connection within the wait) while `down` is set."""
+
+    def __init__(self, *, replayed: str = "0/0", lag: float | None = 0.0, recovering: bool = True,
+                 receiver: str | None = "streaming") -> None:  # fmt: skip
+        self.status = (recovering, replayed, lag, receiver)
+        self.status_reads = 0
+        self.connections = 0
+        self.down = False
+        self.fail: BaseException | None = None
+
+        def status() -> tuple:
+            self.status_reads += 1
+            return self.status
+
+        super().__init__({"pg_is_in_recovery": status, "SELECT 'read'": ("replica",)})
+
+    def getconn(self, timeout: float | None = None) -> Conn:
+        self.connections += 1
+        if self.down:
+            raise PoolTimeout("no connection")
+        return self.conn
+
+
+def routed(*pools: CountingPool, max_lag_s: float = 5.0, status_ttl_s: float = 3600.0) -> tuple[ReadRouter, Primary]:
+    primary = Primary()
+    primary.conn.answers["SELECT 'read'"] = ("primary",)
+    r = ReadRouter(primary, [Replica(f"r{i}:5432/db", p) for i, p in enumerate(pools)],  # type: ignore[arg-type]
+                   max_lag_s=max_lag_s, wait_s=0.1, status_ttl_s=status_ttl_s, retry_s=10.0)  # fmt: skip
+    return r, primary
+
+
+def reads(r: ReadRouter, user: str, run=None) -> str:  # noqa: ANN001
+    return r.read(user, run or (lambda conn: conn.execute("SELECT 'read'").fetchone()[0]))
+
+
+def test_wal_positions_compare_as_numbers_across_a_segment_boundary() -> None:
+    assert lsn("16/B374D848") == 0x16B374D848 == 97_500_059_720
+    assert lsn("0/0") == 0 and lsn("1/0") == 4_294_967_296 and lsn("0/FFFFFFFF") == 4_294_967_295
+    assert lsn("10/0") > lsn("9/FFFFFFFF")  # as strings "10/0" < "9/..."
+
+
+@pytest.mark.parametrize(("replayed", "written", "where"), [
+    ("0/FFFFFFFF", "1/0", "primary"),  # one byte short, across the boundary
+    ("1/0", "1/0", "replica"),  # replayed exactly the write
+    ("10/0", "9/FFFFFFF0", "replica"),  # past it, with more digits
+    ("9/FFFFFFF0", "10/0", "primary"),
+])  # fmt: skip
+def test_a_replica_serves_the_user_once_it_replayed_exactly_to_their_write(replayed: str, written: str,
+                                                                            where: str) -> None:  # fmt: skip
+    r, primary = router(replayed=replayed)
+    primary.position = written
+    r.wrote("alice")
+    assert r.written("alice") == lsn(written)
+    assert read(r, "alice") == where
+
+
+def test_a_replica_found_down_is_tried_again_after_retry_s_and_not_before(clock: Clock) -> None:
+    pool = CountingPool()
+    r, _ = routed(pool)
+    pool.down = True
+    assert reads(r, "alice") == "primary"
+    assert pool.connections == 1
+    pool.down = False
+    clock.now += 9.99
+    assert reads(r, "alice") == "primary" and pool.connections == 1  # skipped: not even asked
+    clock.now += 0.01  # retry_s (10 s) after it was found down
+    assert reads(r, "alice") == "replica" and pool.connections == 2
+    assert r.stats.as_dict() == {"replica": 1, "primary": 2, "replica_share": pytest.approx(1 / 3),
+                                 "primary_because": {"every replica skipped": 2}}  # fmt: skip
+
+
+def test_a_replica_at_the_lag_bound_is_used_and_past_it_skipped(clock: Clock) -> None:
+    pool = CountingPool(lag=5.0)
+    r, _ = routed(pool, max_lag_s=5.0, status_ttl_s=0.0)
+    assert reads(r, "alice") == "replica"
+    pool.status = (True, "0/0", 5.001, "streaming")
+    clock.now += 1
+    assert reads(r, "alice") == "primary"
+    pool.status = (True, "0/0", None, "streaming")  # replayed nothing since it started: unknown
+    clock.now += 1
+    assert reads(r, "alice") == "primary"
+    pool.status = (True, "0/0", 0.0, "streaming")
+    clock.now += 1
+    assert reads(r, "alice") == "replica"
+
+
+def test_the_status_is_read_again_only_once_it_is_older_than_its_ttl(clock: Clock) -> None:
+    pool = CountingPool()
+    r, _ = routed(pool, status_ttl_s=1.0)
+    assert reads(r, "alice") == "replica" and pool.status_reads == 1
+    clock.now += 1.0  # exactly the ttl: still fresh
+    assert reads(r, "alice") == "replica" and pool.status_reads == 1
+    clock.now += 0.01
+    assert reads(r, "alice") == "replica" and pool.status_reads == 2
+
+
+@pytest.mark.parametrize(("status", "said"), [
+    ((False, "0/0", 0.0, None), "not a replica"),
+    ((True, "0/0", 0.0, "hidden"), "GRANT pg_read_all_stats"),
+    ((True, "0/0", 0.0, "stopping"), "not streaming from the primary (WAL receiver stopping)"),
+    ((True, "0/0", 0.0, None), "not streaming from the primary (WAL receiver not running)"),
+    ((True, "0/0", 7.5, "streaming"), "it lags 7500 ms, past MEMORY_REPLICA_MAX_LAG_MS=5000"),
+])  # fmt: skip
+def test_a_replica_that_cannot_serve_is_skipped_with_one_warning_and_one_when_used_again(
+    clock: Clock, caplog: pytest.LogCaptureFixture, status: tuple, said: str
+) -> None:
+    pool = CountingPool()
+    pool.status = status
+    r, _ = routed(pool, status_ttl_s=0.0)
+    with caplog.at_level(logging.WARNING, logger="memory.storage.replicas"):
+        for _ in range(3):
+            clock.now += 1
+            assert reads(r, "alice") == "primary"
+        pool.status = (True, "0/0", 0.0, "streaming")
+        clock.now += 1
+        assert reads(r, "alice") == "replica"
+        assert reads(r, "alice") == "replica"
+    lines = [rec.getMessage() for rec in caplog.records if rec.name == "memory.storage.replicas"]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("memory: read replica r0:5432/db skipped, look-ups go to the primary: ")
+    assert said in lines[0]
+    assert lines[1] == "memory: read replica r0:5432/db is used again"
+
+
+def test_reads_take_the_replicas_in_turn() -> None:
+    a, b = CountingPool(), CountingPool()
+    r, _ = routed(a, b)
+    for _ in range(6):
+        assert reads(r, "alice") == "replica"
+    assert (a.connections, b.connections) == (3, 3)
+
+
+def test_a_write_whose_position_is_not_read_keeps_the_users_reads_on_the_primary() -> None:
+    r, primary = router(replayed="FFFFFFFF/FFFFFFFF")  # as far as a position goes
+
+    def fails() -> tuple:
+        raise psycopg.OperationalError("the server closed the connection")
+
+    primary.conn.answers["pg_current_wal_insert_lsn"] = fails
+    r.wrote("alice")
+    assert r.written("alice") == 2**64
+    assert read(r, "alice") == "primary"
+    assert read(r, "bob") == "replica"
+
+
+def test_without_replicas_a_write_runs_no_statement_and_every_read_is_the_primarys() -> None:
+    primary = Primary()
+    primary.conn.answers = {"SELECT 'read'": ("primary",)}  # any other statement would fail the test
+    r = ReadRouter(primary, [], max_lag_s=5.0, wait_s=0.1)  # type: ignore[arg-type]
+    r.wrote("alice")
+    assert r.written("alice") is None
+    assert read(r, "alice") == "primary"
+    assert r.stats.as_dict() == {"replica": 0, "primary": 1, "replica_share": 0.0,
+                                 "primary_because": {"no replica": 1}}  # fmt: skip
+
+
+def test_a_read_cancelled_by_recovery_runs_on_the_primary_and_keeps_the_replica_and_a_dead_one_is_skipped(
+    clock: Clock,
+) -> None:
+    pool = CountingPool()
+    r, _ = routed(pool)
+    calls = {"n": 0}
+
+    def run(conn: Conn) -> str:
+        calls["n"] += 1
+        if conn is pool.conn and calls["n"] == 1:
+            raise psycopg.errors.SerializationFailure("canceling statement due to conflict with recovery")
+        if conn is pool.conn and calls["n"] == 4:
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return conn.execute("SELECT 'read'").fetchone()[0]
+
+    assert reads(r, "alice", run) == "primary"  # 1 (replica, conflict), 2 (primary)
+    assert reads(r, "alice", run) == "replica"  # 3: the replica was not counted down
+    assert reads(r, "alice", run) == "primary"  # 4 (replica, dead), 5 (primary)
+    connections = pool.connections
+    assert reads(r, "alice", run) == "primary" and pool.connections == connections  # skipped for retry_s
+
+
+def test_a_replicas_name_in_logs_is_host_port_and_database_never_the_password() -> None:
+    assert describe("postgresql://memory:s3cret@db.example:6543/memory") == "db.example:6543/memory"
+    assert describe("postgresql:///memory") == "localhost:5432/memory"
+    assert describe("postgresql://db.example") == "db.example:5432/"

@@ -111,3 +111,131 @@ async def test_eight_tries_wait_at_most_and_the_ninth_waiting_is_refused() -> No
 )
 def test_a_return_address_stays_on_the_page(target: str | None, expected: str) -> None:
     assert local_path(target) == expected
+
+
+# --- docs/web.md's "Sessions", "Stored text is text" and "Bad input" bullets, at their values
+
+from aiohttp import web  # noqa: E402
+
+from memory.web import security  # noqa: E402
+from memory.web.security import SESSION_COOKIE, Sessions, set_session_cookie  # noqa: E402
+
+
+def test_every_page_carries_the_documented_security_headers() -> None:
+    assert security.HEADERS == {
+        "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'",
+        "X-Content-Type-Options": "nosniff",
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "same-origin",
+        "Cross-Origin-Opener-Policy": "same-origin",
+        "Cross-Origin-Resource-Policy": "same-origin",
+        "Cache-Control": "no-store",
+    }
+
+
+def test_the_documented_bounds_and_names() -> None:
+    assert security.MAX_BODY == 65_536  # "Bodies over 64 KiB answer 413"
+    assert security.SESSION_TTL_S == 43_200  # "held in the server's memory for 12 hours"
+    assert security.SAFE_METHODS == {"GET", "HEAD", "OPTIONS"}  # the only requests without a CSRF token
+    assert security.TOKEN_PATH == "/api/token"
+    assert (security.SESSION_COOKIE, security.LANG_COOKIE) == ("memory_session", "memory_lang")
+    assert security.CSRF_FIELD == "csrf" and security.CSRF_HEADER.lower() == "x-csrf-token"
+
+
+class MovedClock:
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_a_session_lives_twelve_hours_to_the_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = MovedClock()
+    monkeypatch.setattr(security, "time", clock)
+    sessions = Sessions()
+    s = sessions.create()
+    assert s.expires == 5000.0 + 43_200
+    assert s.id != s.csrf and len(s.id) >= 43 and len(s.csrf) >= 43  # 32 random bytes each
+    clock.now += 43_199.9
+    assert sessions.get(s.id) is s
+    clock.now = 5000.0 + 43_200  # at its expiry: gone
+    assert sessions.get(s.id) is None
+    assert sessions.get(s.id) is None and sessions.get(None) is None and sessions.get("") is None
+
+
+def test_an_expired_session_is_purged_when_another_logs_in_and_a_logout_revokes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = MovedClock()
+    monkeypatch.setattr(security, "time", clock)
+    sessions = Sessions(ttl_s=10.0)
+    old = sessions.create()
+    clock.now += 10.0
+    new = sessions.create()
+    assert list(sessions._by_id) == [new.id]  # the expired one held nothing any longer
+    kept = sessions.create()
+    sessions.drop(new.id)
+    sessions.drop(None)
+    assert sessions.get(new.id) is None and sessions.get(kept.id) is kept and sessions.get(old.id) is None
+
+
+@pytest.mark.parametrize("secure", [True, False])
+def test_the_session_cookie_is_httponly_strict_for_twelve_hours_and_secure_over_https(secure: bool) -> None:
+    response = web.Response()
+    request = make_mocked_request("POST", "/login", headers={"Host": "memory.local:8800"})
+    set_session_cookie(response, request, security.Session("the-id", "the-csrf", 0.0), secure)
+    cookie = response.cookies[SESSION_COOKIE]
+    assert cookie.key == "memory_session" and cookie.value == "the-id"
+    assert cookie["max-age"] == "43200" and cookie["path"] == "/" and cookie["httponly"] is True
+    assert cookie["samesite"] == "Strict"
+    assert bool(cookie["secure"]) is secure
+
+
+@pytest.mark.parametrize(("header", "sent"), [
+    ("Bearer abc", "abc"), ("bearer abc", "abc"), ("BEARER  abc ", "abc"), ("Bearer", ""),
+    ("Basic abc", None), ("", None), ("Bearerabc", None),
+])  # fmt: skip
+def test_the_bearer_secret_is_what_follows_bearer(header: str, sent: str | None) -> None:
+    headers = {"Authorization": header} if header else {}
+    assert Guard.bearer(make_mocked_request("GET", "/api/users", headers=headers)) == sent
+
+
+def test_the_csrf_token_must_be_the_sessions_own() -> None:
+    session = security.Session("id", "the-token", 0.0)
+    assert Guard.csrf_ok(session, "the-token") is True
+    assert Guard.csrf_ok(session, "the-toke") is False
+    assert Guard.csrf_ok(session, None) is False
+    assert Guard.csrf_ok(session, "") is False
+
+
+def test_https_is_the_requests_scheme_or_an_https_public_origin() -> None:
+    plain = make_mocked_request("GET", "/", headers={"Host": "memory.local"})
+    assert Guard("s" * 32).https(plain) is False
+    assert Guard("s" * 32, public_origin="https://memory.example").https(plain) is True
+    assert Guard("s" * 32, public_origin="http://memory.example").https(plain) is False
+    secure = make_mocked_request("GET", "/", headers={"Host": "memory.local"}, sslcontext=object())
+    assert Guard("s" * 32).https(secure) is True
+
+
+def test_a_session_is_found_by_its_cookie() -> None:
+    guard = Guard("s" * 32)
+    s = guard.sessions.create()
+    assert guard.session(make_mocked_request("GET", "/", headers={"Cookie": f"memory_session={s.id}"})) is s
+    assert guard.session(make_mocked_request("GET", "/", headers={"Cookie": f"memory_lang={s.id}"})) is None
+
+
+@pytest.mark.parametrize(("target", "expected"), [
+    ("/", "/"), ("/users/alice?page=2", "/users/alice?page=2"), ("/%2F%2Fx", "/%2F%2Fx"),
+    ("/\t/evil.example", "/"), ("/\\evil.example", "/"), ("/a b", "/"), ("users", "/"), ("", "/"),
+    ("/users/ü", "/"), ("/a\r\nb", "/"),
+])  # fmt: skip
+def test_next_is_kept_only_as_a_path_of_this_server(target: str, expected: str) -> None:
+    assert local_path(target) == expected
+
+
+def test_a_request_from_another_origin_names_it_cut_to_80_characters() -> None:
+    guard = Guard("s" * 32)
+    origin = "https://" + "e" * 100 + ".example"
+    assert refused(guard, "/login", {"Origin": origin}) == f"a request from another origin ({origin[:80]}) is refused"

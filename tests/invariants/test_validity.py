@@ -66,3 +66,52 @@ def test_a_question_not_about_the_past_by_time_gets_the_latest_past_value() -> N
 def test_a_question_naming_past_days_gets_the_value_of_those_days() -> None:
     assert first("where did I live in 2020", {}) == "porto"
     assert first("where did I live in 2022", {}) == "lisbon"
+
+
+def ids(query: str, lexical: dict[str, float] | None = None) -> list[str]:
+    return [c.id for c in for_its_time(lineage(lexical or {}), query, TODAY)]
+
+
+def test_a_question_about_now_gets_the_current_value_and_no_past_one() -> None:
+    from memory.retrieval.validity import current_first
+
+    assert ids("where do I live now") == ["paris"]
+    assert [c.id for c in current_first(lineage({}), "where do I live", TODAY)] == ["paris"]
+    # About the past: every value stays for the later stages.
+    assert [c.id for c in current_first(lineage({}), "where did I use to live", TODAY)] == ["paris", "lisbon", "porto"]
+
+
+def test_after_a_value_gets_the_one_that_followed_it_and_first_the_oldest() -> None:
+    assert ids("where did I live after Porto")[0] == "lisbon"
+    assert ids("where did I live after Lisbon")[0] == "paris"
+    assert ids("where did I first live")[0] == "porto"
+
+
+def test_days_named_get_the_value_that_held_most_of_them_the_current_one_included() -> None:
+    # TODAY is 2026-06-01: Porto 2019-01-01..2021-05-01, Lisbon ..2024-03-01, Paris since.
+    assert ids("where did I live in March 2020")[0] == "porto"
+    assert ids("where did I live in 2025")[0] == "paris"
+    assert ids("where did I live last year")[0] == "paris"
+
+
+def test_the_value_for_the_time_is_first_by_the_lines_best_score_and_the_others_below_it() -> None:
+    got = for_its_time(lineage({}), "where did I live in 2020", TODAY)
+    assert got[0].id == "porto" and 0.9 < got[0].score < 0.9 + 1e-3
+    assert all(c.score < got[0].score for c in got[1:])
+
+
+def test_the_days_a_value_held_overlap_a_question_both_ends_in() -> None:
+    from memory.language.dates import Span
+    from memory.retrieval.validity import Held, held
+
+    year = Held(date(2020, 1, 1), date(2020, 12, 31))
+    assert year.overlap(Span(date(2020, 6, 1), date(2020, 6, 1)), TODAY) == 1  # one day
+    assert year.overlap(Span(date(2020, 12, 31), date(2021, 1, 5)), TODAY) == 1  # its last day
+    assert year.overlap(Span(date(2021, 1, 1), date(2021, 1, 31)), TODAY) == 0
+    assert year.overlap(Span(date(2019, 12, 1), date(2020, 1, 10)), TODAY) == 10
+    # Holding now: to today. Not known since when: from the question's first day.
+    assert Held(date(2026, 1, 1), None).overlap(Span(date(2026, 5, 1), date(2026, 6, 30)), TODAY) == 32
+    assert Held(None, date(2020, 1, 10)).overlap(Span(date(2020, 1, 1), date(2020, 1, 31)), TODAY) == 10
+    span = held({"valid_from": "2020-01-01T10:00:00+00:00", "valid_until": "not a day"})
+    assert (span.start, span.end) == (date(2020, 1, 1), None)
+    assert (held({}).start, held({}).end) == (None, None)
