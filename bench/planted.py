@@ -1,7 +1,7 @@
 """Do the tests catch bugs written by someone who has not read them? `python -m bench.planted FILE`.
 
     uv run python -m bench.planted FILE [FILE ...] [--tree DIR] [--only ID ...] [--timeout S]
-                                     [--no-baseline] [--json-out PATH]
+                                     [--jobs N] [--no-baseline] [--json-out PATH]
 
 FILE is a list of planted bugs, kept outside the repository (it is held out from whoever
 writes the tests):
@@ -53,6 +53,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -478,6 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tree", type=Path, default=ROOT, help="the tree to copy (default: this working tree)")
     ap.add_argument("--only", nargs="*", default=[], metavar="ID", help="these bugs only")
     ap.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, help="seconds per bug's test run")
+    ap.add_argument("--jobs", type=int, default=1, help="bugs tried at once, each in its own copy (default 1)")
     ap.add_argument("--no-baseline", action="store_true", help="skip the run of the chosen tests on an unchanged copy")
     ap.add_argument("--json-out", type=Path, default=None, help="write every bug's outcome (and the summary) here")
     args = ap.parse_args(argv)
@@ -501,11 +503,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif tail:
             print(f"the baseline run gave no verdict:\n{tail.replace(' | ', chr(10))}", file=sys.stderr)
             return 2
-    outcomes = []
-    for bug in bugs:
+
+    def one(bug: Bug) -> Outcome:
         outcome = attempt(tree, bug, args.timeout, deselect)
         print(f"{bug.id}: {outcome.result} ({outcome.seconds:.0f} s)", file=sys.stderr, flush=True)
-        outcomes.append(outcome)
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        outcomes = list(pool.map(one, bugs))
     seconds = time.monotonic() - started
     print(table(outcomes))
     for o in outcomes:
