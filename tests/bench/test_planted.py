@@ -1,4 +1,4 @@
-"""`bench.planted` tells a caught bug from one that survives, on a tiny tree of its own.
+"""`bench.mutations.planted` tells a caught bug from one that survives, on a tiny tree of its own.
 
 The tree holds a real module (memory/errors.py, copied) and one test file written here;
 the runner copies it, plants each bug, chooses the test file because it imports the
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench import planted
+from bench.mutations import planted
 
 ROOT = Path(__file__).resolve().parents[2]
 
