@@ -30,15 +30,11 @@ SMOKE: dict[str, str] = {
     "bench.privacy.hostile": "--only instructions --sessions 1 --capacity-seconds 1",
     # latency and cost: the pipeline with real speech, the VAD and agent.py's entrypoint,
     # memory off, NORMAL, GATED and Mem0's documented pattern (the peer)
-    "bench.latency.run": "--stt batch --turns 1 --session-turns 1 --stress-turns 0 --user-memories 10 "
-    "--total-memories 20 --no-session-index --data-dir {data}",
     "bench.latency.lookup_floor": "--data-dir {data} --repeat 1",
     "bench.latency.session_index": "--sizes 50 --queries 3",
     "bench.latency.freshness": "--lookups 3 --memories 5 --data-dir {data}",
     "bench.latency.write_path": "--data {retrieval} --turns 4",
     "bench.latency.working_memory": "--turns 1 --rounds 1 --forms 1 --notes 1",
-    "bench.latency.summary_swap": "--session-turns 3 --summary-after 4 --user-memories 10 --total-memories 20 "
-    "--data-dir {data}",
     "bench.latency.loop_stalls": "--turns 1 --stt batch",
     # fleet and scaling
     "bench.fleet.vector_stage": "--data-dir {data} --queries 2",
@@ -54,6 +50,10 @@ SMOKE: dict[str, str] = {
 # loaded 2-core machine, so marked `bench_heavy` and left out of the default run
 # (`uv run pytest -m bench_heavy tests/bench/test_bench_smoke.py` runs them).
 HEAVY: dict[str, str] = {
+    "bench.latency.run": "--stt batch --turns 1 --session-turns 1 --stress-turns 0 --user-memories 10 "
+    "--total-memories 20 --no-session-index --data-dir {data}",
+    "bench.latency.summary_swap": "--session-turns 3 --summary-after 4 --user-memories 10 --total-memories 20 "
+    "--data-dir {data}",
     "bench.fleet.job_memory": "--processes 1 --rounds 1 --settle 0.5",
     "bench.fleet.run": "--smoke --workers 1 --calls 2 --callers 2 --contested-pairs 0 --users 2 --per-user 5 "
     "--skip-pss --no-kill --stt batch --data-dir {data}",
@@ -74,6 +74,7 @@ AFTER: dict[str, str] = {
 }
 
 NOT_RUN: dict[str, str] = {
+    "bench.mutations.planted": "tests/bench/test_planted.py runs its main on a tiny tree (a bug caught, one not)",
     "bench.common.local_llm_server": "serves until stopped; tests/chat and tests/bench/test_bench_extraction start it",
     "bench.fleet.fleet_worker": "a child of bench.fleet.run, started by it with its environment",
     "bench.gate.extraction": "needs an OpenAI-compatible endpoint; tests/bench/test_bench_extraction.py runs its main "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import logging
 import os
 import pkgutil
 import tempfile
@@ -156,6 +157,27 @@ def tiny_eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
 CASES = {**SMOKE, **HEAVY}
 
 
+def _logging_state() -> tuple[int, dict[str, tuple[int, bool, bool, list[logging.Handler]]]]:
+    """Every logger's level, switch, propagation and handlers, and the global `disable`."""
+    names = [name for name, lg in logging.root.manager.loggerDict.items() if isinstance(lg, logging.Logger)]
+    loggers = {name: logging.getLogger(name) for name in names} | {"": logging.root}
+    state = {name: (lg.level, lg.disabled, lg.propagate, list(lg.handlers)) for name, lg in loggers.items()}
+    return logging.root.manager.disable, state
+
+
+def _restore_logging(saved: tuple[int, dict[str, tuple[int, bool, bool, list[logging.Handler]]]]) -> None:
+    disable, state = saved
+    logging.disable(disable)
+    for name, lg in logging.root.manager.loggerDict.items():
+        if isinstance(lg, logging.Logger) and name not in state:  # made by the benchmark: back to defaults
+            lg.setLevel(logging.NOTSET)
+            lg.disabled, lg.propagate, lg.handlers = False, True, []
+    for name, (level, disabled, propagate, handlers) in state.items():
+        lg = logging.getLogger(name) if name else logging.root
+        lg.setLevel(level)
+        lg.disabled, lg.propagate, lg.handlers = disabled, propagate, handlers
+
+
 @pytest.mark.parametrize(
     "module",
     [
@@ -171,11 +193,12 @@ def test_each_benchmark_runs_at_its_smoke_size(
     places = {**tiny_eval, "tmp": str(run_dir), "data": str(data_dir)}
     for name in [module, *sorted(m for m, first in AFTER.items() if first == module)]:
         args = [a.format(**places) for a in CASES[name].split()]
-        environ = dict(os.environ)
+        environ, logs = dict(os.environ), _logging_state()
         try:
             result = importlib.import_module(name).main(args)
-        finally:  # a benchmark that sets its variables in its own process leaves the suite's alone
+        finally:  # a benchmark that sets its variables or quiets its logs in its own process leaves the suite's alone
             os.environ.clear()
             os.environ.update(environ)
+            _restore_logging(logs)
         out = capsys.readouterr()
         assert result in (None, 0), (name, out.err[-2000:])

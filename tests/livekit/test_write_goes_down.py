@@ -22,7 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _layers() -> list[list[str]]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    (layered,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    contracts = config["tool"]["importlinter"]["contracts"]
+
+    def of_memory(c: dict) -> bool:
+        return all(name.strip().startswith("memory.") for layer in c["layers"] for name in layer.split("|"))
+
+    (layered,) = [c for c in contracts if c["type"] == "layers" and of_memory(c)]
     return [[name.strip() for name in layer.split("|")] for layer in layered["layers"]]
 
 
