@@ -39,6 +39,7 @@ PRELOAD = (
     "cn2an",
     "xdist",
     "pytest_asyncio",
+    "hypothesis",  # its pytest plugin imports it at the end of every run: 2.6 s a child
 )
 
 
@@ -93,6 +94,10 @@ def preload(copy: Path) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(copy), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     for name in PRELOAD:
         __import__(name)
+    from importlib.metadata import entry_points
+
+    for plugin in entry_points(group="pytest11"):  # pytest loads these in every child otherwise
+        importlib.import_module(plugin.value.split(":")[0])
     import jieba
 
     jieba.initialize()  # its dictionary loaded once here, not in every child
@@ -104,3 +109,9 @@ def preload(copy: Path) -> None:
     for info in pkgutil.walk_packages(memory.__path__, "memory."):
         if not info.name.endswith("__main__"):
             importlib.import_module(info.name)
+    # The suite's conftest and what it imports (the harness): a light child keeps them (they
+    # reach the product's modules, which a light child keeps too); a full child imports again.
+    importlib.import_module("tests.conftest")
+    import gc
+
+    gc.freeze()  # what is loaded now is never collected: a child's collections skip it

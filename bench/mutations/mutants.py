@@ -127,7 +127,10 @@ def _child(copy: Path, tests: Sequence[str], log: Path, purge: set[str], light: 
         os.dup2(out, 2)
         import pytest
 
-        args = ["-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-m", "not installed_package", *tests]
+        # --assert=plain: no rewriting of each test module on import (a second a child); a
+        # failing assert fails the same, only its message is shorter.
+        args = ["-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--assert=plain",
+                "-m", "not installed_package", *tests]  # fmt: skip
         code = int(pytest.main(args))
     except BaseException:  # noqa: BLE001 - any failure to run is a failed run
         import traceback
