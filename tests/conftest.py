@@ -69,7 +69,11 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 @pytest.fixture(scope="session")
 def embedded_server_url(data_dir: Path) -> str:
-    """The session's embedded Postgres (started here; the last process out stops it)."""
+    """The session's embedded Postgres (started here; the last process out stops it), or the
+    one already running that MEMORY_TEST_DATABASE_URL names: the server `store` writes to is
+    the one a test's replica copies."""
+    if url := os.environ.get("MEMORY_TEST_DATABASE_URL"):
+        return url
     from memory.storage.postgres import embedded_url
 
     return embedded_url(data_dir / "pg")

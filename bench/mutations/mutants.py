@@ -93,7 +93,20 @@ def mutants_of(path: Path, source: str) -> list[Mutant]:
     return out
 
 
-def _child(copy: Path, tests: Sequence[str], log: Path, purge: set[str], light: bool = False) -> None:
+MAX_DESELECTED = 3  # baseline runs that may each leave out the tests failing unchanged
+
+
+def failed_tests(log: Path) -> list[str]:
+    """The node ids pytest's summary names as failed or in error (`FAILED id - ...`)."""
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            out.append(line.split(" ", 1)[1].split(" - ", 1)[0].strip())
+    return out
+
+
+def _child(copy: Path, tests: Sequence[str], log: Path, purge: set[str], light: bool = False,
+           first_failure: bool = True) -> None:  # fmt: skip
     """In the forked child: import afresh from the copy what the mutated module reaches
     (it, the product's modules that import it, the tests) and run the tests. The rest of
     the product stays as the parent imported it: the same source, seconds saved per mutant."""
@@ -129,7 +142,7 @@ def _child(copy: Path, tests: Sequence[str], log: Path, purge: set[str], light: 
 
         # --assert=plain: no rewriting of each test module on import (a second a child); a
         # failing assert fails the same, only its message is shorter.
-        args = ["-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--assert=plain",
+        args = [*(["-x"] if first_failure else []), "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--assert=plain",
                 "-m", "not installed_package", *tests]  # fmt: skip
         code = int(pytest.main(args))
     except BaseException:  # noqa: BLE001 - any failure to run is a failed run
@@ -141,14 +154,14 @@ def _child(copy: Path, tests: Sequence[str], log: Path, purge: set[str], light: 
 
 
 def run_tests(copy: Path, tests: Sequence[str], timeout_s: float, purge: set[str],
-              light: bool = False) -> tuple[str, float]:  # fmt: skip
+              light: bool = False, first_failure: bool = True) -> tuple[str, float]:  # fmt: skip
     """ "passed", "failed" or "timeout", and how long it took (the output: `run.log` beside the copy)."""
     start = time.monotonic()
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        _child(copy, tests, copy.parent / "run.log", purge, light)
+        _child(copy, tests, copy.parent / "run.log", purge, light, first_failure)
     fd = os.pidfd_open(pid)
     try:
         ready, _, _ = select.select([fd], [], [], timeout_s)
@@ -202,7 +215,14 @@ def run_module(
         tests = result.tests = [t for t in tests if t.startswith(LIGHT_PREFIX)]
         status, took = run_tests(copy, tests, 1800.0, {purge_name}, light=True)
     else:
-        status, took = run_tests(copy, tests, 1800.0, purge)
+        status, took = run_tests(copy, tests, 1800.0, purge, first_failure=False)
+        for _ in range(MAX_DESELECTED):  # a test that fails unchanged here gives no verdict: left out, and said
+            failing = failed_tests(copy.parent / "run.log") if status == "failed" else []
+            if not failing or set(failing) <= set(result.deselected):
+                break
+            result.deselected += [t for t in failing if t not in result.deselected]
+            tests = result.tests = [*tests, *(f"--deselect={t}" for t in failing)]
+            status, took = run_tests(copy, tests, 1800.0, purge, first_failure=False)
     result.baseline_s, result.baseline_ok = round(took, 1), status == "passed"
     if not result.baseline_ok:
         result.not_run = len(mutants)

@@ -30,6 +30,7 @@ class ModuleResult:
     baseline_s: float | None = None
     baseline_ok: bool | None = None
     seconds: float = 0.0
+    deselected: list[str] = field(default_factory=list)  # tests failing on the unchanged copy (not verdicts)
     survivors: list[dict[str, Any]] = field(default_factory=list)
     killed_by: list[dict[str, Any]] = field(default_factory=list)  # pytest's last line for each kill (audit)
 
@@ -53,6 +54,8 @@ def table(results: Sequence[ModuleResult]) -> str:
             + ("" if r.baseline_ok is not False else "  (its tests fail unchanged: not mutated)")
         )
     for r in results:
+        for test in r.deselected:
+            rows.append(f"  deselected {r.module}: {test} (fails on the unchanged copy)")
         for s in r.survivors:
             rows.append(f"  survived {r.module}:{s['line']}: {s['before']}  ->  {s['after']}")
     return "\n".join(rows)
