@@ -302,3 +302,56 @@ def test_statements_not_marked_newer() -> None:
     ]
     assert marked(said_on("Paris", "2025-01-01"), said_on("Berlin", "2025-06-01")) == NONE
     assert marked(said_on("I live in Paris", "2025-01-01"), said_on("in Paris I live", "2025-06-01")) == NONE
+
+
+def test_a_question_written_before_the_asks_flag_is_left_out_by_its_text() -> None:
+    from memory.retrieval.ranking import beside_statements, mark_newer
+
+    # No `idx_v`: a row from before the flag, whose text says it only asks.
+    old_question = Cand("where do I live now?", 0.9, {"created_at": "2025-06-01T10:00:00+00:00"})
+    stated = said_on("I live in Paris", "2025-01-01")
+    assert beside_statements([old_question, stated]) == [stated]
+    mark_newer([stated, old_question])
+    assert "newer_than" not in old_question.payload and "newer_than" not in stated.payload
+
+
+def test_a_statement_left_alone_does_not_stop_the_others_being_compared() -> None:
+    from memory.retrieval.ranking import mark_newer
+
+    # A fact first (left alone), then two statements about one thing: the later is marked.
+    fact = said_on("I live in Rome", "2024-01-01", category="personal_facts")
+    paris, berlin = said_on("I live in Paris", "2025-01-01"), said_on("I live in Berlin now", "2025-06-01")
+    mark_newer([fact, paris, berlin])
+    assert berlin.payload["newer_than"] == "2025-01-01"
+    # A pair skipped (one word; about something else) before the pair that is compared.
+    paris, berlin = said_on("I live in Paris", "2025-01-01"), said_on("I live in Berlin now", "2025-06-01")
+    mark_newer([paris, said_on("Paris", "2025-03-01"), berlin])
+    assert berlin.payload["newer_than"] == "2025-01-01"
+    paris, berlin = said_on("I live in Paris", "2025-01-01"), said_on("I live in Berlin now", "2025-06-01")
+    mark_newer([paris, said_on("my cat eats fish daily", "2025-03-01"), berlin])
+    assert berlin.payload["newer_than"] == "2025-01-01"
+
+
+def test_a_statement_that_only_adds_words_or_shares_under_half_is_not_marked() -> None:
+    from memory.retrieval.ranking import mark_newer
+
+    # Every word of the shorter in the longer: the longer adds to it, says nothing different.
+    paris, anna = said_on("I live in Paris", "2025-01-01"), said_on("I live in Paris with Anna", "2025-06-01")
+    mark_newer([paris, anna])
+    assert "newer_than" not in anna.payload and "newer_than" not in paris.payload
+    # One of the shorter's three words shared (1/3 < 1/2): about different things.
+    anna, bike = (
+        said_on("I live in Paris with Anna", "2025-01-01"),
+        said_on("I bought a red bicycle in Paris", "2025-06-01"),
+    )
+    mark_newer([anna, bike])
+    assert "newer_than" not in bike.payload and "newer_than" not in anna.payload
+
+
+def test_the_newest_statement_keeps_the_latest_older_day_whatever_the_order() -> None:
+    from memory.retrieval.ranking import mark_newer
+
+    a, b, c = (said_on("I live in Paris", "2024-01-01"), said_on("I live in Berlin", "2024-06-01"),
+               said_on("I live in Rome", "2025-01-01"))  # fmt: skip
+    mark_newer([c, b, a])  # Rome compared with Berlin first, then with Paris
+    assert c.payload["newer_than"] == "2024-06-01" and b.payload["newer_than"] == "2024-01-01"
