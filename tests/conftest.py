@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 import uuid
@@ -52,6 +53,37 @@ def data_dir() -> Path:
     # Registered before the server starts, so it runs after the server has stopped.
     atexit.register(shutil.rmtree, path, True)
     return path
+
+
+@pytest.fixture(scope="session")
+def _initialised_pgdata() -> Iterator[Path]:
+    """An embedded server's data directory made (initdb), started and stopped once per test
+    process, copied by `initialised_data_dir`: initdb is seconds of a loaded machine."""
+    from memory.storage.postgres import embedded_url, leave_embedded
+
+    path = Path(tempfile.mkdtemp(prefix="memory-template-"))
+    path.chmod(0o755)  # the embedded server runs as its own system user
+    embedded_url(path / "pg")
+    leave_embedded(path / "pg")  # the only user: stopped
+    (path / "pg" / "log").unlink()  # each copy's log holds its own starts only
+    yield path / "pg"
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def initialised_data_dir(_initialised_pgdata: Path) -> Callable[[str], Path]:
+    """A new MEMORY_DATA_DIR (under /tmp, named by `prefix`) whose `pg` holds a stopped
+    server's data directory, as one a worker started and stopped earlier leaves: for tests
+    whose subject is a later start, not initdb. The caller removes it."""
+
+    def make(prefix: str) -> Path:
+        data_dir = Path(tempfile.mkdtemp(prefix=prefix))
+        data_dir.chmod(0o755)
+        # `cp -a`: as root the files belong to the server's system user, and stay its own.
+        subprocess.run(["cp", "-a", str(_initialised_pgdata), str(data_dir / "pg")], check=True)
+        return data_dir
+
+    return make
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

