@@ -23,7 +23,7 @@ MUTANT_MAP: list[tuple[str, tuple[str, ...]]] = [
             f"{SBA}test_near_copies_are_alike_in_their_vectors_and_in_their_words",
         ),
     ),  # fmt: skip
-    ("memory/retrieval/validity.py", (f"{INV}test_validity.py",)),
+    ("memory/retrieval/validity.py", (f"{INV}test_validity.py", "tests/retrieval/test_now_never_past_first.py")),
     (
         "memory/web/security.py",
         (
@@ -47,11 +47,11 @@ MUTANT_MAP: list[tuple[str, tuple[str, ...]]] = [
             f"{ST}test_a_fact_write_that_fails_gives_the_users_lock_back",
         ),
     ),  # fmt: skip
-    ("memory/mcp/server.py", ("tests/mcp/test_mcp.py",)),
+    ("memory/mcp/server.py", (f"{INV}test_mcp_server.py", "tests/mcp/test_mcp.py")),
     ("memory/storage/session_index.py", (f"{INV}test_session_index.py", "tests/storage/test_session_index.py")),
     ("memory/userdata.py", (f"{INV}test_userdata.py", "tests/admin/test_places.py")),
     ("memory/admin/importer.py", (f"{INV}test_importer.py", "tests/admin/test_import.py")),
     ("memory/language/secret_rules.py", ("tests/language/test_redact_rules.py", "tests/language/test_redact.py")),
-    ("memory/web/token_endpoint.py", ("tests/web/test_token_endpoint.py",)),
-    ("memory/storage/generations.py", ("tests/storage/test_seen_at_once.py",)),
+    ("memory/web/token_endpoint.py", (f"{INV}test_token_endpoint.py", "tests/web/test_token_endpoint.py")),
+    ("memory/storage/generations.py", (f"{INV}test_generations.py", "tests/storage/test_seen_at_once.py")),
 ]
