@@ -9,11 +9,19 @@ from pathlib import Path
 
 import pytest
 
+from memory.admin import importer
 from memory.admin.cli import main as admin_main
-from memory.admin.importer import PAGE
 from memory.storage.store import MemoryStore
 
-TURNS = PAGE + 44  # two pages, the second a part one
+# A page of 8 here, not the product's 256: the same two pages, the second a part one, with
+# 13 turns to embed instead of 300 (seconds of a loaded machine, twice).
+PAGE = 8
+TURNS = PAGE + 5
+
+
+@pytest.fixture(autouse=True)
+def _small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importer, "PAGE", PAGE)
 
 
 @pytest.fixture
