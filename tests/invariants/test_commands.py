@@ -189,3 +189,26 @@ def test_the_documented_exit_codes() -> None:
     from memory import commands
 
     assert (commands.EXIT_NOTHING_STORED, commands.EXIT_INCOMPLETE) == (1, 3)
+
+
+def test_a_database_that_cannot_be_reached_is_named_by_its_variable(tmp_path: Path) -> None:
+    # Port 1 on this machine: nothing listens, the connection is refused at once.
+    url = "postgresql://memory@127.0.0.1:1/memory?connect_timeout=2"
+    settings = load_settings({"MEMORY_DATA_DIR": str(tmp_path), "MEMORY_DATABASE_URL": url}, dotenv=False)
+    opened, problems = open_store(settings)
+    assert opened is None and len(problems) == 1
+    assert problems[0].startswith("MEMORY_DATABASE_URL cannot be reached: "), problems
+
+
+@pytest.mark.parametrize("identity", ["MAX", "alice XX", "lk-X"])
+def test_an_identity_ending_in_any_letter_is_confirmed_by_typing_it(identity: str) -> None:
+    assert ask(f"{identity}\n", [identity])[0] is True
+    assert ask(f"{identity}\r\n", [identity])[0] is True  # a terminal's CR LF
+
+
+def test_nothing_stored_is_said_in_the_documented_words(capsys: pytest.CaptureFixture[str]) -> None:
+    assert report("bob", Forgotten({"memories": 0}), prog="memory-forget") == 1
+    assert capsys.readouterr().err == (
+        "memory-forget: nothing was stored under 'bob' (identities are exact: case, spaces and accents "
+        "count; an lk-... id from the logs needs --stored-id). The request is recorded.\n"
+    )

@@ -14,6 +14,7 @@ clock is the lease's clock), not by waiting 60 s."""
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -149,3 +150,106 @@ def test_a_lock_taken_and_not_run_out_is_not_taken_by_another(store: MemoryStore
         with store.locks.hold(key, wait_s=0.2):
             pass
     a.release()
+
+
+# --- the documented durations: a lease of 60 s, a wait of 20 s, a backoff from 5 ms doubling to 100 ms
+
+
+class LeaseClock:
+    """The lease's clock (seconds since the epoch), moved by the test."""
+
+    def __init__(self) -> None:
+        self.t = 1_000_000.0
+
+    def now(self) -> float:
+        return self.t
+
+
+def test_a_lock_is_held_for_60_s_and_free_strictly_after(store: MemoryStore, user_id: str) -> None:
+    from memory.storage.locks import RowLocks
+
+    clock = LeaseClock()
+    locks = RowLocks(store.pool, store.table, clock=clock)
+    key = f"memory-facts:{user_id}"
+    first = locks.hold(key, wait_s=0.05)
+    fence = first.__enter__()
+    query = sql.SQL("SELECT extract(epoch FROM until)::float8 FROM {} WHERE key = %s").format(
+        sql.Identifier(locks_table(store.table))
+    )
+    with store.pool.connection() as conn:
+        assert conn.execute(query, [key]).fetchone() == (1_000_060.0,)
+    clock.t += 60.0  # at its end: still held
+    with pytest.raises(StoreBusy), locks.hold(key, wait_s=0.05):
+        pass
+    clock.t += 0.01  # after it: another writer takes it
+    with locks.hold(key, wait_s=0.05) as taken:
+        assert holder(store, key) == taken.holder != fence.holder
+    first.__exit__(None, None, None)
+
+
+class WaitClock:
+    """`time` as `RowLocks.hold` reads it: a monotonic clock that moves only by the sleeps."""
+
+    def __init__(self) -> None:
+        self.t = 500.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.t += seconds
+
+
+def test_a_writer_waits_20_s_backing_off_from_5_ms_to_100_ms(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memory.storage import locks
+
+    key = f"memory-facts:{user_id}"
+    other = Writer(store, key).take()
+    clock = WaitClock()
+    monkeypatch.setattr(locks, "time", clock)
+    with pytest.raises(StoreBusy) as info, store.locks.hold(key):  # the default wait
+        pass
+    assert str(info.value) == f"the lock {key!r} stayed taken for 20 s"
+    assert clock.slept[:7] == pytest.approx([0.005, 0.01, 0.02, 0.04, 0.08, 0.1, 0.1])
+    assert max(clock.slept) == pytest.approx(0.1)
+    assert 20.0 <= sum(clock.slept) < 20.1  # it gave up at its deadline, not before or much after
+    other.release()
+
+
+def test_a_write_refused_for_a_lost_lease_is_retried_by_the_journal() -> None:
+    from memory.errors import retryable
+
+    # The journal drops a turn whose error says "never" (`retryable(exc) is False`) and keeps one that says "again".
+    assert retryable(LeaseLost("the lock 'k' ran out during the write and another writer took it")) is True
+
+
+def test_two_memory_tables_in_one_database_each_check_their_own_locks(store: MemoryStore) -> None:
+    """MEMORY_COLLECTION names a table; two of them in one database (two agents, or a test
+    and a live one) each get a fence check of their own, reading their own locks."""
+    from memory.storage.locks import RowLocks, create_locks_table
+
+    suffix = uuid.uuid4().hex[:8]
+    tables = [f"inv_mem_a_{suffix}", f"inv_mem_b_{suffix}"]
+    with store.pool.connection() as conn:
+        for t in tables:
+            conn.execute(sql.SQL("CREATE TABLE {} (id TEXT PRIMARY KEY, payload JSONB)").format(sql.Identifier(t)))
+            create_locks_table(conn, t)
+    try:
+        for t in tables:
+            with RowLocks(store.pool, t).hold("k", wait_s=0.5) as fence, fenced(fence), store.pool.connection() as c:
+                c.execute(sql.SQL("INSERT INTO {} VALUES ('r', %s)").format(sql.Identifier(t)),
+                          [Jsonb({"data": "x", **fence.payload()})])  # fmt: skip
+            with store.pool.connection() as c:
+                (payload,) = c.execute(sql.SQL("SELECT payload FROM {}").format(sql.Identifier(t))).fetchone()
+            assert payload == {"data": "x"}  # its own lock found, the fence taken off
+    finally:
+        with store.pool.connection() as conn:
+            for t in tables:
+                conn.execute(
+                    sql.SQL("DROP TABLE IF EXISTS {}, {}").format(sql.Identifier(t), sql.Identifier(f"{t}_locks"))
+                )
+                conn.execute(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(sql.Identifier(f"{t}_locks_fence")))

@@ -85,6 +85,8 @@ async def test_two_forwarded_proto_lines_take_the_last_value() -> None:
     ("memory example", "127.0.0.1:8080"),
     ("memory.example:123456", "127.0.0.1:8080"),  # a port has at most 5 digits
     ("user@memory.example", "127.0.0.1:8080"),
+    ("Memory.Example:8443", "Memory.Example:8443"),  # a host's letters in either case
+    ("[2001:DB8::A]", "[2001:DB8::A]"),
 ])  # fmt: skip
 async def test_the_host_is_taken_only_when_it_is_a_host(forwarded: str, host: str) -> None:
     assert (await seen(request("10.1.2.3", [("X-Forwarded-Host", forwarded)])))["host"] == host
@@ -99,6 +101,8 @@ async def test_the_host_is_taken_only_when_it_is_a_host(forwarded: str, host: st
     ("[2001:db8::7]", "2001:db8::7"),
     (" 203.0.113.7 ", "203.0.113.7"),
     ("203.0.113.7, unknown", None),  # a value no proxy writes: believe none of it
+    ("X203.0.113.7", None),  # an address with something before or after it is not one
+    ("203.0.113.7X", None),
     ("unknown, 203.0.113.7", "203.0.113.7"),  # read from the right: the client is found first
     ("", None),
 ])  # fmt: skip

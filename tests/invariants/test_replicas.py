@@ -314,3 +314,208 @@ def test_a_replicas_name_in_logs_is_host_port_and_database_never_the_password() 
     assert describe("postgresql://memory:s3cret@db.example:6543/memory") == "db.example:6543/memory"
     assert describe("postgresql:///memory") == "localhost:5432/memory"
     assert describe("postgresql://db.example") == "db.example:5432/"
+
+
+def test_the_documented_defaults_once_a_second_1_s_and_10_s() -> None:
+    # docs/scaling.md: the status read at most once a second, a read without an answer within
+    # 1 s runs on the primary, and the replica is skipped for 10 s.
+    primary, made = Primary(), []
+    url = "postgresql://memory:pw@replica.example:5433/memory"
+    r = ReadRouter.open(primary, [url], max_lag_s=5.0, wait_s=0.1,  # type: ignore[arg-type]
+                        pool_factory=lambda u: made.append(u) or CountingPool())  # fmt: skip
+    assert (r.status_ttl_s, r.read_timeout_s, r.retry_s) == (1.0, 1.0, 10.0)
+    assert r.primary is primary and (r.max_lag_s, r.wait_s) == (5.0, 0.1) and made == [url]
+    assert [x.name for x in r.replicas] == ["replica.example:5433/memory"]
+    assert [x.pool for x in r.replicas] == [r.replicas[0].pool] and isinstance(r.replicas[0].pool, CountingPool)
+
+
+def test_the_counts_before_any_read_have_no_share() -> None:
+    assert replicas.ReadStats().as_dict() == {"replica": 0, "primary": 0, "replica_share": None, "primary_because": {}}
+
+
+def test_the_status_statement_runs_on_postgres_and_a_primary_is_no_replica(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The status is one statement Postgres runs (here on a primary: not in recovery, nothing
+    replayed, no WAL receiver): the replica is skipped, saying why once."""
+    r = ReadRouter(Primary(), [], max_lag_s=5.0, wait_s=0.1)  # type: ignore[arg-type]
+    replica = Replica("primary-by-mistake:5432/memory", None)  # type: ignore[arg-type]
+    caplog.set_level(logging.WARNING, logger="memory.storage.replicas")
+    with store.pool.connection() as conn:
+        assert conn.autocommit is False
+        r._check(replica, conn)
+        r._check(replica, conn)
+        # One statement in autocommit: no transaction left open on the replica, and the
+        # connection's own setting given back.
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert conn.autocommit is False
+    assert (replica.replay, replica.lag_s) == (-1, None)
+    assert replica.skipped == "it is not a replica (not in recovery): promoted, or a primary's URL"
+    assert [rec.getMessage() for rec in caplog.records] == [
+        "memory: read replica primary-by-mistake:5432/memory skipped, look-ups go to the primary: "
+        "it is not a replica (not in recovery): promoted, or a primary's URL"
+    ]
+
+
+# --- a replica that cannot serve one read leaves the next replica to serve it, and each
+# fallback to the primary is counted by its reason and said in the documented words
+
+
+def test_when_one_replica_cannot_serve_the_next_one_does(clock: Clock) -> None:
+    down, behind, failing, good = CountingPool(), CountingPool(replayed="0/10"), CountingPool(), CountingPool()
+    down.down = True
+    r, primary = routed(down, good)
+    assert reads(r, "alice") == "replica" and good.connections == 1  # past one with no connection
+    primary.position = "0/64"
+    r2, primary2 = routed(behind, CountingPool(replayed="0/FF"))
+    primary2.position = "0/64"
+    r2.wrote("alice")
+    assert reads(r2, "alice") == "replica"  # past one behind the user's write
+    r3, _ = routed(failing, CountingPool())
+
+    def run(conn: Conn) -> str:
+        if conn is failing.conn:
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return conn.execute("SELECT 'read'").fetchone()[0]
+
+    assert reads(r3, "alice", run) == "replica"  # past one that failed mid-read
+    r.read("bob", lambda conn: None)
+    assert r.stats.replica == 2  # every read a replica served is counted
+
+
+@pytest.mark.parametrize(("pool", "written", "why"), [
+    (CountingPool(replayed="0/10"), "0/64", "the replica is behind the user's last write"),
+    (CountingPool(lag=9.0), None, "a replica lagging or not streaming"),
+])  # fmt: skip
+def test_a_read_sent_to_the_primary_is_counted_under_its_reason(
+    clock: Clock, pool: CountingPool, written: str | None, why: str
+) -> None:
+    r, primary = routed(pool)
+    if written:
+        primary.position = written
+        r.wrote("alice")
+    assert reads(r, "alice") == "primary"
+    assert r.stats.as_dict()["primary_because"] == {why: 1}
+
+
+def test_a_replica_that_replayed_exactly_the_users_write_is_not_asked_again(clock: Clock) -> None:
+    pool = CountingPool(replayed="0/64")
+    r, primary = routed(pool)
+    primary.position = "0/64"
+    r.wrote("alice")
+    for _ in range(3):
+        assert reads(r, "alice") == "replica"
+    assert pool.status_reads == 1  # not behind: its status is not read again within the ttl
+
+
+def test_a_read_failing_on_a_replica_is_said_and_counted(clock: Clock, caplog: pytest.LogCaptureFixture) -> None:
+    pool = CountingPool()
+    r, _ = routed(pool)
+    caplog.set_level(logging.INFO, logger="memory.storage.replicas")
+
+    def conflict(conn: Conn) -> str:
+        if conn is pool.conn:
+            raise psycopg.errors.SerializationFailure("canceling statement due to conflict with recovery")
+        return conn.execute("SELECT 'read'").fetchone()[0]
+
+    def dead(conn: Conn) -> str:
+        if conn is pool.conn:
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return conn.execute("SELECT 'read'").fetchone()[0]
+
+    assert reads(r, "alice", conflict) == "primary"
+    assert reads(r, "alice", dead) == "primary"
+    assert [rec.getMessage() for rec in caplog.records] == [
+        "memory: a look-up on read replica r0:5432/db ran again on the primary: "
+        "a read failed (SerializationFailure: canceling statement due to conflict with recovery)",
+        "memory: read replica r0:5432/db skipped, look-ups go to the primary: "
+        "a read failed (OperationalError: server closed the connection unexpectedly)",
+    ]
+    assert r.replicas[0].skipped == "a read failed (OperationalError: server closed the connection unexpectedly)"
+    assert r.stats.as_dict()["primary_because"] == {"a replica failed mid-read": 2}
+
+
+def test_a_broken_connection_counts_the_replica_down_whatever_the_error(clock: Clock) -> None:
+    pool = CountingPool()
+    r, _ = routed(pool)
+
+    def broken(conn: Conn) -> str:
+        if conn is pool.conn:
+            conn.broken = True
+            raise psycopg.DatabaseError("the connection is lost")
+        return conn.execute("SELECT 'read'").fetchone()[0]
+
+    assert reads(r, "alice", broken) == "primary"
+    pool.conn.broken = False
+    connections = pool.connections
+    assert reads(r, "alice") == "primary" and pool.connections == connections  # skipped for retry_s
+
+
+def test_a_write_whose_position_is_not_read_is_said(caplog: pytest.LogCaptureFixture) -> None:
+    r, primary = router(replayed="0/0")
+
+    def fails() -> tuple:
+        raise psycopg.OperationalError("the server closed the connection")
+
+    primary.conn.answers["pg_current_wal_insert_lsn"] = fails
+    caplog.set_level(logging.INFO, logger="memory.storage.replicas")
+    r.wrote("alice")
+    assert [rec.getMessage() for rec in caplog.records] == [
+        "memory: the primary's WAL position after a write was not read "
+        "(OperationalError: the server closed the connection)"
+    ]
+
+
+def test_the_position_statement_runs_on_postgres(store: Any) -> None:
+    r = ReadRouter(store.pool, [Replica("r0:5432/db", CountingPool())], max_lag_s=5.0, wait_s=0.1)  # type: ignore[arg-type]
+    r.wrote("alice")
+    position = r.written("alice")
+    assert position is not None and 0 < position < 2**64  # the primary's WAL position, read
+
+
+def test_a_read_with_no_answer_within_the_timeout_runs_on_the_primary(store: Any) -> None:
+    """A read still running after `read_timeout_s` has its socket shut (the deadline), fails
+    at once, and runs on the primary; the replica is skipped, saying it did not answer."""
+    import time as real_time
+
+    primary = Primary()
+    primary.conn.answers["SELECT 'read'"] = ("primary",)
+    replica = Replica("slow:5432/db", store.pool)
+    r = ReadRouter(primary, [replica], max_lag_s=5.0, wait_s=5.0, status_ttl_s=3600.0, read_timeout_s=1.0)  # type: ignore[arg-type]
+    replica.checked, replica.lag_s, replica.replay = real_time.monotonic(), 0.0, 0  # streaming, fresh
+
+    def run(conn: Any) -> str:
+        if conn is primary.conn:
+            return "primary"
+        conn.execute("SELECT pg_sleep(4)")
+        return "replica"
+
+    t0 = real_time.monotonic()
+    assert r.read("alice", run) == "primary"
+    assert real_time.monotonic() - t0 < 3.0
+    assert replica.skipped == "no answer within 1000 ms"
+
+
+@pytest.mark.parametrize(("status", "said"), [
+    ((True, "0/0", 0.0, "hidden"), "this role cannot see its WAL receiver: GRANT pg_read_all_stats TO it"),
+    ((True, "0/0", None, "streaming"), "it lags unknown, past MEMORY_REPLICA_MAX_LAG_MS=5000"),
+])  # fmt: skip
+def test_why_a_replica_is_skipped_in_the_documented_words(clock: Clock, status: tuple, said: str) -> None:
+    pool = CountingPool()
+    pool.status = status
+    r, _ = routed(pool)
+    assert reads(r, "alice") == "primary"
+    assert r.replicas[0].skipped == said
+
+
+def test_a_replica_exactly_at_the_lag_bound_is_not_said_to_lag(clock: Clock, caplog: pytest.LogCaptureFixture) -> None:
+    r, _ = routed(CountingPool(lag=5.0), max_lag_s=5.0)
+    with caplog.at_level(logging.WARNING, logger="memory.storage.replicas"):
+        assert reads(r, "alice") == "replica"
+    assert caplog.records == [] and r.replicas[0].skipped is None
+
+
+def test_an_error_without_words_is_named_by_its_type() -> None:
+    assert replicas._reason(psycopg.OperationalError()) == "OperationalError"
+    assert replicas._reason(psycopg.OperationalError("\n  first line\nsecond")) == "OperationalError: first line"
+    assert len(replicas._reason(psycopg.OperationalError("x" * 500))) == 200

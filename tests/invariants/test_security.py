@@ -157,7 +157,7 @@ def test_a_session_lives_twelve_hours_to_the_second(monkeypatch: pytest.MonkeyPa
     sessions = Sessions()
     s = sessions.create()
     assert s.expires == 5000.0 + 43_200
-    assert s.id != s.csrf and len(s.id) >= 43 and len(s.csrf) >= 43  # 32 random bytes each
+    assert s.id != s.csrf and len(s.id) == 43 and len(s.csrf) == 43  # 32 random bytes each, URL-safe base64
     clock.now += 43_199.9
     assert sessions.get(s.id) is s
     clock.now = 5000.0 + 43_200  # at its expiry: gone
@@ -230,6 +230,7 @@ def test_a_session_is_found_by_its_cookie() -> None:
     ("/", "/"), ("/users/alice?page=2", "/users/alice?page=2"), ("/%2F%2Fx", "/%2F%2Fx"),
     ("/\t/evil.example", "/"), ("/\\evil.example", "/"), ("/a b", "/"), ("users", "/"), ("", "/"),
     ("/users/ü", "/"), ("/a\r\nb", "/"),
+    ("///evil.example", "/"), ("////evil.example/x", "/"),  # a browser reads three slashes as "//": another site
 ])  # fmt: skip
 def test_next_is_kept_only_as_a_path_of_this_server(target: str, expected: str) -> None:
     assert local_path(target) == expected
@@ -239,3 +240,16 @@ def test_a_request_from_another_origin_names_it_cut_to_80_characters() -> None:
     guard = Guard("s" * 32)
     origin = "https://" + "e" * 100 + ".example"
     assert refused(guard, "/login", {"Origin": origin}) == f"a request from another origin ({origin[:80]}) is refused"
+
+
+def test_wrong_secrets_are_paced_with_or_without_a_limiter_given() -> None:
+    own = SecretLimiter()
+    assert Guard("s" * 32, limiter=own).limiter is own
+    default = Guard("s" * 32).limiter  # the server's: 5 wrong secrets a minute, then one in turn
+    assert isinstance(default, SecretLimiter) and default is not Guard("s" * 32).limiter
+    assert (default.attempts, default.window_s) == (5, 60.0)
+
+
+def test_a_path_of_every_url_character_is_kept() -> None:
+    every = "/" + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/?%"
+    assert local_path(every) == every
