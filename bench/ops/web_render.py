@@ -73,7 +73,7 @@ def _unit_vectors(rng: np.random.Generator, n: int, dims: int) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def preload(store: MemoryStore, memories: int, others: int) -> None:
+def preload(store: MemoryStore, memories: int, others: int, calls: int = 200) -> None:
     """COPY the rows once (binary, the HNSW index dropped meanwhile and built after, as
     bench.latency.run does); a second run on the same --data-dir reuses them."""
     import psycopg
@@ -120,7 +120,7 @@ def preload(store: MemoryStore, memories: int, others: int) -> None:
                 else:  # a NORMAL turn of a call
                     payload |= {"session_id": f"call-{i // 50}", "seq": (i // 2) % 25, "turn_id": f"t{i}"}
                 copy.write_row([mem_id, vectors[n], Jsonb(payload), user])
-        calls, per_call = 200, 11
+        per_call = 11
         archived = _unit_vectors(rng, calls * per_call, dims)
         columns = "id, chat_id, user_id, content, embedding, message_type, created_at"
         with conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT BINARY)").format(
@@ -195,7 +195,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                                              dotenv=False)  # fmt: skip
     store = MemoryStore.open(settings, load_mem0=False)  # as `python -m memory.web` opens it
     try:
-        preload(store, args.memories, args.others)
+        preload(store, args.memories, args.others, args.calls)
         app = build_app(Operator(store, settings), settings, WebSettings(secret=SECRET),
                         livekit=LiveKitCredentials("wss://example.livekit.cloud", "key", "s" * 40))  # fmt: skip
         started = time.perf_counter()
@@ -257,6 +257,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.ops.web_render", description=__doc__.split("\n\n")[0])
     ap.add_argument("--memories", type=int, default=10_000, help="memories of the one user (default 10,000)")
     ap.add_argument("--others", type=int, default=20_000, help="rows of 90 other users (default 20,000)")
+    ap.add_argument("--calls", type=int, default=200, help="archived calls of the one user, 11 messages each "
+                    "(default 200; a reused --data-dir keeps its own)")  # fmt: skip
     ap.add_argument("--repeat", type=int, default=20, help="timed fetches of each page (default 20)")
     ap.add_argument("--data-dir", help="keep the store here and reuse it on the next run (default: a new temp dir)")
     ap.add_argument("--no-browser", action="store_true", help="HTTP only (no chromium)")

@@ -40,7 +40,7 @@ SMOKE: dict[str, str] = {
     "bench.fleet.vector_stage": "--data-dir {data} --queries 2",
     "bench.fleet.fleet_data": "--users 2 --per-user 5 --data-dir {data}",
     # operations: the operator's pages
-    "bench.ops.web_render": "--memories 10 --others 10 --repeat 1 --no-browser",
+    "bench.ops.web_render": "--memories 10 --others 10 --calls 5 --repeat 1 --no-browser",
     # mutations
     "bench.mutations.run": "--check",
 }
