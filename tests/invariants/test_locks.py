@@ -211,7 +211,8 @@ def test_a_writer_waits_20_s_backing_off_from_5_ms_to_100_ms(
     other = Writer(store, key).take()
     clock = WaitClock()
     monkeypatch.setattr(locks, "time", clock)
-    with pytest.raises(StoreBusy) as info, store.locks.hold(key):  # the default wait
+    waiter = locks.RowLocks(store.pool, store.table)  # this module's (the store's own may be an earlier import)
+    with pytest.raises(StoreBusy) as info, waiter.hold(key):  # the default wait
         pass
     assert str(info.value) == f"the lock {key!r} stayed taken for 20 s"
     assert clock.slept[:7] == pytest.approx([0.005, 0.01, 0.02, 0.04, 0.08, 0.1, 0.1])
@@ -253,3 +254,28 @@ def test_two_memory_tables_in_one_database_each_check_their_own_locks(store: Mem
                     sql.SQL("DROP TABLE IF EXISTS {}, {}").format(sql.Identifier(t), sql.Identifier(f"{t}_locks"))
                 )
                 conn.execute(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(sql.Identifier(f"{t}_locks_fence")))
+
+
+def test_taking_and_giving_back_a_lock_leaves_its_connection_as_the_pool_lent_it(
+    store: MemoryStore, user_id: str
+) -> None:
+    """Each lock statement runs in autocommit, and the connection goes back to the pool in
+    transaction mode: the next borrower's write (the fenced one among them) is one transaction."""
+    import psycopg
+
+    from memory.storage.locks import RowLocks
+
+    class OneConnection:
+        def __init__(self, conn: psycopg.Connection) -> None:
+            self.conn = conn
+
+        @contextlib.contextmanager
+        def connection(self) -> Iterator[psycopg.Connection]:
+            yield self.conn
+
+    with psycopg.connect(store.url) as conn:
+        locks = RowLocks(OneConnection(conn), store.table)  # type: ignore[arg-type]
+        with locks.hold(f"memory-facts:{user_id}", wait_s=0.5):
+            assert conn.autocommit is False
+        assert conn.autocommit is False
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE  # nothing left open
