@@ -39,6 +39,7 @@ import difflib
 import importlib
 import json
 import os
+import random
 import select
 import shutil
 import signal
@@ -93,6 +94,7 @@ def mutants_of(path: Path, source: str) -> list[Mutant]:
     return out
 
 
+SAMPLE_SEED = 48  # `--sample`: fixed, so a rerun after a new test draws the same mutants
 MAX_DESELECTED = 3  # baseline runs that may each leave out the tests failing unchanged
 
 
@@ -195,6 +197,7 @@ def run_module(
     out: Any,
     line: set[int] | None = None,
     light_only: bool = False,
+    sample: int | None = None,
 ) -> ModuleResult:
     result = ModuleResult(module, tests)
     target = copy / module
@@ -204,6 +207,10 @@ def run_module(
         mutants = [m for m in mutants if m.line in line]
     if limit is not None:
         mutants = mutants[:limit]
+    if sample is not None and sample < len(mutants):  # a uniform sample, the same for the same tree
+        result.sampled_of = len(mutants)
+        keep = sorted(random.Random(SAMPLE_SEED).sample(range(len(mutants)), sample))
+        mutants = [mutants[i] for i in keep]
     result.mutants = len(mutants)
     mutants, aside = equivalent_by_rule(source, mutants)
     result.set_aside = len(aside)
@@ -297,6 +304,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.mutations.mutants", description=__doc__.split("\n")[0])
     parser.add_argument("--module", action="append", help="a module of the map (its path); default every one")
     parser.add_argument("--limit", type=int, default=None, help="the first N mutants of each module (smoke)")
+    parser.add_argument("--sample", type=int, default=None,
+                        help="N mutants of each module drawn uniformly (fixed seed): a share with an interval "
+                             "where the whole module would not finish")  # fmt: skip
     parser.add_argument("--line", action="append", default=None,
                         help="only the mutants of this line (a survivor again): N for every module given, or "
                         "PATH:N; may be repeated")  # fmt: skip
@@ -367,6 +377,7 @@ def _run_all(copy: Path, modules: Any, args: argparse.Namespace, deadline: float
             out=write,
             line=_lines_of(module, args.line),
             light_only=args.light_only,
+            sample=args.sample,
         )
         results.append(result)
         write(result)

@@ -30,6 +30,7 @@ class ModuleResult:
     baseline_s: float | None = None
     baseline_ok: bool | None = None
     seconds: float = 0.0
+    sampled_of: int | None = None  # `--sample`: how many mutants the module has (`mutants` is the sample)
     deselected: list[str] = field(default_factory=list)  # tests failing on the unchanged copy (not verdicts)
     survivors: list[dict[str, Any]] = field(default_factory=list)
     killed_by: list[dict[str, Any]] = field(default_factory=list)  # pytest's last line for each kill (audit)
@@ -78,6 +79,7 @@ def summary(results: Sequence[ModuleResult]) -> dict[str, Any]:
                 "timed_out": r.timed_out,
                 "not_run": r.not_run,
                 "set_aside": r.set_aside,
+                "sampled_of": r.sampled_of,
             }  # fmt: skip
             for r in results
         },
