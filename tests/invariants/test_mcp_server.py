@@ -167,6 +167,7 @@ async def test_recall_takes_1_to_50_memories_5_by_default(fake: FakeApi) -> None
     await call("recall", {"user_id": "alice", "query": "tea", "limit": 1})
     await call("recall", {"user_id": "alice", "query": "tea", "limit": 50})
     assert [c[3] for c in fake.calls] == [5, 1, 50]
+    assert [c[1:3] for c in fake.calls] == [("alice", "tea")] * 3
 
 
 async def test_list_memories_takes_1_to_200_50_by_default(fake: FakeApi) -> None:
@@ -216,6 +217,7 @@ async def test_an_invalid_input_is_a_tool_error_in_its_own_words(fake: FakeApi) 
 async def test_remember_reports_the_counts_and_says_what_was_refused(fake: FakeApi) -> None:
     answer = json.loads(await call("remember", {"user_id": "alice", "text": "I like tea"}))
     assert answer == {"turns": 1, "facts": 0, "unchanged": 0, "dropped": 0, "waiting_in_journal": 0}
+    assert fake.calls == [("remember", "alice", "I like tea")]  # the words, as said
     fake.report = {**fake.report, "refused": ["one", "two", "three", "four"]}
     assert await error("remember", {"user_id": "alice", "text": "other words"}) == "not stored: one; two; three"
 
@@ -277,3 +279,15 @@ def test_a_configuration_error_stops_the_command_with_status_2(
     assert mcp_server.main([]) == 2
     assert capsys.readouterr().err == "memory-mcp: cannot start: MEMORY_MCP_KEYS is not set (http=False)\n"
     assert mcp_server._parser().prog == "memory-mcp"
+
+
+def test_the_help_says_what_it_serves_and_how_it_is_configured() -> None:
+    described = mcp_server._parser().description
+    assert described == "A user's memory over MCP: recall, remember, list_memories, forget, export."
+    shown = " ".join(mcp_server._parser().format_help().split())
+    assert "A user's memory over MCP: recall, remember, list_memories, forget, export." in shown
+    assert (
+        "Runs with the worker's configuration (.env): the same store. Over HTTP, MEMORY_MCP_KEYS names the keys "
+        "and the identities each may touch; MEMORY_MCP_LISTEN where it listens." in shown
+    )
+    assert "--http streamable HTTP at /mcp instead of stdio" in shown
