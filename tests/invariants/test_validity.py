@@ -285,3 +285,99 @@ def test_a_question_about_now_puts_the_current_value_at_the_lines_best_only_when
     assert [c.id for c in got] == ["turn", "paris"] and got[1].score == 0.5
     # The current value not among the candidates: the past ones still go.
     assert order(world()[:2], "do I still live in Lisbon") == []
+
+
+def test_an_event_on_its_own_line_when_the_main_part_names_no_line() -> None:
+    # "what did I have": no line named; the event (moving to Lisbon) is on the home line, so
+    # "before"/"after" it is that line's value before/after Lisbon.
+    assert order(world(), "what did I have before I moved to Lisbon")[0] == "porto"
+    assert order(world(), "what did I have after I moved to Lisbon")[0] == "paris"
+    # Before the first value of its line there is none there: the job held the day before.
+    assert order(world(), "what did I have before I moved to Porto")[0] == "acme"
+    # After the last there is none either: the job held that day.
+    assert order(world(), "what did I have after I moved to Paris")[0] == "bolt"
+    # "when": the event is the question's time, the other line's value for that day answers.
+    assert order(world(), "what did I have when I moved to Lisbon")[0] == "bolt"
+    # The main part names another line (the job): its value the day before Lisbon.
+    assert order(world(), "what job did I have before I moved to Lisbon")[0] == "bolt"
+
+
+def test_an_event_first_scored_with_no_other_line_gives_way_to_a_raw_turn() -> None:
+    # Only the home line and a turn: "what happened when I moved to Lisbon" is not answered
+    # by Lisbon itself (the question's time), so the turn comes first.
+    raw = Cand("turn", 0.3, 0.1, {"created_at": "2021-05-02T10:00:00+00:00"}, "The movers broke a lamp")
+    assert order([raw, *world(lisbon=0.99)[:3]], "what happened when I moved to Lisbon")[0] == "turn"
+
+
+def test_the_line_asked_about_is_found_by_its_slot_name_on_past_rows_too() -> None:
+    # Grind (the current job) not among the candidates: "job" is only in the past rows'
+    # `was_slot`; the job line is still the one asked about (Bolt the day before Lisbon).
+    no_grind = [c for c in world() if c.id != "grind"]
+    assert order(no_grind, "what job did I have before I moved to Lisbon")[0] == "bolt"
+    # "home city" names the home line by its slot (home_city): Porto the day before Bolt.
+    assert order(world(), "what was my home city before I started at Bolt")[0] == "porto"
+
+
+def test_two_lines_named_as_much_is_no_line_named() -> None:
+    # "job" and "home" name one line each: none is the target, the event's own line answers
+    # (Porto before Lisbon), whichever line comes first among the candidates.
+    jobs_first = world()[3:6] + world()[:3]
+    assert order(jobs_first, "what job and home did I have before I moved to Lisbon")[0] == "porto"
+
+
+def test_a_value_named_by_its_words_only_when_it_is_the_only_one_named_most() -> None:
+    flats = [
+        fact("porto", "User shared a flat with mates in Porto", "home_city", "2019-01-01", "2021-05-01", 0.5, "paris"),
+        fact("lisbon", "User shared a flat with mates in Lisbon", "home_city", "2021-05-01", "2024-03-01", 0.5,
+             "paris"),
+        fact("paris", "User lives alone in Paris", "home_city", "2024-03-01", None, 0.9),
+    ]  # fmt: skip
+    # Two past values named as much ("flat", "mates"): none is named, the question is about now.
+    assert order(flats, "flat with mates") == ["paris"]
+    # One past value named by exactly two words: the past.
+    assert order(flats[1:], "flat with mates")[0] == "lisbon"
+    # A past value alone among the candidates is not "named more than any other".
+    assert order(flats[1:2], "flat with mates in Lisbon") == []
+
+
+def test_an_event_named_by_two_facts_as_much_is_the_better_scored() -> None:
+    # "Nova and Luna": one word each; Luna (got 2020-01-01) scores better than Nova
+    # (2024-03-01): Porto held then.
+    pets = [
+        fact("nova", "User got a dog named Nova", "dog", "2024-03-01", None, 0.4),
+        fact("luna", "User got a cat named Luna", "cat", "2020-01-01", None, 0.45),
+        *world()[:3],
+    ]
+    assert order(pets, "where did I live when I adopted Nova and Luna")[0] == "porto"
+
+
+def test_an_event_in_chinese_is_matched_by_its_characters() -> None:
+    # Moved to Beijing 2022-01-01; the day before, the job was in Shenzhen (since 2021-06-01),
+    # not the latest past job (Guangzhou).
+    zh = [
+        fact("sh", "用户住在上海", "home_city", "2019-01-01", "2022-01-01", 0.7, "bj"),
+        fact("bj", "用户住在北京", "home_city", "2022-01-01", None, 0.9),
+        fact("gz", "用户在广州工作", "job", "2018-01-01", "2021-06-01", 0.6, "sz"),
+        fact("sz", "用户在深圳工作", "job", "2021-06-01", None, 0.5),
+    ]
+    assert order(zh, "搬到北京之前我在哪里工作")[0] == "sz"
+    assert order(zh, "搬到北京之前我住在哪里")[0] == "sh"
+
+
+def test_days_an_event_and_its_edges() -> None:
+    # Days before every value: none held them, the latest past value answers.
+    assert order(world(), "where did I live in 2010")[0] == "lisbon"
+    # One day named, held by Porto: one day of overlap is enough.
+    assert order(world(), "where did I live on March 1, 2020")[0] == "porto"
+    # "when I moved to Porto": the value the event itself is, on its own line.
+    assert order(world(), "where did I live when I moved to Porto")[0] == "porto"
+    # Starting at Bolt (2020-09-01, not a lasting "while"): the home on its first day, Porto,
+    # not Lisbon, which held most of Bolt's span.
+    assert order(world(), "where did I live when I started at Bolt")[0] == "porto"
+    # Nova got 2024-03-02, the day after Paris began: "before" is 2024-03-01, already Paris.
+    w = world()
+    w[6] = fact("nova", "User got a dog named Nova", "dog", "2024-03-02", None, 0.4)
+    assert order(w, "where did I live before I got Nova")[0] == "paris"
+    # A stay 2021-04-28 until 2021-05-03 (its last day 05-02): Porto 4 days, Lisbon 2.
+    stay = fact("coimbra", "User studied at Coimbra", "school", "2021-04-28", "2021-05-03", 0.3, "uni")
+    assert order([*world()[:3], stay], "where did I live while I studied at Coimbra")[0] == "porto"
