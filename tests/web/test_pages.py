@@ -210,6 +210,8 @@ async def test_the_recall_box_shows_what_memory_admin_search_returns(
     capsys: pytest.CaptureFixture[str], store: MemoryStore, tmp_path: Path, browser: Any,
 ) -> None:  # fmt: skip
     monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
+    if store.settings.database_url:  # the run's server (PgBouncer, or the mutant runner's): the store's own
+        monkeypatch.setenv("MEMORY_DATABASE_URL", store.settings.database_url)
     monkeypatch.setenv("MEM0_SETTING", mode)
     capsys.readouterr()
     assert admin_main(["--json", "search", people.gated, query]) == 0
@@ -384,6 +386,8 @@ async def test_export_downloads_what_memory_admin_export_prints(
         await page.click("text=Export (JSON)")
     got = json.loads(Path(await (await download.value).path()).read_text(encoding="utf-8"))
     monkeypatch.setenv("MEMORY_DATA_DIR", str(store.settings.data_dir))
+    if store.settings.database_url:  # the run's server (PgBouncer, or the mutant runner's): the store's own
+        monkeypatch.setenv("MEMORY_DATABASE_URL", store.settings.database_url)
     capsys.readouterr()
     assert admin_main(["export", people.gated]) == 0
     printed = json.loads(capsys.readouterr().out)
