@@ -14,8 +14,8 @@ from bench.common.paths import ROOT
 SKIPPED_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".data", "results", "node_modules"}
 
 
-# Only what running a module's tests needs is copied (the data under bench/ is not).
-COPIED = ("memory", "tests", "harness", "prompts", "agent.py", "pyproject.toml", "bench/__init__.py")
+# What running a module's tests needs is copied: tests import bench's probes (bench/privacy) too.
+COPIED = ("memory", "tests", "harness", "prompts", "agent.py", "pyproject.toml", "bench")
 
 
 # The libraries a test run imports, imported once by the process the mutants fork from.
